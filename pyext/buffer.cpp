@@ -1,0 +1,112 @@
+// The buffer protocol on loom.Tensor, and numpy interop built on it.
+//
+// A CPU tensor exports its memory as a PEP 3118 buffer with its real strides, so
+// numpy.asarray(t), memoryview(t) and Tensor.numpy() share memory with the tensor instead of
+// copying. bfloat16 has no buffer format (numpy has no bfloat16), as in PyTorch.
+#include "pyext/args.h"
+#include "pyext/tensor_object.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+// Shape and strides of one exported view, in bytes, owned by the Py_buffer until release.
+struct ExportedShape {
+  Py_ssize_t shape[64];
+  Py_ssize_t strides[64];
+};
+
+void require_cpu(const Array& a, const char* what) {
+  LOOM_CHECK(a.device().is_cpu(), Type, "can't convert ", a.device().str(), " device type tensor to ", what,
+             ". Use Tensor.cpu() to copy the tensor to host memory first.");
+}
+
+int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  require_cpu(a, "a buffer");
+  const char* format = dtype_info(a.dtype).buffer_format;
+  LOOM_CHECK(format, Type, "Got unsupported ScalarType ", dtype_name(a.dtype),
+             " (it has no buffer format; convert with .float() first)");
+  LOOM_CHECK(a.ndim() <= 64, Value, "tensors with more than 64 dims cannot be exported as buffers");
+  bool contiguous = a.is_contiguous();
+  if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !contiguous) {
+    PyErr_SetString(PyExc_BufferError, "the tensor is not contiguous; request a strided buffer");
+    return -1;
+  }
+  auto* shape = new ExportedShape;
+  size_t item = itemsize(a.dtype);
+  for (int64_t d = 0; d < a.ndim(); ++d) {
+    shape->shape[d] = static_cast<Py_ssize_t>(a.sizes()[d]);
+    shape->strides[d] = static_cast<Py_ssize_t>(a.strides()[d] * static_cast<int64_t>(item));
+  }
+  view->buf = a.data();
+  view->obj = Py_NewRef(self);
+  view->len = static_cast<Py_ssize_t>(a.numel()) * static_cast<Py_ssize_t>(item);
+  view->readonly = 0;
+  view->itemsize = static_cast<Py_ssize_t>(item);
+  view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(format) : nullptr;
+  view->ndim = static_cast<int>(a.ndim());
+  view->shape = (flags & PyBUF_ND) ? shape->shape : nullptr;
+  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? shape->strides : nullptr;
+  view->suboffsets = nullptr;
+  view->internal = shape;
+  return 0;
+  LOOM_PY_END(-1)
+}
+
+void tensor_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<ExportedShape*>(view->internal); }
+
+PyObject* numpy_module() {
+  static PyObject* numpy = nullptr;
+  if (!numpy) numpy = check(PyImport_ImportModule("numpy"));
+  return numpy;
+}
+
+// numpy.asarray(memoryview(t)): an ndarray whose base keeps the tensor alive.
+PyObject* shared_ndarray(PyObject* self, PyObject* dtype) {
+  PyRef view = PyRef::checked(PyMemoryView_FromObject(self));
+  PyRef asarray = PyRef::checked(PyObject_GetAttrString(numpy_module(), "asarray"));
+  if (dtype && dtype != Py_None) return PyObject_CallFunctionObjArgs(asarray.get(), view.get(), dtype, nullptr);
+  return PyObject_CallOneArg(asarray.get(), view.get());
+}
+
+}  // namespace
+
+PyBufferProcs tensor_buffer_procs = {tensor_getbuffer, tensor_releasebuffer};
+
+PyObject* tensor_numpy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("numpy", {"force"}, 1);
+  Args<1> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Array& arr = array_of(self);
+  // force=True copies to the host (and bfloat16 to float32) when sharing is impossible.
+  if (a.has(0) && to_bool(a[0], "force") && (!arr.device().is_cpu() || arr.dtype == DType::BFloat16)) {
+    DType dtype = arr.dtype == DType::BFloat16 ? DType::Float32 : arr.dtype;
+    PyRef host = PyRef::checked(wrap(copy_to(arr, dtype, kCPU)));
+    return shared_ndarray(host.get(), nullptr);
+  }
+  require_cpu(arr, "numpy");
+  return shared_ndarray(self, nullptr);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* tensor_array(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("__array__", {"dtype", "copy"}, 2);
+  Args<2> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Array& arr = array_of(self);
+  require_cpu(arr, "numpy");
+  if (arr.dtype == DType::BFloat16) {
+    PyRef host = PyRef::checked(wrap(copy_to(arr, DType::Float32, kCPU)));
+    return shared_ndarray(host.get(), a[0]);
+  }
+  PyRef out = PyRef::checked(shared_ndarray(self, a[0]));
+  if (a.has(1) && PyObject_IsTrue(a[1])) return PyObject_CallMethod(out.get(), "copy", nullptr);
+  return out.release();
+  LOOM_PY_END(nullptr)
+}
+
+}  // namespace loom::py

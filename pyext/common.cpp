@@ -1,0 +1,98 @@
+#include "pyext/common.h"
+
+#include <new>
+
+#include "runtime/error.h"
+
+namespace loom::py {
+
+void set_python_error() noexcept {
+  try {
+    throw;
+  } catch (const PythonError&) {
+    // Already set by the C API call that failed.
+  } catch (const Error& e) {
+    PyObject* type = PyExc_RuntimeError;
+    switch (e.kind()) {
+      case ErrorKind::Runtime: type = PyExc_RuntimeError; break;
+      case ErrorKind::Value: type = PyExc_ValueError; break;
+      case ErrorKind::Type: type = PyExc_TypeError; break;
+      case ErrorKind::Index: type = PyExc_IndexError; break;
+      case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
+      case ErrorKind::OutOfMemory: type = PyExc_MemoryError; break;
+    }
+    PyErr_SetString(type, e.what());
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception in loom");
+  }
+}
+
+const char* type_name(PyObject* obj) noexcept { return Py_TYPE(obj)->tp_name; }
+
+bool is_index_like(PyObject* obj) noexcept {
+  if (PyLong_CheckExact(obj)) return true;
+  if (PyBool_Check(obj) || PyFloat_Check(obj)) return false;
+  return PyIndex_Check(obj);
+}
+
+int64_t to_int64(PyObject* obj, const char* what) {
+  if (!is_index_like(obj)) {
+    LOOM_FAIL(Type, what, " must be an int, not ", type_name(obj));
+  }
+  int overflow = 0;
+  long long v;
+  if (PyLong_CheckExact(obj)) {
+    v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  } else {
+    PyRef index = PyRef::checked(PyNumber_Index(obj));
+    v = PyLong_AsLongLongAndOverflow(index.get(), &overflow);
+  }
+  if (v == -1 && PyErr_Occurred()) throw PythonError{};
+  LOOM_CHECK(!overflow, Runtime, what, " is too large for a 64-bit integer");
+  return v;
+}
+
+double to_double(PyObject* obj, const char* what) {
+  if (PyFloat_CheckExact(obj)) return PyFloat_AS_DOUBLE(obj);
+  if (!PyNumber_Check(obj)) LOOM_FAIL(Type, what, " must be a number, not ", type_name(obj));
+  double v = PyFloat_AsDouble(obj);
+  if (v == -1.0 && PyErr_Occurred()) throw PythonError{};
+  return v;
+}
+
+bool to_bool(PyObject* obj, const char* what) {
+  if (obj == Py_True) return true;
+  if (obj == Py_False) return false;
+  LOOM_FAIL(Type, what, " must be a bool, not ", type_name(obj));
+}
+
+Dims to_dims(PyObject* obj, const char* what) {
+  if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
+    LOOM_FAIL(Type, what, " must be a tuple of ints, not ", type_name(obj));
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  Dims out;
+  out.reserve(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i) out.push_back(to_int64(items[i], what));
+  return out;
+}
+
+Dims sizes_from_args(PyObject* const* args, Py_ssize_t nargs, const char* fname) {
+  if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) return to_dims(args[0], "size");
+  Dims out;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    if (!is_index_like(args[i])) {
+      LOOM_FAIL(Type, fname, "(): argument 'size' must be a tuple of ints, but found element of type ",
+                type_name(args[i]), " at pos ", i);
+    }
+    out.push_back(to_int64(args[i], "size"));
+  }
+  return out;
+}
+
+}  // namespace loom::py

@@ -1,0 +1,412 @@
+// Module functions that create tensors: loom.tensor, zeros, ones, full, arange, rand, ..., and
+// the random seed and default dtype controls.
+#include <cmath>
+
+#include "pyext/args.h"
+#include "pyext/objects.h"
+#include "pyext/python_data.h"
+#include "pyext/tensor_object.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+using FastArgs = PyObject* const*;
+
+std::optional<DType> optional_dtype(PyObject* obj) {
+  if (!obj || obj == Py_None) return std::nullopt;
+  return dtype_from_py(obj);
+}
+
+Device device_or_default(PyObject* obj) { return obj && obj != Py_None ? device_from_py(obj) : kCPU; }
+
+// Creation functions taking sizes as varargs: zeros(2, 3, dtype=...) or zeros((2, 3)) or
+// zeros(size=(2, 3)).
+struct SizedArgs {
+  Dims sizes;
+  std::optional<DType> dtype;
+  Device device;
+};
+
+SizedArgs parse_sized(const char* fname, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  static ArgParser parser("creation", {"size", "dtype", "device"}, 0);
+  Args<3> a;
+  parser.parse(args + nargs, 0, kwnames, a.v);
+  SizedArgs out;
+  if (a.has(0)) {
+    LOOM_CHECK(nargs == 0, Type, fname, "() got multiple values for argument 'size'");
+    out.sizes = to_dims(a[0], "size");
+  } else {
+    if (nargs == 0) LOOM_FAIL(Type, fname, "() missing required argument 'size'");
+    out.sizes = sizes_from_args(args, nargs, fname);
+  }
+  check_sizes(out.sizes);
+  out.dtype = optional_dtype(a[1]);
+  out.device = device_or_default(a[2]);
+  return out;
+}
+
+DType floating_dtype(std::optional<DType> requested, const char* fname) {
+  DType d = requested.value_or(default_float_dtype());
+  LOOM_CHECK(is_floating(d), Type, fname, "(): expected a floating-point dtype, got ", dtype_name(d));
+  return d;
+}
+
+// The dtype of full(size, value) without an explicit dtype: as loom.tensor(value) would infer.
+DType dtype_of_value(PyObject* value) {
+  if (PyBool_Check(value)) return DType::Bool;
+  if (is_index_like(value)) return DType::Int64;
+  return default_float_dtype();
+}
+
+Scalar scalar_from_py(PyObject* value, const char* what) {
+  if (PyBool_Check(value)) return Scalar(value == Py_True);
+  if (is_index_like(value)) return Scalar(to_int64(value, what));
+  if (is_tensor(value)) return item(array_of(value));
+  return Scalar(to_double(value, what));
+}
+
+PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  SizedArgs s = parse_sized("zeros", args, nargs, kwnames);
+  Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
+  fill_(a, Scalar(int64_t{0}));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  SizedArgs s = parse_sized("ones", args, nargs, kwnames);
+  Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
+  fill_(a, Scalar(int64_t{1}));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_empty(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  SizedArgs s = parse_sized("empty", args, nargs, kwnames);
+  return wrap(empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  SizedArgs s = parse_sized("rand", args, nargs, kwnames);
+  Array a = empty(s.sizes, floating_dtype(s.dtype, "rand"), s.device);
+  uniform_(a, 0.0, 1.0, default_generator(s.device));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_randn(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  SizedArgs s = parse_sized("randn", args, nargs, kwnames);
+  Array a = empty(s.sizes, floating_dtype(s.dtype, "randn"), s.device);
+  normal_(a, 0.0, 1.0, default_generator(s.device));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_full(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("full", {"size", "fill_value", "dtype", "device"}, 2);
+  Args<4> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a[0] && a[1], Type, "full() missing required arguments 'size' and 'fill_value'");
+  Dims sizes = to_dims(a[0], "size");
+  Scalar value = scalar_from_py(a[1], "fill_value");
+  Array out = empty(sizes, a.has(2) ? dtype_from_py(a[2]) : dtype_of_value(a[1]), device_or_default(a[3]));
+  fill_(out, value);
+  return wrap(std::move(out));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_arange(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("arange", {"start", "end", "step", "dtype", "device"}, 3);
+  Args<5> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  // arange(end) or arange(start, end[, step]).
+  PyObject* start = a[0];
+  PyObject* end = a[1];
+  if (!end) {
+    LOOM_CHECK(start, Type, "arange() missing required argument 'end'");
+    end = start;
+    start = nullptr;
+  }
+  PyObject* step = a[2];
+  bool all_int = (!start || is_index_like(start)) && is_index_like(end) && (!step || is_index_like(step));
+  double s0 = start ? to_double(start, "start") : 0.0;
+  double s1 = to_double(end, "end");
+  double st = step ? to_double(step, "step") : 1.0;
+  LOOM_CHECK(st != 0.0, Runtime, "step must be nonzero");
+  LOOM_CHECK(std::isfinite(s0) && std::isfinite(s1), Runtime, "unsupported range: ", s0, " -> ", s1);
+  LOOM_CHECK((st > 0 && s1 >= s0) || (st < 0 && s1 <= s0), Runtime,
+             "upper bound and larger bound inconsistent with step sign");
+  auto n = static_cast<int64_t>(std::ceil((s1 - s0) / st));
+  DType dtype = a.has(3) ? dtype_from_py(a[3]) : all_int ? DType::Int64 : default_float_dtype();
+  Array out = empty(Dims{n}, dtype, device_or_default(a[4]));
+  arange_(out, s0, st);
+  return wrap(std::move(out));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_linspace(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("linspace", {"start", "end", "steps", "dtype", "device"}, 3);
+  Args<5> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a[0] && a[1] && a[2], Type, "linspace() missing required arguments 'start', 'end' and 'steps'");
+  int64_t steps = to_int64(a[2], "steps");
+  LOOM_CHECK(steps >= 0, Runtime, "number of steps must be non-negative");
+  DType dtype = a.has(3) ? dtype_from_py(a[3]) : default_float_dtype();
+  Array out = empty(Dims{steps}, dtype, device_or_default(a[4]));
+  linspace_(out, to_double(a[0], "start"), to_double(a[1], "end"));
+  return wrap(std::move(out));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_eye(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("eye", {"n", "m", "dtype", "device"}, 2);
+  Args<4> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a[0], Type, "eye() missing required argument 'n'");
+  int64_t n = to_int64(a[0], "n");
+  int64_t m = a.has(1) ? to_int64(a[1], "m") : n;
+  LOOM_CHECK(n >= 0 && m >= 0, Runtime, "eye(): n and m must be non-negative, got n=", n, ", m=", m);
+  Array out = empty(Dims{n, m}, a.has(2) ? dtype_from_py(a[2]) : default_float_dtype(), device_or_default(a[3]));
+  fill_(out, Scalar(int64_t{0}));
+  // The diagonal is a view with stride m + 1.
+  Layout diagonal{Dims{std::min(n, m)}, Dims{m + 1}, 0};
+  fill_(out.view_as(diagonal), Scalar(int64_t{1}));
+  return wrap(std::move(out));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_randint(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("randint", {"", "", "", "low", "high", "size", "dtype", "device"}, 3);
+  Args<8> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  // randint(high, size), randint(low, high, size), or any of them by keyword.
+  PyObject *low = a[3], *high = a[4], *size = a[5];
+  if (nargs == 3) {
+    low = a[0];
+    high = a[1];
+    size = a[2];
+  } else if (nargs == 2) {
+    high = a[0];
+    size = a[1];
+  } else if (nargs == 1) {
+    high = a[0];
+  }
+  LOOM_CHECK(high && size, Type, "randint() missing required arguments 'high' and 'size'");
+  int64_t lo = low ? to_int64(low, "low") : 0;
+  int64_t hi = to_int64(high, "high");
+  Array out = empty(to_dims(size, "size"), a.has(6) ? dtype_from_py(a[6]) : DType::Int64, device_or_default(a[7]));
+  random_int_(out, lo, hi, default_generator(out.device()));
+  return wrap(std::move(out));
+  LOOM_PY_END(nullptr)
+}
+
+// *_like(input, <extra>, dtype=None, device=None): input's shape, and by default its dtype and
+// device. Each function's parser lists "input", its extra arguments, then "dtype" and "device".
+struct LikeArgs {
+  const Array* input;
+  DType dtype;
+  Device device;
+  PyObject* extra[2];
+};
+
+LikeArgs parse_like(const ArgParser& parser, size_t n_extra, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  Args<5> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a[0], Type, "missing required argument 'input'");
+  LikeArgs out;
+  out.input = &array_arg(a[0], "input");
+  out.extra[0] = n_extra > 0 ? a[1] : nullptr;
+  out.extra[1] = n_extra > 1 ? a[2] : nullptr;
+  out.dtype = a.has(1 + n_extra) ? dtype_from_py(a[1 + n_extra]) : out.input->dtype;
+  out.device = a.has(2 + n_extra) ? device_from_py(a[2 + n_extra]) : out.input->device();
+  return out;
+}
+
+PyObject* filled_like(const LikeArgs& l, Scalar value) {
+  Array a = empty(l.input->sizes(), l.dtype, l.device);
+  fill_(a, value);
+  return wrap(std::move(a));
+}
+
+PyObject* f_zeros_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("zeros_like", {"input", "dtype", "device"}, 1);
+  return filled_like(parse_like(parser, 0, args, nargs, kwnames), Scalar(int64_t{0}));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_ones_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("ones_like", {"input", "dtype", "device"}, 1);
+  return filled_like(parse_like(parser, 0, args, nargs, kwnames), Scalar(int64_t{1}));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_full_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("full_like", {"input", "fill_value", "dtype", "device"}, 2);
+  LikeArgs l = parse_like(parser, 1, args, nargs, kwnames);
+  LOOM_CHECK(l.extra[0], Type, "full_like() missing required argument 'fill_value'");
+  return filled_like(l, scalar_from_py(l.extra[0], "fill_value"));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_empty_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("empty_like", {"input", "dtype", "device"}, 1);
+  LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
+  return wrap(empty(l.input->sizes(), l.dtype, l.device));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_rand_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("rand_like", {"input", "dtype", "device"}, 1);
+  LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
+  Array a = empty(l.input->sizes(), floating_dtype(l.dtype, "rand_like"), l.device);
+  uniform_(a, 0.0, 1.0, default_generator(l.device));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_randn_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("randn_like", {"input", "dtype", "device"}, 1);
+  LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
+  Array a = empty(l.input->sizes(), floating_dtype(l.dtype, "randn_like"), l.device);
+  normal_(a, 0.0, 1.0, default_generator(l.device));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_randint_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("randint_like", {"input", "low", "high", "dtype", "device"}, 3);
+  LikeArgs l = parse_like(parser, 2, args, nargs, kwnames);
+  // randint_like(input, high) or randint_like(input, low, high).
+  PyObject* low = l.extra[1] ? l.extra[0] : nullptr;
+  PyObject* high = l.extra[1] ? l.extra[1] : l.extra[0];
+  LOOM_CHECK(high, Type, "randint_like() missing required argument 'high'");
+  Array a = empty(l.input->sizes(), l.dtype, l.device);
+  random_int_(a, low ? to_int64(low, "low") : 0, to_int64(high, "high"), default_generator(l.device));
+  return wrap(std::move(a));
+  LOOM_PY_END(nullptr)
+}
+
+// loom.tensor(data, dtype=None, device=None): always copies.
+PyObject* f_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("tensor", {"data", "dtype", "device"}, 1);
+  Args<3> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a[0], Type, "tensor() missing required argument 'data'");
+  return wrap(array_from_data(a[0], optional_dtype(a[1]), device_or_default(a[2])));
+  LOOM_PY_END(nullptr)
+}
+
+// loom.as_tensor(data, dtype=None, device=None): shares memory with tensors and CPU buffers when
+// dtype and device already match, else copies.
+PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("as_tensor", {"data", "dtype", "device"}, 3);
+  Args<3> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a[0], Type, "as_tensor() missing required argument 'data'");
+  std::optional<DType> dtype = optional_dtype(a[1]);
+  std::optional<Device> device;
+  if (a.has(2)) device = device_from_py(a[2]);
+  if (is_tensor(a[0])) {
+    const Array& t = array_of(a[0]);
+    if ((!dtype || *dtype == t.dtype) && (!device || *device == t.device())) return Py_NewRef(a[0]);
+    return wrap(copy_to(t, dtype.value_or(t.dtype), device.value_or(t.device())));
+  }
+  if (PyObject_CheckBuffer(a[0])) {
+    Array shared = array_from_buffer(a[0]);
+    if ((!dtype || *dtype == shared.dtype) && (!device || device->is_cpu())) return wrap(std::move(shared));
+    return wrap(copy_to(shared, dtype.value_or(shared.dtype), device.value_or(kCPU)));
+  }
+  return wrap(array_from_data(a[0], dtype, device.value_or(kCPU)));
+  LOOM_PY_END(nullptr)
+}
+
+// loom.from_numpy(array): a CPU tensor sharing the array's memory.
+PyObject* f_from_numpy(PyObject*, PyObject* array) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(PyObject_CheckBuffer(array), Type, "from_numpy() expects an np.ndarray, got ", type_name(array));
+  return wrap(array_from_buffer(array));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_manual_seed(PyObject*, PyObject* seed) {
+  LOOM_PY_BEGIN
+  // Seeds are taken modulo 2^64, so negative seeds work as in PyTorch.
+  PyRef index = PyRef::checked(PyNumber_Index(seed));
+  unsigned long long s = PyLong_AsUnsignedLongLongMask(index.get());
+  if (PyErr_Occurred()) throw PythonError{};
+  manual_seed_all(s);
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_initial_seed(PyObject*, PyObject*) {
+  return PyLong_FromUnsignedLongLong(default_generator(kCPU).seed());
+}
+
+PyObject* f_get_default_dtype(PyObject*, PyObject*) { return Py_NewRef(dtype_object(default_float_dtype())); }
+
+PyObject* f_set_default_dtype(PyObject*, PyObject* d) {
+  LOOM_PY_BEGIN
+  set_default_float_dtype(dtype_from_py(d));
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_is_tensor(PyObject*, PyObject* obj) { return PyBool_FromLong(is_tensor(obj)); }
+
+}  // namespace
+
+PyObject* from_dlpack(PyObject*, PyObject* obj);  // dlpack.cpp
+
+PyMethodDef creation_functions[] = {
+    {"tensor", LOOM_FASTCALL(f_tensor), "tensor(data, dtype=None, device=None): a new tensor holding a copy of data"},
+    {"as_tensor", LOOM_FASTCALL(f_as_tensor), "as_tensor(data, dtype=None, device=None): shares memory when it can"},
+    {"from_numpy", f_from_numpy, METH_O, "from_numpy(array): a CPU tensor sharing the numpy array's memory"},
+    {"from_dlpack", from_dlpack, METH_O, "from_dlpack(obj): a tensor sharing the memory of a DLPack producer"},
+    {"zeros", LOOM_FASTCALL(f_zeros), "zeros(*size, dtype=None, device=None)"},
+    {"ones", LOOM_FASTCALL(f_ones), "ones(*size, dtype=None, device=None)"},
+    {"empty", LOOM_FASTCALL(f_empty), "empty(*size, dtype=None, device=None): uninitialized memory"},
+    {"full", LOOM_FASTCALL(f_full), "full(size, fill_value, dtype=None, device=None)"},
+    {"rand", LOOM_FASTCALL(f_rand), "rand(*size, dtype=None, device=None): uniform on [0, 1)"},
+    {"randn", LOOM_FASTCALL(f_randn), "randn(*size, dtype=None, device=None): standard normal"},
+    {"randint", LOOM_FASTCALL(f_randint), "randint(low=0, high, size, dtype=loom.int64, device=None): uniform integers in [low, high)"},
+    {"arange", LOOM_FASTCALL(f_arange), "arange(start=0, end, step=1, dtype=None, device=None)"},
+    {"linspace", LOOM_FASTCALL(f_linspace), "linspace(start, end, steps, dtype=None, device=None)"},
+    {"eye", LOOM_FASTCALL(f_eye), "eye(n, m=None, dtype=None, device=None)"},
+    {"zeros_like", LOOM_FASTCALL(f_zeros_like), "zeros_like(input, dtype=None, device=None)"},
+    {"ones_like", LOOM_FASTCALL(f_ones_like), "ones_like(input, dtype=None, device=None)"},
+    {"full_like", LOOM_FASTCALL(f_full_like), "full_like(input, fill_value, dtype=None, device=None)"},
+    {"empty_like", LOOM_FASTCALL(f_empty_like), "empty_like(input, dtype=None, device=None)"},
+    {"rand_like", LOOM_FASTCALL(f_rand_like), "rand_like(input, dtype=None, device=None)"},
+    {"randn_like", LOOM_FASTCALL(f_randn_like), "randn_like(input, dtype=None, device=None)"},
+    {"randint_like", LOOM_FASTCALL(f_randint_like), "randint_like(input, low=0, high, dtype=None, device=None)"},
+    {"manual_seed", f_manual_seed, METH_O, "manual_seed(seed): reseed the generators of every device"},
+    {"initial_seed", f_initial_seed, METH_NOARGS, "the seed of the CPU generator"},
+    {"get_default_dtype", f_get_default_dtype, METH_NOARGS, "the dtype of Python floats and float creation ops"},
+    {"set_default_dtype", f_set_default_dtype, METH_O, "set_default_dtype(d): d must be a floating dtype"},
+    {"is_tensor", f_is_tensor, METH_O, "True if obj is a loom.Tensor"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace loom::py

@@ -1,0 +1,102 @@
+// Tensor indexing with ints, slices, None and Ellipsis: t[0], t[:, 1:5:2], t[..., None].
+//
+// Every such index is a view (DESIGN decision 4): ints select, slices narrow with a step, None
+// inserts a size-1 dim, Ellipsis stands for as many full slices as needed. Assignment
+// (t[idx] = value) writes through that view. Indexing with tensors, lists and bool masks
+// ("advanced indexing") copies, and arrives with the op library.
+#include "pyext/python_data.h"
+#include "pyext/tensor_object.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+enum class ItemKind { Int, Slice, None, Ellipsis };
+
+ItemKind classify(PyObject* item) {
+  if (item == Py_None) return ItemKind::None;
+  if (item == Py_Ellipsis) return ItemKind::Ellipsis;
+  if (PySlice_Check(item)) return ItemKind::Slice;
+  if (is_index_like(item) && !is_tensor(item)) return ItemKind::Int;
+  LOOM_FAIL(Index,
+            "only integers, slices (`:`), ellipsis (`...`) and None are valid indices for now (got ",
+            type_name(item), "); indexing with tensors, lists and bool masks is not supported yet");
+}
+
+std::optional<int64_t> slice_bound(PyObject* v, const char* what) {
+  if (v == Py_None) return std::nullopt;
+  return to_int64(v, what);
+}
+
+Layout apply_index(const Layout& base, PyObject* index) {
+  PyRef items = PyRef::checked(PyTuple_Check(index) ? Py_NewRef(index) : PyTuple_Pack(1, index));
+  Py_ssize_t n = PyTuple_GET_SIZE(items.get());
+  // How many dims the index consumes, to know how wide an Ellipsis is.
+  int64_t consumed = 0;
+  bool seen_ellipsis = false;
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    ItemKind k = classify(PyTuple_GET_ITEM(items.get(), i));
+    if (k == ItemKind::Int || k == ItemKind::Slice) ++consumed;
+    if (k == ItemKind::Ellipsis) {
+      LOOM_CHECK(!seen_ellipsis, Index, "an index can only have a single ellipsis ('...')");
+      seen_ellipsis = true;
+    }
+  }
+  LOOM_CHECK(consumed <= base.ndim(), Index, "too many indices for tensor of dimension ", base.ndim());
+  if (base.ndim() == 0 && consumed > 0) {
+    LOOM_FAIL(Index, "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
+                     "C++ to convert a 0-dim tensor to a number");
+  }
+  Layout out = base;
+  int64_t dim = 0;  // the output dim the next item applies to
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(items.get(), i);
+    switch (classify(item)) {
+      case ItemKind::Int: out = select(out, dim, to_int64(item, "index")); break;
+      case ItemKind::Slice: {
+        auto* s = reinterpret_cast<PySliceObject*>(item);
+        int64_t step = s->step == Py_None ? 1 : to_int64(s->step, "slice step");
+        out = slice(out, dim, slice_bound(s->start, "slice start"), slice_bound(s->stop, "slice stop"), step);
+        ++dim;
+        break;
+      }
+      case ItemKind::None: out = unsqueeze(out, dim++); break;
+      case ItemKind::Ellipsis: dim += base.ndim() - consumed; break;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PyObject* tensor_getitem(PyObject* self, PyObject* index) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  return wrap(a.view_as(apply_index(a.layout, index)));
+  LOOM_PY_END(nullptr)
+}
+
+int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(value, Type, "loom tensors do not support deleting elements");
+  const Array& a = array_of(self);
+  Array target = a.view_as(apply_index(a.layout, index));
+  if (is_tensor(value)) {
+    Array src = array_of(value);
+    // Reading and writing overlapping memory element by element would read values already
+    // overwritten: read from a snapshot instead.
+    if (src.storage == target.storage) src = copy_to(src, src.dtype, src.device());
+    // Broadcasting the value to the target's shape validates it before anything is written.
+    expand(src.layout, target.sizes());
+    copy_(target, src);
+  } else {
+    Array src = array_from_data(value, target.dtype, kCPU);
+    expand(src.layout, target.sizes());
+    copy_(target, src);
+  }
+  a.storage->bump_version();
+  return 0;
+  LOOM_PY_END(-1)
+}
+
+}  // namespace loom::py

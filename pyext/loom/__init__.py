@@ -1,0 +1,68 @@
+"""loom: a lazy graph-capture engine for PyTorch-style tensor programs.
+
+The API follows PyTorch's names and semantics, so a script ports by changing its import and its
+device string. Where loom differs from PyTorch, the docstring says so.
+"""
+
+from loom import _C
+from loom._C import (
+    Size,
+    Tensor,
+    arange,
+    as_tensor,
+    device,
+    dtype,
+    empty,
+    empty_like,
+    eye,
+    from_dlpack,
+    from_numpy,
+    full,
+    full_like,
+    get_default_dtype,
+    initial_seed,
+    is_tensor,
+    linspace,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randint_like,
+    randn,
+    randn_like,
+    set_default_dtype,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from loom._C import bool, bfloat16, float16, float32, float64, int32, int64, uint8  # noqa: A001
+from loom._tensor_str import set_printoptions
+from loom import cuda
+
+# PyTorch's dtype aliases.
+float = float32  # noqa: A001
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+byte = uint8
+
+
+def memory_stats(device="cpu"):
+    """Statistics of the caching allocator of `device` (bytes allocated, reserved, peaks, counts)."""
+    return _C._memory_stats(device)
+
+
+def empty_cache(device="cpu"):
+    """Returns the allocator's cached free blocks of `device` to the system."""
+    _C._empty_cache(device)
+
+
+def reset_peak_memory_stats(device="cpu"):
+    """Starts the peak statistics of `device` again from the current values."""
+    _C._reset_peak_memory_stats(device)
+
+
+__all__ = [name for name in dir() if not name.startswith("_")]

@@ -1,0 +1,54 @@
+"""loom.cuda: GPU availability and memory, as torch.cuda.
+
+loom is built with its CUDA backend whenever the CUDA toolkit is present, and loads on machines
+without a GPU or a driver; there `is_available()` is False and `unavailable_reason()` says why.
+"""
+
+from loom import _C
+
+
+def is_available():
+    """True when at least one usable GPU is present."""
+    return _C._cuda_device_count() > 0
+
+
+def device_count():
+    """The number of usable GPUs (0 without a driver)."""
+    return _C._cuda_device_count()
+
+
+def is_compiled():
+    """True when this build of loom contains the CUDA backend."""
+    return _C._cuda_compiled()
+
+
+def unavailable_reason():
+    """Why no GPU can be used ('' when one can). Not in PyTorch; handy in skip messages."""
+    return _C._cuda_unavailable_reason()
+
+
+def _device(device):
+    return "cuda:0" if device is None else device
+
+
+def memory_stats(device=None):
+    """The caching allocator's statistics for a GPU."""
+    return _C._memory_stats(_device(device))
+
+
+def memory_allocated(device=None):
+    return memory_stats(device)["allocated_bytes"]
+
+
+def memory_reserved(device=None):
+    return memory_stats(device)["reserved_bytes"]
+
+
+def max_memory_allocated(device=None):
+    return memory_stats(device)["peak_allocated_bytes"]
+
+
+def empty_cache(device=None):
+    """Returns cached free GPU blocks to the driver."""
+    if is_available():
+        _C._empty_cache(_device(device))

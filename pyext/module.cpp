@@ -1,0 +1,33 @@
+// loom._C: the extension module. Registers the types and the function tables of the other files.
+#include "pyext/objects.h"
+#include "pyext/tensor_object.h"
+
+namespace loom::py {
+
+extern PyMethodDef creation_functions[];
+extern PyMethodDef memory_functions[];
+
+namespace {
+
+PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "loom._C", "The C++ core of loom: tensors, devices and the runtime.", -1,
+    nullptr, nullptr, nullptr, nullptr, nullptr,
+};
+
+PyObject* init() {
+  LOOM_PY_BEGIN
+  PyRef module = PyRef::checked(PyModule_Create(&module_def));
+  register_dtype_type(module.get());
+  register_device_type(module.get());
+  register_size_type(module.get());
+  register_tensor_type(module.get());
+  check_status(PyModule_AddFunctions(module.get(), creation_functions));
+  check_status(PyModule_AddFunctions(module.get(), memory_functions));
+  return module.release();
+  LOOM_PY_END(nullptr)
+}
+
+}  // namespace
+}  // namespace loom::py
+
+PyMODINIT_FUNC PyInit__C() { return loom::py::init(); }

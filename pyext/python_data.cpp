@@ -1,0 +1,196 @@
+#include "pyext/python_data.h"
+
+#include <string>
+
+#include "pyext/tensor_object.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+bool is_nested_sequence(PyObject* obj) { return PyList_Check(obj) || PyTuple_Check(obj); }
+
+// The category a Python leaf value contributes to dtype inference.
+ScalarKind leaf_kind(PyObject* leaf) {
+  if (PyBool_Check(leaf)) return ScalarKind::Bool;
+  if (PyFloat_Check(leaf)) return ScalarKind::Float;
+  if (is_index_like(leaf)) return ScalarKind::Int;
+  if (is_tensor(leaf)) {
+    const Array& a = array_of(leaf);
+    if (a.numel() == 1 && a.ndim() == 0) {
+      DTypeCategory c = dtype_info(a.dtype).category;
+      return c == DTypeCategory::Bool ? ScalarKind::Bool : c == DTypeCategory::Integral ? ScalarKind::Int : ScalarKind::Float;
+    }
+  }
+  // Other numbers (numpy floats, Fractions...) convert through __float__.
+  if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return ScalarKind::Float;
+  LOOM_FAIL(Type, "new(): invalid data type '", type_name(leaf), "'");
+}
+
+Scalar leaf_value(PyObject* leaf, ScalarKind kind) {
+  if (is_tensor(leaf)) return item(array_of(leaf));
+  switch (kind) {
+    case ScalarKind::Bool: return Scalar(leaf == Py_True);
+    case ScalarKind::Int: return Scalar(to_int64(leaf, "value"));
+    case ScalarKind::Float: return Scalar(to_double(leaf, "value"));
+  }
+  __builtin_unreachable();
+}
+
+// Walks the first element at every depth to find the shape the data claims to have.
+Dims infer_shape(PyObject* data) {
+  Dims shape;
+  PyObject* obj = data;
+  while (is_nested_sequence(obj)) {
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+    shape.push_back(n);
+    if (n == 0) break;
+    obj = PySequence_Fast_ITEMS(obj)[0];
+  }
+  return shape;
+}
+
+// Checks that data has exactly `shape` and finds the widest leaf kind.
+void scan(PyObject* obj, IntSpan shape, size_t depth, ScalarKind& widest, bool& any_leaf) {
+  if (depth == shape.size()) {
+    if (is_nested_sequence(obj)) {
+      LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ",
+                PySequence_Fast_GET_SIZE(obj));
+    }
+    ScalarKind k = leaf_kind(obj);
+    widest = any_leaf ? std::max(widest, k) : k;
+    any_leaf = true;
+    return;
+  }
+  if (!is_nested_sequence(obj)) {
+    LOOM_FAIL(Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", type_name(obj), ")");
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", n,
+             ")");
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  for (Py_ssize_t i = 0; i < n; ++i) scan(items[i], shape, depth + 1, widest, any_leaf);
+}
+
+template <typename T>
+void write_leaves(PyObject* obj, size_t depth, size_t ndim, T*& out) {
+  if (depth == ndim) {
+    *out++ = leaf_value(obj, leaf_kind(obj)).template to<T>();
+    return;
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyObject** items = PySequence_Fast_ITEMS(obj);
+  for (Py_ssize_t i = 0; i < n; ++i) write_leaves(items[i], depth + 1, ndim, out);
+}
+
+DType default_for(ScalarKind kind) {
+  return kind == ScalarKind::Bool ? DType::Bool : kind == ScalarKind::Int ? DType::Int64 : default_float_dtype();
+}
+
+struct BufferOwner {
+  Py_buffer view;
+};
+
+void release_buffer(void* context) noexcept {
+  auto* owner = static_cast<BufferOwner*>(context);
+  PyGILState_STATE gil = PyGILState_Ensure();  // storage may be freed on a thread without the GIL
+  PyBuffer_Release(&owner->view);
+  PyGILState_Release(gil);
+  delete owner;
+}
+
+}  // namespace
+
+Array array_from_buffer(PyObject* obj) {
+  auto owner = std::make_unique<BufferOwner>();
+  // Writable if the exporter allows it, read-only otherwise (loom cannot mark tensors read-only,
+  // like torch.from_numpy on a read-only array).
+  if (PyObject_GetBuffer(obj, &owner->view, PyBUF_RECORDS) < 0) {
+    PyErr_Clear();
+    check_status(PyObject_GetBuffer(obj, &owner->view, PyBUF_RECORDS_RO));
+  }
+  Py_buffer& v = owner->view;
+  auto release_on_error = [&] { PyBuffer_Release(&v); };
+  std::optional<DType> dtype = dtype_from_buffer_format(v.format ? v.format : "B");
+  if (!dtype) {
+    std::string format = v.format ? v.format : "?";
+    release_on_error();
+    LOOM_FAIL(Type, "can't convert a buffer of format '", format,
+              "': the supported element types are float64, float32, float16, int64, int32, uint8 and bool");
+  }
+  int64_t item = static_cast<int64_t>(itemsize(*dtype));
+  Layout layout;
+  for (int d = 0; d < v.ndim; ++d) {
+    int64_t stride = v.strides ? v.strides[d] : 0;
+    if (stride < 0 || stride % item != 0) {
+      release_on_error();
+      LOOM_CHECK(stride >= 0, Value,
+                 "At least one stride in the given array is negative, and tensors with negative strides are not "
+                 "supported. (You can probably work around this by making a copy of your array with array.copy().)");
+      LOOM_FAIL(Value, "array strides must be multiples of the element size (", item, " bytes), got ", stride);
+    }
+    layout.sizes.push_back(v.shape[d]);
+    layout.strides.push_back(stride / item);
+  }
+  size_t nbytes = static_cast<size_t>(layout.storage_end()) * static_cast<size_t>(item);
+  void* data = v.buf;
+  Ref<Storage> storage = Storage::wrap(data, nbytes, kCPU, release_buffer, owner.release());
+  return Array{std::move(storage), std::move(layout), *dtype};
+}
+
+Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device) {
+  if (is_tensor(data)) {
+    const Array& a = array_of(data);
+    return copy_to(a, dtype.value_or(a.dtype), device);
+  }
+  if (PyObject_CheckBuffer(data) && !PyUnicode_Check(data)) {
+    Array shared = array_from_buffer(data);
+    return copy_to(shared, dtype.value_or(shared.dtype), device);
+  }
+  if (!is_nested_sequence(data) && PyObject_HasAttrString(data, "__array__") && !PyNumber_Check(data)) {
+    // Objects that convert to numpy (torch tensors, pandas columns): go through their array.
+    PyRef arr = PyRef::checked(PyObject_CallMethod(data, "__array__", nullptr));
+    return array_from_data(arr.get(), dtype, device);
+  }
+  Dims shape = infer_shape(data);
+  ScalarKind widest = ScalarKind::Bool;
+  bool any_leaf = false;
+  scan(data, shape, 0, widest, any_leaf);
+  DType out_dtype = dtype.value_or(any_leaf ? default_for(widest) : default_float_dtype());
+  Array host = empty(shape, out_dtype, kCPU);
+  visit_dtype(out_dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = static_cast<T*>(host.data());
+    write_leaves(data, 0, shape.size(), out);
+  });
+  return device.is_cpu() ? host : copy_to(host, out_dtype, device);
+}
+
+PyObject* scalar_to_py(Scalar value) {
+  switch (value.kind()) {
+    case ScalarKind::Bool: return PyBool_FromLong(value.to<bool>());
+    case ScalarKind::Int: return PyLong_FromLongLong(value.as_int());
+    case ScalarKind::Float: return PyFloat_FromDouble(value.as_double());
+  }
+  __builtin_unreachable();
+}
+
+namespace {
+
+PyObject* list_at(const char* base, const Array& a, size_t depth) {
+  if (depth == static_cast<size_t>(a.ndim())) return scalar_to_py(Scalar::load(base, a.dtype));
+  int64_t n = a.sizes()[depth];
+  int64_t step = a.strides()[depth] * static_cast<int64_t>(itemsize(a.dtype));
+  PyRef list = PyRef::checked(PyList_New(n));
+  for (int64_t i = 0; i < n; ++i) PyList_SET_ITEM(list.get(), i, check(list_at(base + i * step, a, depth + 1)));
+  return list.release();
+}
+
+}  // namespace
+
+PyObject* array_to_list(const Array& a) {
+  Array host = a.device().is_cpu() ? a : copy_to(a, a.dtype, kCPU);
+  return list_at(static_cast<const char*>(host.data()), host, 0);
+}
+
+}  // namespace loom::py

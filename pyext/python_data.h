@@ -1,0 +1,26 @@
+// Conversions between tensors and Python data: nested lists and scalars, objects exporting the
+// buffer protocol (numpy arrays, array.array, memoryview), and back.
+#pragma once
+
+#include <optional>
+
+#include "pyext/common.h"
+#include "runtime/array.h"
+
+namespace loom::py {
+
+// loom.tensor(data): a new array holding a copy of data. Without a dtype, it is inferred as
+// PyTorch does: bool < int (int64) < float (the default dtype); buffers keep their own dtype.
+Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device);
+
+// An array over the memory of a buffer-protocol object (zero-copy), keeping the object alive
+// for as long as the storage lives. Raises TypeError for formats loom has no dtype for and
+// for negative strides.
+Array array_from_buffer(PyObject* obj);
+
+// Python scalars: bool, int or float, as the dtype's category says.
+PyObject* scalar_to_py(Scalar value);
+// Tensor.tolist(): nested lists of Python scalars (a scalar for a 0-d array).
+PyObject* array_to_list(const Array& a);
+
+}  // namespace loom::py

@@ -1,0 +1,64 @@
+// loom.Size: the type of Tensor.shape, a tuple of ints like torch.Size.
+#include "pyext/objects.h"
+
+namespace loom::py {
+namespace {
+
+PyObject* size_repr(PyObject* self) {
+  PyRef list = PyRef::checked(PySequence_List(self));
+  return PyUnicode_FromFormat("loom.Size(%R)", list.get());
+}
+
+PyObject* size_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  LOOM_PY_BEGIN
+  PyObject* iterable = nullptr;
+  static const char* kwlist[] = {"sizes", nullptr};
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|O:Size", const_cast<char**>(kwlist), &iterable)) return nullptr;
+  PyRef items = PyRef::checked(iterable ? PySequence_Tuple(iterable) : PyTuple_New(0));
+  Dims dims = to_dims(items.get(), "Size");
+  PyRef out = PyRef::checked(type->tp_alloc(type, static_cast<Py_ssize_t>(dims.size())));
+  for (size_t i = 0; i < dims.size(); ++i)
+    PyTuple_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i), check(PyLong_FromLongLong(dims[i])));
+  return out.release();
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* size_numel(PyObject* self, PyObject*) {
+  long long n = 1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(self); ++i) n *= PyLong_AsLongLong(PyTuple_GET_ITEM(self, i));
+  return PyLong_FromLongLong(n);
+}
+
+PyMethodDef size_methods[] = {
+    {"numel", size_numel, METH_NOARGS, "the number of elements a tensor of this size holds"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace
+
+PyTypeObject SizeType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "loom.Size";
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_TUPLE_SUBCLASS;
+  t.tp_doc = "The shape of a tensor: a tuple of ints.";
+  t.tp_repr = size_repr;
+  t.tp_methods = size_methods;
+  t.tp_new = size_new;
+  return t;
+}();
+
+PyObject* size_object(IntSpan sizes) {
+  PyRef out = PyRef::checked(SizeType.tp_alloc(&SizeType, static_cast<Py_ssize_t>(sizes.size())));
+  for (size_t i = 0; i < sizes.size(); ++i)
+    PyTuple_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i), check(PyLong_FromLongLong(sizes[i])));
+  return out.release();
+}
+
+void register_size_type(PyObject* module) {
+  SizeType.tp_base = &PyTuple_Type;
+  check_status(PyType_Ready(&SizeType));
+  Py_INCREF(&SizeType);
+  check_status(PyModule_AddObject(module, "Size", reinterpret_cast<PyObject*>(&SizeType)));
+}
+
+}  // namespace loom::py

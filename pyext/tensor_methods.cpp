@@ -1,0 +1,481 @@
+// The methods and attributes of loom.Tensor that exist on materialized tensors: metadata, views,
+// copies and conversions. Views share storage (DESIGN decision 4); copies go through the
+// runtime's copy_.
+#include <algorithm>
+
+#include "pyext/args.h"
+#include "pyext/objects.h"
+#include "pyext/python_data.h"
+#include "pyext/tensor_object.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+using FastArgs = PyObject* const*;
+
+PyObject* view_result(PyObject* self, Layout layout) { return wrap(array_of(self).view_as(std::move(layout))); }
+
+// ---- metadata ----
+
+PyObject* get_shape(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  return size_object(array_of(self).sizes());
+  LOOM_PY_END(nullptr)
+}
+PyObject* get_dtype(PyObject* self, void*) { return Py_NewRef(dtype_object(array_of(self).dtype)); }
+PyObject* get_device(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  return device_object(array_of(self).device());
+  LOOM_PY_END(nullptr)
+}
+PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(array_of(self).ndim()); }
+PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(array_of(self).device().is_cuda()); }
+PyObject* get_is_cpu(PyObject* self, void*) { return PyBool_FromLong(array_of(self).device().is_cpu()); }
+PyObject* get_itemsize(PyObject* self, void*) { return PyLong_FromSize_t(itemsize(array_of(self).dtype)); }
+PyObject* get_nbytes(PyObject* self, void*) {
+  const Array& a = array_of(self);
+  return PyLong_FromLongLong(a.numel() * static_cast<int64_t>(itemsize(a.dtype)));
+}
+
+// .T reverses all dims (PyTorch deprecates it beyond 2-d but still does this); .mT swaps the last two.
+PyObject* get_T(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  Dims dims;
+  for (int64_t d = a.ndim() - 1; d >= 0; --d) dims.push_back(d);
+  return view_result(self, permute(a.layout, dims));
+  LOOM_PY_END(nullptr)
+}
+PyObject* get_mT(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  LOOM_CHECK(a.ndim() >= 2, Runtime, "tensor.mT is only supported on matrices or batches of matrices. Got ",
+             a.ndim(), "-D tensor.");
+  return view_result(self, transpose(a.layout, -2, -1));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_size(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("size", {"dim"}, 1);
+  Args<1> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Array& arr = array_of(self);
+  if (!a.has(0)) return size_object(arr.sizes());
+  return PyLong_FromLongLong(arr.sizes()[wrap_dim(to_int64(a[0], "dim"), arr.ndim())]);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_stride(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("stride", {"dim"}, 1);
+  Args<1> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Array& arr = array_of(self);
+  if (!a.has(0)) {
+    PyRef t = PyRef::checked(PyTuple_New(arr.ndim()));
+    for (int64_t i = 0; i < arr.ndim(); ++i) PyTuple_SET_ITEM(t.get(), i, check(PyLong_FromLongLong(arr.strides()[i])));
+    return t.release();
+  }
+  return PyLong_FromLongLong(arr.strides()[wrap_dim(to_int64(a[0], "dim"), arr.ndim())]);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(array_of(self).ndim()); }
+PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(array_of(self).numel()); }
+PyObject* m_storage_offset(PyObject* self, PyObject*) { return PyLong_FromLongLong(array_of(self).layout.offset); }
+PyObject* m_is_contiguous(PyObject* self, PyObject*) { return PyBool_FromLong(array_of(self).is_contiguous()); }
+PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(itemsize(array_of(self).dtype)); }
+PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(array_of(self).dtype)); }
+PyObject* m_data_ptr(PyObject* self, PyObject*) { return PyLong_FromVoidPtr(array_of(self).data()); }
+
+PyObject* m_tolist(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  return array_to_list(array_of(self));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_item(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  LOOM_CHECK(a.numel() == 1, Value, "only one element tensors can be converted to Python scalars");
+  return scalar_to_py(item(a));
+  LOOM_PY_END(nullptr)
+}
+
+// f"{loss:.3f}" formats the value of a one-element tensor, as PyTorch does.
+PyObject* m_format(PyObject* self, PyObject* spec) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  if (a.ndim() == 0) {
+    PyRef value = PyRef::checked(scalar_to_py(item(a)));
+    return PyObject_Format(value.get(), spec);
+  }
+  PyRef text = PyRef::checked(PyObject_Str(self));
+  return PyObject_Format(text.get(), spec);
+  LOOM_PY_END(nullptr)
+}
+
+// ---- views ----
+
+// Shape arguments come as varargs (view(2, 3)) or one sequence (view((2, 3))).
+Dims shape_args(FastArgs args, Py_ssize_t nargs, PyObject* kwnames, const char* fname, const char* kwname) {
+  if (nargs == 0 && kwnames && PyTuple_GET_SIZE(kwnames) == 1) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, 0);
+    if (PyUnicode_CompareWithASCIIString(key, kwname) == 0) return to_dims(args[0], kwname);
+  }
+  if (kwnames && PyTuple_GET_SIZE(kwnames) > 0) {
+    PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument '%U'", fname, PyTuple_GET_ITEM(kwnames, 0));
+    throw PythonError{};
+  }
+  return sizes_from_args(args, nargs, fname);
+}
+
+PyObject* m_view(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  Dims shape = infer_size(shape_args(args, nargs, kwnames, "view", "size"), a.numel());
+  auto l = view(a.layout, shape);
+  LOOM_CHECK(l, Runtime,
+             "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+             "two contiguous subspaces). Use .reshape(...) instead.");
+  return view_result(self, std::move(*l));
+  LOOM_PY_END(nullptr)
+}
+
+// A view when the layout allows one, else a contiguous copy, as PyTorch's reshape.
+PyObject* reshape_to(PyObject* self, IntSpan requested) {
+  const Array& a = array_of(self);
+  Dims shape = infer_size(requested, a.numel());
+  if (auto l = view(a.layout, shape)) return view_result(self, std::move(*l));
+  Array c = contiguous(a);
+  return wrap(c.view_as(*view(c.layout, shape)));
+}
+
+PyObject* m_reshape(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  return reshape_to(self, shape_args(args, nargs, kwnames, "reshape", "shape"));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_view_as(PyObject* self, PyObject* other) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  auto l = view(a.layout, array_arg(other, "other").sizes());
+  LOOM_CHECK(l && a.numel() == array_of(other).numel(), Runtime, "shape '", format_dims(array_of(other).sizes()),
+             "' is invalid for input of size ", a.numel());
+  return view_result(self, std::move(*l));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_reshape_as(PyObject* self, PyObject* other) {
+  LOOM_PY_BEGIN
+  return reshape_to(self, array_arg(other, "other").sizes());
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_permute(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  return view_result(self, permute(array_of(self).layout, shape_args(args, nargs, kwnames, "permute", "dims")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_transpose(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("transpose", {"dim0", "dim1"}, 2);
+  Args<2> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a.has(0) && a.has(1), Type, "transpose() missing required arguments 'dim0' and 'dim1'");
+  return view_result(self, transpose(array_of(self).layout, to_int64(a[0], "dim0"), to_int64(a[1], "dim1")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_t(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  LOOM_CHECK(a.ndim() <= 2, Runtime, "t() expects a tensor with <= 2 dimensions, but self is ", a.ndim(), "D");
+  return view_result(self, a.ndim() < 2 ? a.layout : transpose(a.layout, 0, 1));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_expand(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  return view_result(self, expand(array_of(self).layout, shape_args(args, nargs, kwnames, "expand", "size")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_expand_as(PyObject* self, PyObject* other) {
+  LOOM_PY_BEGIN
+  return view_result(self, expand(array_of(self).layout, array_arg(other, "other").sizes()));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_squeeze(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("squeeze", {"dim"}, 1);
+  Args<1> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Layout& l = array_of(self).layout;
+  if (!a.has(0)) return view_result(self, squeeze(l));
+  if (PyTuple_Check(a[0]) || PyList_Check(a[0])) {
+    // Several dims: squeeze from the highest so lower indices stay valid.
+    Dims dims = to_dims(a[0], "dim");
+    for (auto& d : dims) d = wrap_dim(d, l.ndim());
+    std::sort(dims.begin(), dims.end());
+    Layout out = l;
+    for (size_t i = dims.size(); i-- > 0;)
+      if (i + 1 == dims.size() || dims[i] != dims[i + 1]) out = squeeze(out, dims[i]);
+    return view_result(self, std::move(out));
+  }
+  return view_result(self, squeeze(l, to_int64(a[0], "dim")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_unsqueeze(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("unsqueeze", {"dim"}, 1);
+  Args<1> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a.has(0), Type, "unsqueeze() missing required argument 'dim'");
+  return view_result(self, unsqueeze(array_of(self).layout, to_int64(a[0], "dim")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_flatten(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("flatten", {"start_dim", "end_dim"}, 2);
+  Args<2> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Array& arr = array_of(self);
+  int64_t n = arr.ndim();
+  int64_t start = wrap_dim(a.has(0) ? to_int64(a[0], "start_dim") : 0, n);
+  int64_t end = wrap_dim(a.has(1) ? to_int64(a[1], "end_dim") : -1, n);
+  LOOM_CHECK(start <= end, Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
+  if (n == 0) return reshape_to(self, Dims{1});
+  Dims shape;
+  for (int64_t d = 0; d < start; ++d) shape.push_back(arr.sizes()[d]);
+  int64_t merged = 1;
+  for (int64_t d = start; d <= end; ++d) merged *= arr.sizes()[d];
+  shape.push_back(merged);
+  for (int64_t d = end + 1; d < n; ++d) shape.push_back(arr.sizes()[d]);
+  return reshape_to(self, shape);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_unflatten(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("unflatten", {"dim", "sizes"}, 2);
+  Args<2> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a.has(0) && a.has(1), Type, "unflatten() missing required arguments 'dim' and 'sizes'");
+  const Array& arr = array_of(self);
+  LOOM_CHECK(arr.ndim() > 0, Runtime, "unflatten: Dimension size must be non-zero; cannot unflatten a 0-d tensor");
+  int64_t d = wrap_dim(to_int64(a[0], "dim"), arr.ndim());
+  Dims inner = infer_size(to_dims(a[1], "sizes"), arr.sizes()[d]);
+  Dims shape;
+  for (int64_t i = 0; i < d; ++i) shape.push_back(arr.sizes()[i]);
+  for (int64_t s : inner) shape.push_back(s);
+  for (int64_t i = d + 1; i < arr.ndim(); ++i) shape.push_back(arr.sizes()[i]);
+  return reshape_to(self, shape);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_narrow(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("narrow", {"dim", "start", "length"}, 3);
+  Args<3> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a.has(0) && a.has(1) && a.has(2), Type, "narrow() missing required arguments 'dim', 'start', 'length'");
+  return view_result(self, narrow(array_of(self).layout, to_int64(a[0], "dim"), to_int64(a[1], "start"),
+                                  to_int64(a[2], "length")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_select(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("select", {"dim", "index"}, 2);
+  Args<2> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  LOOM_CHECK(a.has(0) && a.has(1), Type, "select() missing required arguments 'dim' and 'index'");
+  return view_result(self, select(array_of(self).layout, to_int64(a[0], "dim"), to_int64(a[1], "index")));
+  LOOM_PY_END(nullptr)
+}
+
+// ---- copies and conversions ----
+
+PyObject* m_contiguous(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  if (a.is_contiguous()) return Py_NewRef(self);
+  return wrap(contiguous(a));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_clone(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  return wrap(copy_to(a, a.dtype, a.device()));
+  LOOM_PY_END(nullptr)
+}
+
+// A new handle on the same storage; autograd (a later issue) will make it a non-differentiable leaf.
+PyObject* m_detach(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  return wrap(array_of(self));
+  LOOM_PY_END(nullptr)
+}
+
+// Tensor.to(...): like PyTorch, returns self when nothing changes unless copy=True.
+PyObject* converted(PyObject* self, DType dtype, Device device, bool copy) {
+  const Array& a = array_of(self);
+  if (!copy && dtype == a.dtype && device == a.device()) return Py_NewRef(self);
+  return wrap(copy_to(a, dtype, device));
+}
+
+PyObject* m_to(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("to", {"", "", "dtype", "device", "copy", "non_blocking"}, 2);
+  Args<6> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  const Array& arr = array_of(self);
+  DType dtype = arr.dtype;
+  Device device = arr.device();
+  for (int i = 0; i < 2; ++i) {
+    PyObject* p = a[i];
+    if (!p) continue;
+    if (is_tensor(p)) {
+      dtype = array_of(p).dtype;
+      device = array_of(p).device();
+    } else if (Py_TYPE(p) == &DTypeType) {
+      dtype = dtype_from_py(p);
+    } else {
+      device = device_from_py(p);
+    }
+  }
+  if (a.has(2)) dtype = dtype_from_py(a[2]);
+  if (a.has(3)) device = device_from_py(a[3]);
+  bool copy = a.has(4) && to_bool(a[4], "copy");
+  return converted(self, dtype, device, copy);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_cpu(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  return converted(self, array_of(self).dtype, kCPU, false);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_cuda(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  static ArgParser parser("cuda", {"device", "non_blocking"}, 2);
+  Args<2> a;
+  parser.parse(args, nargs, kwnames, a.v);
+  Device device(DeviceType::CUDA, 0);
+  if (a.has(0)) device = device_from_py(a[0]);
+  LOOM_CHECK(device.is_cuda(), Runtime, "Invalid device, must be cuda device");
+  return converted(self, array_of(self).dtype, device, false);
+  LOOM_PY_END(nullptr)
+}
+
+template <DType D>
+PyObject* m_as(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  return converted(self, D, array_of(self).device(), false);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_type_as(PyObject* self, PyObject* other) {
+  LOOM_PY_BEGIN
+  return converted(self, array_arg(other, "other").dtype, array_of(self).device(), false);
+  LOOM_PY_END(nullptr)
+}
+
+// Python subclasses (nn.Parameter) are made from an existing tensor, sharing its storage.
+PyObject* m_make_subclass(PyObject*, PyObject* args) {
+  LOOM_PY_BEGIN
+  PyObject* cls = nullptr;
+  PyObject* data = nullptr;
+  if (!PyArg_ParseTuple(args, "OO:_make_subclass", &cls, &data)) return nullptr;
+  LOOM_CHECK(PyType_Check(cls) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), &TensorType), Type,
+             "_make_subclass: cls must be a subclass of loom.Tensor");
+  return wrap(make_tensor(array_arg(data, "data")), reinterpret_cast<PyTypeObject*>(cls));
+  LOOM_PY_END(nullptr)
+}
+
+}  // namespace
+
+// Defined in buffer.cpp and dlpack.cpp.
+PyObject* tensor_numpy(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* tensor_array(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* tensor_dlpack(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames);
+PyObject* tensor_dlpack_device(PyObject* self, PyObject*);
+
+PyMethodDef tensor_methods[] = {
+    {"size", LOOM_FASTCALL(m_size), "size(dim=None): the shape, or the size of one dimension"},
+    {"stride", LOOM_FASTCALL(m_stride), "stride(dim=None): strides in elements"},
+    {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
+    {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},
+    {"numel", m_numel, METH_NOARGS, "the number of elements"},
+    {"nelement", m_numel, METH_NOARGS, "the number of elements"},
+    {"storage_offset", m_storage_offset, METH_NOARGS, "offset of the first element in the storage, in elements"},
+    {"is_contiguous", m_is_contiguous, METH_NOARGS, "True if the elements are dense in row-major order"},
+    {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
+    {"is_floating_point", m_is_floating_point, METH_NOARGS, "True for floating-point dtypes"},
+    {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
+    {"tolist", m_tolist, METH_NOARGS, "the values as nested Python lists"},
+    {"item", m_item, METH_NOARGS, "the value of a one-element tensor as a Python number"},
+    {"__format__", m_format, METH_O, nullptr},
+    {"view", LOOM_FASTCALL(m_view), "view(*shape): the same storage seen with another shape (no copy)"},
+    {"reshape", LOOM_FASTCALL(m_reshape), "reshape(*shape): a view when possible, else a copy"},
+    {"view_as", m_view_as, METH_O, "view(other.shape)"},
+    {"reshape_as", m_reshape_as, METH_O, "reshape(other.shape)"},
+    {"permute", LOOM_FASTCALL(m_permute), "permute(*dims): reorder dimensions (a view)"},
+    {"transpose", LOOM_FASTCALL(m_transpose), "transpose(dim0, dim1): swap two dimensions (a view)"},
+    {"t", m_t, METH_NOARGS, "transpose of a tensor with at most 2 dimensions"},
+    {"expand", LOOM_FASTCALL(m_expand), "expand(*sizes): broadcast size-1 dimensions (a view, stride 0)"},
+    {"expand_as", m_expand_as, METH_O, "expand(other.shape)"},
+    {"squeeze", LOOM_FASTCALL(m_squeeze), "squeeze(dim=None): drop size-1 dimensions (a view)"},
+    {"unsqueeze", LOOM_FASTCALL(m_unsqueeze), "unsqueeze(dim): insert a size-1 dimension (a view)"},
+    {"flatten", LOOM_FASTCALL(m_flatten), "flatten(start_dim=0, end_dim=-1)"},
+    {"unflatten", LOOM_FASTCALL(m_unflatten), "unflatten(dim, sizes)"},
+    {"narrow", LOOM_FASTCALL(m_narrow), "narrow(dim, start, length) (a view)"},
+    {"select", LOOM_FASTCALL(m_select), "select(dim, index) (a view without that dimension)"},
+    {"contiguous", m_contiguous, METH_NOARGS, "self if contiguous, else a contiguous copy"},
+    {"clone", m_clone, METH_NOARGS, "a copy with its own storage"},
+    {"detach", m_detach, METH_NOARGS, "a new tensor sharing this one's storage"},
+    {"to", LOOM_FASTCALL(m_to), "to(device=None, dtype=None, copy=False)"},
+    {"cpu", m_cpu, METH_NOARGS, "this tensor in host memory"},
+    {"cuda", LOOM_FASTCALL(m_cuda), "cuda(device=None): this tensor in GPU memory"},
+    {"float", m_as<DType::Float32>, METH_NOARGS, "to(loom.float32)"},
+    {"double", m_as<DType::Float64>, METH_NOARGS, "to(loom.float64)"},
+    {"half", m_as<DType::Float16>, METH_NOARGS, "to(loom.float16)"},
+    {"bfloat16", m_as<DType::BFloat16>, METH_NOARGS, "to(loom.bfloat16)"},
+    {"long", m_as<DType::Int64>, METH_NOARGS, "to(loom.int64)"},
+    {"int", m_as<DType::Int32>, METH_NOARGS, "to(loom.int32)"},
+    {"byte", m_as<DType::UInt8>, METH_NOARGS, "to(loom.uint8)"},
+    {"bool", m_as<DType::Bool>, METH_NOARGS, "to(loom.bool)"},
+    {"type_as", m_type_as, METH_O, "to(other.dtype)"},
+    {"numpy", LOOM_FASTCALL(tensor_numpy), "numpy(force=False): a numpy array sharing this tensor's memory (CPU)"},
+    {"__array__", LOOM_FASTCALL(tensor_array), nullptr},
+    {"__dlpack__", LOOM_FASTCALL(tensor_dlpack), "export as a DLPack capsule (zero-copy)"},
+    {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS, "(device_type, device_id) for DLPack"},
+    {"_make_subclass", m_make_subclass, METH_VARARGS | METH_STATIC, nullptr},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyGetSetDef tensor_getset[] = {
+    {"shape", get_shape, nullptr, "the sizes, as a loom.Size", nullptr},
+    {"dtype", get_dtype, nullptr, "the element type", nullptr},
+    {"device", get_device, nullptr, "where the memory lives", nullptr},
+    {"ndim", get_ndim, nullptr, "the number of dimensions", nullptr},
+    {"T", get_T, nullptr, "all dimensions reversed (a view)", nullptr},
+    {"mT", get_mT, nullptr, "the last two dimensions swapped (a view)", nullptr},
+    {"is_cuda", get_is_cuda, nullptr, "True when the tensor is in GPU memory", nullptr},
+    {"is_cpu", get_is_cpu, nullptr, "True when the tensor is in host memory", nullptr},
+    {"itemsize", get_itemsize, nullptr, "bytes per element", nullptr},
+    {"nbytes", get_nbytes, nullptr, "bytes of the elements (numel * itemsize)", nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+}  // namespace loom::py

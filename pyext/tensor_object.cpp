@@ -1,0 +1,150 @@
+// The loom.Tensor type: lifetime, Python number conversions, len/iter, repr.
+#include "pyext/tensor_object.h"
+
+#include "pyext/objects.h"
+#include "pyext/python_data.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+void tensor_dealloc(PyObject* self) {
+  auto* t = reinterpret_cast<PyTensor*>(self);
+  if (t->weakrefs) PyObject_ClearWeakRefs(self);
+  if (t->impl) Tensor::adopt(t->impl).reset();
+  Py_TYPE(self)->tp_free(self);
+}
+
+PyObject* tensor_new(PyTypeObject*, PyObject*, PyObject*) {
+  PyErr_SetString(PyExc_TypeError,
+                  "loom.Tensor cannot be constructed directly: use loom.tensor(data), loom.empty(*size) or "
+                  "another creation function");
+  return nullptr;
+}
+
+// Python's conversions of a one-element tensor: bool(t), float(t), int(t), operator.index(t).
+Scalar single_value(PyObject* self, const char* what) {
+  const Array& a = array_of(self);
+  if (a.numel() != 1) {
+    if (std::string_view(what) == "bool") {
+      LOOM_FAIL(Runtime, "Boolean value of Tensor with ", a.numel() == 0 ? "no values" : "more than one value",
+                " is ambiguous");
+    }
+    LOOM_FAIL(Value, "only one element tensors can be converted to Python scalars");
+  }
+  return item(a);
+}
+
+int tensor_bool(PyObject* self) {
+  LOOM_PY_BEGIN
+  return single_value(self, "bool").to<bool>() ? 1 : 0;
+  LOOM_PY_END(-1)
+}
+
+PyObject* tensor_float(PyObject* self) {
+  LOOM_PY_BEGIN
+  return PyFloat_FromDouble(single_value(self, "float").as_double());
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* tensor_int(PyObject* self) {
+  LOOM_PY_BEGIN
+  return PyLong_FromLongLong(single_value(self, "int").as_int());
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* tensor_index(PyObject* self) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  LOOM_CHECK(is_integral(a.dtype, true) && a.numel() == 1, Type,
+             "only integer tensors of a single element can be converted to an index");
+  return PyLong_FromLongLong(item(a).as_int());
+  LOOM_PY_END(nullptr)
+}
+
+Py_ssize_t tensor_len(PyObject* self) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  LOOM_CHECK(a.ndim() > 0, Type, "len() of a 0-d tensor");
+  return static_cast<Py_ssize_t>(a.sizes()[0]);
+  LOOM_PY_END(-1)
+}
+
+// Iterates over the first dimension, each step a view, as PyTorch's unbind(0).
+PyObject* tensor_iter(PyObject* self) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  LOOM_CHECK(a.ndim() > 0, Type, "iteration over a 0-d tensor");
+  int64_t n = a.sizes()[0];
+  PyRef items = PyRef::checked(PyTuple_New(n));
+  for (int64_t i = 0; i < n; ++i)
+    PyTuple_SET_ITEM(items.get(), i, check(wrap(a.view_as(select(a.layout, 0, i)))));
+  return PyObject_GetIter(items.get());
+  LOOM_PY_END(nullptr)
+}
+
+// repr and str are written in Python (loom/_tensor_str.py), like PyTorch's: formatting is not
+// a hot path, and it is far easier to read there.
+PyObject* tensor_repr(PyObject* self) {
+  static PyObject* format = nullptr;
+  if (!format) {
+    PyRef module = PyRef::steal(PyImport_ImportModule("loom._tensor_str"));
+    if (!module) return nullptr;
+    format = PyObject_GetAttrString(module.get(), "tensor_repr");
+    if (!format) return nullptr;
+  }
+  return PyObject_CallOneArg(format, self);
+}
+
+PyNumberMethods tensor_number = [] {
+  PyNumberMethods n{};
+  n.nb_bool = tensor_bool;
+  n.nb_int = tensor_int;
+  n.nb_float = tensor_float;
+  n.nb_index = tensor_index;
+  return n;
+}();
+
+PyMappingMethods tensor_mapping = {tensor_len, tensor_getitem, tensor_setitem};
+
+}  // namespace
+
+PyTypeObject TensorType = [] {
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+  t.tp_name = "loom.Tensor";
+  t.tp_basicsize = sizeof(PyTensor);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE;
+  t.tp_doc = "A multi-dimensional array on a device, with PyTorch's semantics.";
+  t.tp_dealloc = tensor_dealloc;
+  t.tp_new = tensor_new;
+  t.tp_repr = tensor_repr;
+  t.tp_str = tensor_repr;
+  t.tp_as_number = &tensor_number;
+  t.tp_as_mapping = &tensor_mapping;
+  t.tp_as_buffer = &tensor_buffer_procs;
+  t.tp_iter = tensor_iter;
+  t.tp_weaklistoffset = offsetof(PyTensor, weakrefs);
+  t.tp_methods = tensor_methods;
+  t.tp_getset = tensor_getset;
+  return t;
+}();
+
+PyObject* wrap(Tensor tensor, PyTypeObject* type) {
+  PyObject* obj = type->tp_alloc(type, 0);
+  if (!obj) throw PythonError{};
+  reinterpret_cast<PyTensor*>(obj)->impl = tensor.leak();
+  return obj;
+}
+
+const Array& array_arg(PyObject* obj, const char* what) {
+  if (!is_tensor(obj)) LOOM_FAIL(Type, what, " must be a Tensor, not ", type_name(obj));
+  return array_of(obj);
+}
+
+void register_tensor_type(PyObject* module) {
+  check_status(PyType_Ready(&TensorType));
+  Py_INCREF(&TensorType);
+  check_status(PyModule_AddObject(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)));
+}
+
+}  // namespace loom::py

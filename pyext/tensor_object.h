@@ -1,0 +1,42 @@
+// loom.Tensor: the Python object that owns a reference to a TensorImpl.
+//
+// The type's slots are spread over files by concern: tensor_object.cpp (lifetime, conversions
+// to Python numbers, repr, iteration), tensor_methods.cpp (the method table), indexing.cpp
+// (__getitem__ / __setitem__), buffer.cpp (buffer protocol, numpy), dlpack.cpp (DLPack).
+#pragma once
+
+#include "lazy/tensor.h"
+#include "pyext/common.h"
+
+namespace loom::py {
+
+struct PyTensor {
+  PyObject_HEAD
+  TensorImpl* impl;  // owned reference; never null after construction
+  PyObject* weakrefs;
+};
+
+extern PyTypeObject TensorType;
+
+inline bool is_tensor(PyObject* obj) noexcept { return PyObject_TypeCheck(obj, &TensorType); }
+inline TensorImpl& impl_of(PyObject* obj) noexcept { return *reinterpret_cast<PyTensor*>(obj)->impl; }
+inline const Array& array_of(PyObject* obj) noexcept { return impl_of(obj).array(); }
+inline Tensor tensor_of(PyObject* obj) noexcept { return Tensor(&impl_of(obj)); }
+
+// New references to new Python tensors (of type `type`, loom.Tensor by default).
+PyObject* wrap(Tensor t, PyTypeObject* type = &TensorType);
+inline PyObject* wrap(Array a) { return wrap(make_tensor(std::move(a))); }
+
+// The tensor argument `what` of a call, or TypeError.
+const Array& array_arg(PyObject* obj, const char* what);
+
+// Slots implemented in other files.
+extern PyMethodDef tensor_methods[];
+extern PyGetSetDef tensor_getset[];
+extern PyBufferProcs tensor_buffer_procs;
+PyObject* tensor_getitem(PyObject* self, PyObject* index);
+int tensor_setitem(PyObject* self, PyObject* index, PyObject* value);
+
+void register_tensor_type(PyObject* module);
+
+}  // namespace loom::py

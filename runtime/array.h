@@ -1,0 +1,64 @@
+// Array: a materialized tensor, i.e. storage + layout + dtype.
+//
+// This is what a tensor is once its value exists: on the CPU or a GPU, possibly a view sharing
+// storage with others. The lazy layer's Tensor handle holds an Array when materialized and an IR
+// node while pending. The functions here are the data-movement primitives every layer needs
+// (allocation, copies with dtype conversion across devices, fills, random fills); compute ops live
+// in the op library.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+#include "runtime/layout.h"
+#include "runtime/random.h"
+#include "runtime/scalar.h"
+#include "runtime/storage.h"
+
+namespace loom {
+
+struct Array {
+  Ref<Storage> storage;
+  Layout layout;
+  DType dtype = DType::Float32;
+
+  Device device() const noexcept { return storage->device(); }
+  int64_t ndim() const noexcept { return layout.ndim(); }
+  int64_t numel() const noexcept { return layout.numel(); }
+  IntSpan sizes() const noexcept { return layout.sizes; }
+  IntSpan strides() const noexcept { return layout.strides; }
+  bool is_contiguous() const noexcept { return layout.is_contiguous(); }
+  // Address of the element at index (0, ..., 0).
+  void* data() const noexcept {
+    return static_cast<char*>(storage->data()) + layout.offset * static_cast<int64_t>(itemsize(dtype));
+  }
+  // The same storage seen through another layout (a view).
+  Array view_as(Layout l) const { return Array{storage, std::move(l), dtype}; }
+};
+
+// A new contiguous array with uninitialized contents.
+Array empty(IntSpan sizes, DType dtype, Device device);
+
+// Writes src into dst element by element: src broadcasts to dst's shape, converts to dst's dtype
+// and may live on another device. dst must not overlap src unless they are the same view.
+void copy_(const Array& dst, const Array& src);
+// A new contiguous array holding src's values as `dtype` on `device`.
+Array copy_to(const Array& src, DType dtype, Device device);
+// src itself when already contiguous, else a contiguous copy.
+Array contiguous(const Array& src);
+
+void fill_(const Array& dst, Scalar value);
+// dst (contiguous, 1-d) = start + i * step.
+void arange_(const Array& dst, double start, double step);
+// dst (contiguous, 1-d) = `steps` points evenly from start to end inclusive.
+void linspace_(const Array& dst, double start, double end);
+
+// Random fills follow runtime/random.h; each draws one state from the device's generator.
+void uniform_(const Array& dst, double low, double high, Generator& gen);
+void normal_(const Array& dst, double mean, double std, Generator& gen);
+void random_int_(const Array& dst, int64_t low, int64_t high, Generator& gen);  // [low, high)
+
+// The single element of a one-element array.
+Scalar item(const Array& a);
+
+}  // namespace loom

@@ -1,0 +1,116 @@
+#include "runtime/cpu/kernels.h"
+
+#include <cstring>
+
+#include "runtime/cpu/strided_loop.h"
+#include "runtime/error.h"
+
+namespace loom::cpu {
+namespace {
+
+// Calls gen(i) -> T for every element of a contiguous array, in row-major order.
+template <typename Gen>
+void generate(const Array& dst, Gen&& gen) {
+  visit_dtype(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* out = static_cast<T*>(dst.data());
+    int64_t n = dst.numel();
+    for (int64_t i = 0; i < n; ++i) out[i] = gen(i, tag);
+  });
+}
+
+void require_contiguous(const Array& a, const char* what) {
+  LOOM_CHECK(a.is_contiguous(), Runtime, what, ": output must be contiguous");
+}
+
+}  // namespace
+
+void copy(const Array& dst, const Array& src) {
+  size_t dsize = itemsize(dst.dtype), ssize = itemsize(src.dtype);
+  if (dst.dtype == src.dtype && dst.is_contiguous() && src.is_contiguous()) {
+    std::memmove(dst.data(), src.data(), static_cast<size_t>(dst.numel()) * dsize);
+    return;
+  }
+  std::array<char*, 2> base = {static_cast<char*>(dst.data()), static_cast<char*>(src.data())};
+  std::array<Dims, 2> strides = {byte_strides(dst.layout, dsize), byte_strides(src.layout, ssize)};
+  visit_dtype(dst.dtype, [&](auto dtag) {
+    visit_dtype(src.dtype, [&](auto stag) {
+      using D = decltype(dtag);
+      using S = decltype(stag);
+      for_each_row<2>(dst.sizes(), base, strides, [](const Row<2>& r) {
+        char* d = r.ptr[0];
+        const char* s = r.ptr[1];
+        for (int64_t i = 0; i < r.size; ++i, d += r.stride[0], s += r.stride[1])
+          *reinterpret_cast<D*>(d) = convert<D>(*reinterpret_cast<const S*>(s));
+      });
+    });
+  });
+}
+
+void fill(const Array& dst, Scalar value) {
+  visit_dtype(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T v = value.to<T>();
+    for_each_row<1>(dst.sizes(), {static_cast<char*>(dst.data())}, {byte_strides(dst.layout, sizeof(T))},
+                    [v](const Row<1>& r) {
+                      char* p = r.ptr[0];
+                      for (int64_t i = 0; i < r.size; ++i, p += r.stride[0]) *reinterpret_cast<T*>(p) = v;
+                    });
+  });
+}
+
+void arange(const Array& dst, double start, double step) {
+  require_contiguous(dst, "arange");
+  // Integer results are computed in integers, exact beyond 2^53 where doubles are not.
+  bool integral = is_integral(dst.dtype) && start == static_cast<double>(static_cast<int64_t>(start)) &&
+                  step == static_cast<double>(static_cast<int64_t>(step));
+  auto istart = static_cast<int64_t>(start), istep = static_cast<int64_t>(step);
+  generate(dst, [=](int64_t i, auto tag) {
+    using T = decltype(tag);
+    return integral ? convert<T>(istart + i * istep) : convert<T>(start + static_cast<double>(i) * step);
+  });
+}
+
+void linspace(const Array& dst, double start, double end) {
+  require_contiguous(dst, "linspace");
+  int64_t n = dst.numel();
+  double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
+  // Like PyTorch, the first half counts up from start and the second half down from end, so
+  // both endpoints are exact.
+  int64_t half = n / 2;
+  generate(dst, [=](int64_t i, auto tag) {
+    using T = decltype(tag);
+    double v = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(n - 1 - i);
+    return convert<T>(v);
+  });
+}
+
+void uniform(const Array& dst, double low, double high, PhiloxState state) {
+  require_contiguous(dst, "uniform_");
+  int digits = dtype_info(dst.dtype).mantissa_digits;
+  generate(dst, [=](int64_t i, auto tag) {
+    using T = decltype(tag);
+    double u = random_unit(random_u64(random_block(state, static_cast<uint64_t>(i)), 0), digits);
+    return convert<T>(low + (high - low) * u);
+  });
+}
+
+void normal(const Array& dst, double mean, double std, PhiloxState state) {
+  require_contiguous(dst, "normal_");
+  generate(dst, [=](int64_t i, auto tag) {
+    using T = decltype(tag);
+    return convert<T>(mean + std * random_normal(random_block(state, static_cast<uint64_t>(i))));
+  });
+}
+
+void random_int(const Array& dst, int64_t low, int64_t high, PhiloxState state) {
+  require_contiguous(dst, "random_");
+  uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  generate(dst, [=](int64_t i, auto tag) {
+    using T = decltype(tag);
+    uint64_t r = random_u64(random_block(state, static_cast<uint64_t>(i)), 0) % range;
+    return convert<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + r));
+  });
+}
+
+}  // namespace loom::cpu

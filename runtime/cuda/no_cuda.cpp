@@ -1,0 +1,28 @@
+// The CUDA interface of a build without the CUDA toolkit: no GPUs, and a clear reason.
+#include <cstring>
+
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/error.h"
+
+namespace loom::cuda {
+
+bool compiled() noexcept { return false; }
+int device_count() noexcept { return 0; }
+std::string unavailable_reason() { return "loom was built without the CUDA toolkit"; }
+
+void require(Device device) {
+  LOOM_CHECK(!device.is_cuda(), Runtime, "CUDA is not available (", unavailable_reason(), ")");
+}
+
+std::unique_ptr<MemoryBackend> make_memory_backend(int device) {
+  require(Device(DeviceType::CUDA, static_cast<int16_t>(device)));
+  return nullptr;
+}
+
+void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes) {
+  require(dst_device);
+  require(src_device);
+  std::memcpy(dst, src, nbytes);
+}
+
+}  // namespace loom::cuda

@@ -1,0 +1,270 @@
+#include "runtime/layout.h"
+
+#include <algorithm>
+
+#include "runtime/error.h"
+
+namespace loom {
+
+std::string format_dims(IntSpan dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(dims[i]);
+  }
+  return s + "]";
+}
+
+int64_t numel_of(IntSpan sizes) noexcept {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+Dims contiguous_strides(IntSpan sizes) {
+  Dims strides(sizes.size());
+  int64_t stride = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= std::max<int64_t>(sizes[i], 1);
+  }
+  return strides;
+}
+
+void check_sizes(IntSpan sizes) {
+  for (int64_t s : sizes)
+    LOOM_CHECK(s >= 0, Runtime, "Trying to create tensor with negative dimension ", s, ": ", format_dims(sizes));
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  LOOM_CHECK(dim >= -n && dim < n, Index, "Dimension out of range (expected to be in range of [", -n, ", ",
+             n - 1, "], but got ", dim, ")");
+  return dim < 0 ? dim + n : dim;
+}
+
+Dims infer_size(IntSpan shape, int64_t numel) {
+  Dims out(shape);
+  int64_t known = 1;
+  std::optional<size_t> infer;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      LOOM_CHECK(!infer, Runtime, "only one dimension can be inferred");
+      infer = i;
+    } else {
+      LOOM_CHECK(out[i] >= 0, Runtime, "invalid shape dimension ", out[i]);
+      known *= out[i];
+    }
+  }
+  if (infer) {
+    // A -1 next to a 0 is ambiguous: any size would do.
+    LOOM_CHECK(known != 0 && numel % known == 0, Runtime, "shape '", format_dims(shape),
+               "' is invalid for input of size ", numel);
+    out[*infer] = numel / known;
+  } else {
+    LOOM_CHECK(known == numel, Runtime, "shape '", format_dims(shape), "' is invalid for input of size ", numel);
+  }
+  return out;
+}
+
+Layout Layout::contiguous(IntSpan sizes, int64_t offset) {
+  return Layout{Dims(sizes), contiguous_strides(sizes), offset};
+}
+
+bool Layout::is_contiguous() const noexcept {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 0) return true;
+    if (sizes[i] == 1) continue;
+    if (strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
+}
+
+int64_t Layout::storage_end() const noexcept {
+  int64_t end = offset + 1;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (sizes[i] == 0) return offset;
+    end += (sizes[i] - 1) * strides[i];
+  }
+  return end;
+}
+
+Layout permute(const Layout& l, IntSpan dims) {
+  int64_t n = l.ndim();
+  LOOM_CHECK(static_cast<int64_t>(dims.size()) == n, Runtime,
+             "permute(): number of dims don't match in permute: the tensor has ", n,
+             " dimensions but the permutation has ", dims.size());
+  Layout out{Dims(n), Dims(n), l.offset};
+  SmallVec<bool, 8> seen(n, false);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t d = wrap_dim(dims[i], n);
+    LOOM_CHECK(!seen[d], Runtime, "permute(): duplicate dims are not allowed.");
+    seen[d] = true;
+    out.sizes[i] = l.sizes[d];
+    out.strides[i] = l.strides[d];
+  }
+  return out;
+}
+
+Layout transpose(const Layout& l, int64_t dim0, int64_t dim1) {
+  int64_t n = l.ndim();
+  Layout out = l;
+  if (n == 0) {
+    wrap_dim(dim0, 0);
+    wrap_dim(dim1, 0);
+    return out;
+  }
+  int64_t a = wrap_dim(dim0, n), b = wrap_dim(dim1, n);
+  std::swap(out.sizes[a], out.sizes[b]);
+  std::swap(out.strides[a], out.strides[b]);
+  return out;
+}
+
+Layout expand(const Layout& l, IntSpan sizes) {
+  int64_t n = static_cast<int64_t>(sizes.size());
+  int64_t old = l.ndim();
+  LOOM_CHECK(n >= old, Runtime, "expand(", format_dims(l.sizes), ", size=", format_dims(sizes),
+             "): the number of sizes provided (", n,
+             ") must be greater or equal to the number of dimensions in the tensor (", old, ")");
+  Layout out{Dims(n), Dims(n), l.offset};
+  for (int64_t i = n - 1; i >= 0; --i) {
+    int64_t j = i - (n - old);  // matching dim of the input, < 0 for new leading dims
+    int64_t target = sizes[i];
+    if (j < 0) {
+      LOOM_CHECK(target >= 0, Runtime, "The expanded size of the tensor (", target,
+                 ") isn't allowed in a leading, non-existing dimension ", i);
+      out.sizes[i] = target;
+      out.strides[i] = 0;
+      continue;
+    }
+    int64_t have = l.sizes[j];
+    if (target == -1) target = have;
+    LOOM_CHECK(target >= 0, Runtime, "The expanded size of the tensor (", target, ") is not allowed");
+    if (have == target) {
+      out.sizes[i] = have;
+      out.strides[i] = l.strides[j];
+    } else {
+      LOOM_CHECK(have == 1, Runtime, "The expanded size of the tensor (", target,
+                 ") must match the existing size (", have, ") at non-singleton dimension ", i,
+                 ".  Target sizes: ", format_dims(sizes), ".  Tensor sizes: ", format_dims(l.sizes));
+      out.sizes[i] = target;
+      out.strides[i] = 0;
+    }
+  }
+  return out;
+}
+
+Layout squeeze(const Layout& l) {
+  Layout out{{}, {}, l.offset};
+  for (size_t i = 0; i < l.sizes.size(); ++i) {
+    if (l.sizes[i] == 1) continue;
+    out.sizes.push_back(l.sizes[i]);
+    out.strides.push_back(l.strides[i]);
+  }
+  return out;
+}
+
+Layout squeeze(const Layout& l, int64_t dim) {
+  int64_t d = wrap_dim(dim, l.ndim());
+  Layout out = l;
+  if (l.ndim() == 0 || l.sizes[d] != 1) return out;
+  out.sizes.erase(d);
+  out.strides.erase(d);
+  return out;
+}
+
+Layout unsqueeze(const Layout& l, int64_t dim) {
+  int64_t d = wrap_dim(dim, l.ndim() + 1);
+  Layout out = l;
+  // The stride of a size-1 dim is never used to address; PyTorch picks size*stride of the next
+  // dim so the result stays contiguous when the input was.
+  int64_t stride = d < l.ndim() ? l.sizes[d] * l.strides[d] : 1;
+  out.sizes.insert(d, 1);
+  out.strides.insert(d, stride);
+  return out;
+}
+
+Layout slice(const Layout& l, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop,
+             int64_t step) {
+  LOOM_CHECK(l.ndim() > 0, Index, "slice() cannot be applied to a 0-dim tensor.");
+  LOOM_CHECK(step > 0, Value, "step must be greater than zero");
+  int64_t d = wrap_dim(dim, l.ndim());
+  int64_t size = l.sizes[d];
+  auto clamp = [size](int64_t v) {
+    if (v < 0) v += size;
+    return std::clamp<int64_t>(v, 0, size);
+  };
+  int64_t begin = start ? clamp(*start) : 0;
+  int64_t end = stop ? clamp(*stop) : size;
+  end = std::max(end, begin);
+  Layout out = l;
+  out.sizes[d] = (end - begin + step - 1) / step;
+  out.offset += begin * l.strides[d];
+  out.strides[d] = l.strides[d] * step;
+  return out;
+}
+
+Layout narrow(const Layout& l, int64_t dim, int64_t start, int64_t length) {
+  LOOM_CHECK(l.ndim() > 0, Runtime, "narrow() cannot be applied to a 0-dim tensor.");
+  int64_t d = wrap_dim(dim, l.ndim());
+  int64_t size = l.sizes[d];
+  LOOM_CHECK(start >= -size && start <= size, Index, "start out of range (expected to be in range of [", -size,
+             ", ", size, "], but got ", start, ")");
+  if (start < 0) start += size;
+  LOOM_CHECK(length >= 0 && start + length <= size, Runtime, "start (", start, ") + length (", length,
+             ") exceeds dimension size (", size, ").");
+  Layout out = l;
+  out.sizes[d] = length;
+  out.offset += start * l.strides[d];
+  return out;
+}
+
+Layout select(const Layout& l, int64_t dim, int64_t index) {
+  LOOM_CHECK(l.ndim() > 0, Index, "select() cannot be applied to a 0-dim tensor.");
+  int64_t d = wrap_dim(dim, l.ndim());
+  int64_t size = l.sizes[d];
+  LOOM_CHECK(index >= -size && index < size, Index, "index ", index, " is out of bounds for dimension ", d,
+             " with size ", size);
+  if (index < 0) index += size;
+  Layout out = l;
+  out.offset += index * l.strides[d];
+  out.sizes.erase(d);
+  out.strides.erase(d);
+  return out;
+}
+
+std::optional<Layout> view(const Layout& l, IntSpan sizes) {
+  Layout out{Dims(sizes), Dims(sizes.size()), l.offset};
+  int64_t numel = l.numel();
+  if (numel == 0 || l.ndim() == 0) {
+    // Nothing to address, or one element: any strides work; contiguous ones are canonical.
+    out.strides = contiguous_strides(sizes);
+    return out;
+  }
+  // Walk the input's dims from the innermost, in chunks that are contiguous among themselves;
+  // the requested dims must tile each chunk exactly, or the view would need a copy.
+  int64_t view_d = static_cast<int64_t>(sizes.size()) - 1;
+  int64_t chunk_base_stride = l.strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = l.ndim() - 1; d >= 0; --d) {
+    tensor_numel *= l.sizes[d];
+    bool chunk_ends = d == 0 || (l.sizes[d - 1] != 1 && l.strides[d - 1] != tensor_numel * chunk_base_stride);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
+      out.strides[view_d] = view_numel * chunk_base_stride;
+      view_numel *= sizes[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base_stride = l.strides[d - 1];
+      tensor_numel = view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,72 @@
+// Layout: how a tensor's elements sit in its storage (sizes, strides, offset, in elements), and
+// the view algebra on it.
+//
+// Views are metadata (DESIGN decision 4): reshape, permute, expand, slicing and friends produce a
+// new Layout over the same storage and never copy. These functions are the single definition of
+// each view's shape rule and its errors; materialized tensors use them directly and lazy view
+// nodes (and fusion's index arithmetic) reuse them.
+//
+// Invariants of a Layout: sizes and strides have the same length; sizes are >= 0; strides may be
+// 0 (broadcast) but are never negative; every element it addresses lies inside its storage.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "runtime/small_vector.h"
+
+namespace loom {
+
+using Dims = SmallVec<int64_t, 6>;
+using IntSpan = std::span<const int64_t>;
+
+// "[2, 3]", as PyTorch prints sizes in messages.
+std::string format_dims(IntSpan dims);
+
+int64_t numel_of(IntSpan sizes) noexcept;
+Dims contiguous_strides(IntSpan sizes);
+// Raises RuntimeError when a requested size is negative.
+void check_sizes(IntSpan sizes);
+// Wraps a possibly negative dim into [0, ndim), raising IndexError as PyTorch does. A 0-d
+// tensor accepts dims -1 and 0, as PyTorch allows.
+int64_t wrap_dim(int64_t dim, int64_t ndim);
+// Resolves one -1 in a requested shape against numel; raises on mismatch.
+Dims infer_size(IntSpan shape, int64_t numel);
+
+struct Layout {
+  Dims sizes;
+  Dims strides;
+  int64_t offset = 0;
+
+  static Layout contiguous(IntSpan sizes, int64_t offset = 0);
+
+  int64_t ndim() const noexcept { return static_cast<int64_t>(sizes.size()); }
+  int64_t numel() const noexcept { return numel_of(sizes); }
+  bool is_contiguous() const noexcept;
+  // One past the last storage element this layout touches (offset when it has no elements).
+  int64_t storage_end() const noexcept;
+
+  friend bool operator==(const Layout&, const Layout&) = default;
+};
+
+Layout permute(const Layout& l, IntSpan dims);
+Layout transpose(const Layout& l, int64_t dim0, int64_t dim1);
+// sizes may hold -1 to keep a dimension; new leading dimensions get stride 0.
+Layout expand(const Layout& l, IntSpan sizes);
+Layout squeeze(const Layout& l);
+Layout squeeze(const Layout& l, int64_t dim);
+Layout unsqueeze(const Layout& l, int64_t dim);
+// Python slice semantics on one dim: negative bounds count from the end, bounds clamp to the
+// size, step must be positive (PyTorch does not support negative steps).
+Layout slice(const Layout& l, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop,
+             int64_t step = 1);
+// Strict form: start in range and start + length <= size, as torch.narrow requires.
+Layout narrow(const Layout& l, int64_t dim, int64_t start, int64_t length);
+Layout select(const Layout& l, int64_t dim, int64_t index);
+// The same elements seen with shape `sizes` (already inferred, same numel) without copying, or
+// nullopt when the strides cannot express it (then reshape must copy).
+std::optional<Layout> view(const Layout& l, IntSpan sizes);
+
+}  // namespace loom

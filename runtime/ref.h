@@ -1,0 +1,85 @@
+// Intrusive reference counting.
+//
+// Storage and tensors are shared by Python objects, views, autograd records and cached graphs.
+// An intrusive count keeps the handle one pointer wide and lets a raw pointer be re-wrapped
+// (the Python extension stores the pointer in its object), which std::shared_ptr cannot do.
+//
+// Invariant: a RefCounted object is created with count 0 and is owned by Ref handles only; the
+// last Ref to let go deletes it through its static type, so types used with Ref are final or
+// have virtual destructors.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <utility>
+
+namespace loom {
+
+class RefCounted {
+ public:
+  RefCounted(const RefCounted&) = delete;
+  RefCounted& operator=(const RefCounted&) = delete;
+
+  void retain() const noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
+  // Returns true when this was the last reference; the caller then deletes the object.
+  bool release() const noexcept { return refs_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+  int32_t use_count() const noexcept { return refs_.load(std::memory_order_relaxed); }
+
+ protected:
+  RefCounted() = default;
+  ~RefCounted() = default;
+
+ private:
+  mutable std::atomic<int32_t> refs_{0};
+};
+
+template <typename T>
+class Ref {
+ public:
+  Ref() noexcept = default;
+  Ref(std::nullptr_t) noexcept {}
+  explicit Ref(T* p) noexcept : p_(p) {
+    if (p_) p_->retain();
+  }
+  Ref(const Ref& o) noexcept : Ref(o.p_) {}
+  Ref(Ref&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  template <typename U>
+  Ref(Ref<U> o) noexcept : p_(o.leak()) {}
+  ~Ref() { reset(); }
+
+  Ref& operator=(Ref o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+
+  void reset() noexcept {
+    if (p_ && p_->release()) delete p_;
+    p_ = nullptr;
+  }
+  // Gives up ownership without releasing: the caller now holds one reference.
+  T* leak() noexcept { return std::exchange(p_, nullptr); }
+  // Adopts a pointer whose reference the caller already holds (the inverse of leak()).
+  static Ref adopt(T* p) noexcept {
+    Ref r;
+    r.p_ = p;
+    return r;
+  }
+
+  T* get() const noexcept { return p_; }
+  T* operator->() const noexcept { return p_; }
+  T& operator*() const noexcept { return *p_; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  friend bool operator==(const Ref& a, const Ref& b) noexcept { return a.p_ == b.p_; }
+
+ private:
+  template <typename U>
+  friend class Ref;
+  T* p_ = nullptr;
+};
+
+template <typename T, typename... Args>
+Ref<T> make_ref(Args&&... args) {
+  return Ref<T>(new T(std::forward<Args>(args)...));
+}
+
+}  // namespace loom

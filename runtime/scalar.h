@@ -1,0 +1,49 @@
+// Scalar: one number as Python has it (bool, int, float), before it meets a dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace loom {
+
+class Scalar {
+ public:
+  Scalar(bool v) noexcept : kind_(ScalarKind::Bool) { i_ = v; }
+  Scalar(int64_t v) noexcept : kind_(ScalarKind::Int) { i_ = v; }
+  Scalar(int v) noexcept : Scalar(static_cast<int64_t>(v)) {}
+  Scalar(double v) noexcept : kind_(ScalarKind::Float) { d_ = v; }
+
+  ScalarKind kind() const noexcept { return kind_; }
+  bool is_float() const noexcept { return kind_ == ScalarKind::Float; }
+
+  // The value as storage type T, converted as a cast would.
+  template <typename T>
+  T to() const noexcept {
+    if (kind_ == ScalarKind::Float) return convert<T>(d_);
+    if (kind_ == ScalarKind::Bool) return convert<T>(i_ != 0);
+    return convert<T>(i_);
+  }
+  double as_double() const noexcept { return kind_ == ScalarKind::Float ? d_ : static_cast<double>(i_); }
+  int64_t as_int() const noexcept { return kind_ == ScalarKind::Float ? static_cast<int64_t>(d_) : i_; }
+
+  // Reads element 0 of a buffer of the given dtype.
+  static Scalar load(const void* p, DType dtype) noexcept {
+    return visit_dtype(dtype, [p](auto t) -> Scalar {
+      using T = decltype(t);
+      T v = *static_cast<const T*>(p);
+      if constexpr (std::is_same_v<T, bool>) return Scalar(v);
+      else if constexpr (std::is_integral_v<T>) return Scalar(static_cast<int64_t>(v));
+      else return Scalar(static_cast<double>(v));
+    });
+  }
+
+ private:
+  ScalarKind kind_;
+  union {
+    int64_t i_;
+    double d_;
+  };
+};
+
+}  // namespace loom

@@ -1,0 +1,153 @@
+// Materialized arrays: allocation, copies with dtype conversion over strided and broadcast
+// layouts, fills, and storage lifetime.
+#include <boost/test/unit_test.hpp>
+
+#include <vector>
+
+#include "runtime/array.h"
+#include "runtime/error.h"
+
+using namespace loom;
+
+namespace {
+
+Dims D(std::initializer_list<int64_t> v) { return Dims(v); }
+
+template <typename T>
+std::vector<T> values(const Array& a) {
+  Array c = copy_to(a, dtype_of<T>, kCPU);
+  const T* p = static_cast<const T*>(c.data());
+  return std::vector<T>(p, p + c.numel());
+}
+
+Array iota(IntSpan sizes, DType dtype) {
+  Array a = empty(sizes, dtype, kCPU);
+  arange_(a.view_as(Layout::contiguous(D({a.numel()}))), 0, 1);
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(array)
+
+BOOST_AUTO_TEST_CASE(empty_is_contiguous_and_aligned) {
+  Array a = empty(D({3, 5}), DType::Float32, kCPU);
+  BOOST_TEST(a.is_contiguous());
+  BOOST_TEST(a.storage->nbytes() == 60u);
+  BOOST_TEST(reinterpret_cast<uintptr_t>(a.data()) % 64 == 0u);
+  BOOST_CHECK_THROW(empty(D({2, -3}), DType::Float32, kCPU), Error);
+}
+
+BOOST_AUTO_TEST_CASE(copy_transposed_with_conversion) {
+  Array a = iota(D({2, 3}), DType::Int64);  // [[0 1 2] [3 4 5]]
+  Array t = a.view_as(transpose(a.layout, 0, 1));
+  Array c = copy_to(t, DType::Float64, kCPU);
+  BOOST_TEST(c.is_contiguous());
+  BOOST_TEST((values<double>(c) == std::vector<double>{0, 3, 1, 4, 2, 5}));
+  BOOST_TEST((c.storage.get() != a.storage.get()));
+  BOOST_TEST((contiguous(a).storage.get() == a.storage.get()));  // already contiguous: no copy
+  BOOST_TEST((contiguous(t).storage.get() != a.storage.get()));
+}
+
+BOOST_AUTO_TEST_CASE(copy_broadcasts_source) {
+  Array dst = empty(D({2, 3}), DType::Float32, kCPU);
+  Array row = iota(D({3}), DType::Int32);
+  copy_(dst, row);
+  BOOST_TEST((values<float>(dst) == std::vector<float>{0, 1, 2, 0, 1, 2}));
+  Array bad = iota(D({4}), DType::Int32);
+  BOOST_CHECK_THROW(copy_(dst, bad), Error);
+}
+
+BOOST_AUTO_TEST_CASE(strided_destination) {
+  Array a = empty(D({4, 4}), DType::Float64, kCPU);
+  fill_(a, Scalar(0.0));
+  Array diag = a.view_as(Layout{D({4}), D({5}), 0});
+  fill_(diag, Scalar(int64_t{1}));
+  std::vector<double> v = values<double>(a);
+  for (int i = 0; i < 16; ++i) BOOST_TEST(v[i] == (i % 5 == 0 ? 1.0 : 0.0));
+  Array every_other = a.view_as(slice(a.layout, 1, 0, std::nullopt, 2));
+  copy_(every_other, iota(D({4, 2}), DType::Int64));
+  v = values<double>(a);
+  BOOST_TEST(v[0] == 0.0);
+  BOOST_TEST(v[2] == 1.0);
+  BOOST_TEST(v[1] == 0.0);
+  BOOST_TEST(v[5] == 1.0);  // untouched diagonal element at (1, 1)
+  BOOST_TEST(v[14] == 7.0);
+}
+
+BOOST_AUTO_TEST_CASE(conversions_follow_cast_rules) {
+  Array f = empty(D({4}), DType::Float32, kCPU);
+  float* p = static_cast<float*>(f.data());
+  p[0] = -1.7f;
+  p[1] = 0.0f;
+  p[2] = 2.5f;
+  p[3] = 300.0f;
+  BOOST_TEST((values<int32_t>(f) == std::vector<int32_t>{-1, 0, 2, 300}));
+  std::vector<bool> b;
+  for (bool x : values<bool>(f)) b.push_back(x);
+  BOOST_TEST((b == std::vector<bool>{true, false, true, true}));
+  std::vector<float> h;
+  for (Half x : values<Half>(f)) h.push_back(float(x));
+  BOOST_TEST((h == std::vector<float>{-1.7001953125f, 0.0f, 2.5f, 300.0f}));
+}
+
+BOOST_AUTO_TEST_CASE(arange_and_linspace) {
+  Array a = empty(D({5}), DType::Float32, kCPU);
+  arange_(a, 1.0, 0.5);
+  BOOST_TEST((values<float>(a) == std::vector<float>{1.0f, 1.5f, 2.0f, 2.5f, 3.0f}));
+  Array big = empty(D({2}), DType::Int64, kCPU);
+  arange_(big, 9007199254740992.0, 1.0);  // 2^53 + 1 is no double: integer arithmetic stays exact
+  BOOST_TEST(values<int64_t>(big)[1] == 9007199254740993LL);
+  Array l = empty(D({5}), DType::Float64, kCPU);
+  linspace_(l, 0.0, 1.0);
+  BOOST_TEST((values<double>(l) == std::vector<double>{0.0, 0.25, 0.5, 0.75, 1.0}));
+  Array l3 = empty(D({3}), DType::Float32, kCPU);
+  linspace_(l3, -1.0, 0.1);
+  BOOST_TEST(values<float>(l3)[2] == 0.1f);  // the end point is exact
+}
+
+BOOST_AUTO_TEST_CASE(random_fills_are_reproducible) {
+  Generator g1(7), g2(7);
+  Array a = empty(D({1000}), DType::Float32, kCPU), b = empty(D({1000}), DType::Float32, kCPU);
+  uniform_(a, 0.0, 1.0, g1);
+  uniform_(b, 0.0, 1.0, g2);
+  BOOST_TEST((values<float>(a) == values<float>(b)));
+  uniform_(b, 0.0, 1.0, g2);  // next draw differs
+  BOOST_TEST((values<float>(a) != values<float>(b)));
+  for (float v : values<float>(a)) BOOST_TEST_REQUIRE((v >= 0.0f && v < 1.0f));
+  Array h = empty(D({5000}), DType::Float16, kCPU);
+  uniform_(h, 0.0, 1.0, g1);
+  for (Half v : values<Half>(h)) BOOST_TEST_REQUIRE(float(v) < 1.0f);
+  Array r = empty(D({1000}), DType::Int64, kCPU);
+  random_int_(r, -3, 4, g1);
+  std::vector<int> seen(7, 0);
+  for (int64_t v : values<int64_t>(r)) {
+    BOOST_TEST_REQUIRE((v >= -3 && v < 4));
+    seen[static_cast<size_t>(v + 3)]++;
+  }
+  for (int count : seen) BOOST_TEST(count > 0);
+  BOOST_CHECK_THROW(random_int_(r, 4, 4, g1), Error);
+}
+
+BOOST_AUTO_TEST_CASE(item_of_one_element) {
+  Array a = empty(D({1, 1}), DType::BFloat16, kCPU);
+  fill_(a, Scalar(1.5));
+  Scalar s = item(a);
+  BOOST_TEST(s.is_float());
+  BOOST_TEST(s.as_double() == 1.5);
+  BOOST_CHECK_THROW(item(empty(D({2}), DType::Float32, kCPU)), Error);
+}
+
+BOOST_AUTO_TEST_CASE(storage_returns_to_allocator) {
+  CachingAllocator& host = allocator_for(kCPU);
+  int64_t before = host.stats().allocated_bytes;
+  {
+    Array a = empty(D({1024}), DType::Float32, kCPU);
+    Array view = a.view_as(slice(a.layout, 0, 10, 20));
+    a = Array{};
+    BOOST_TEST(host.stats().allocated_bytes >= before + 4096);  // the view keeps the storage alive
+  }
+  BOOST_TEST(host.stats().allocated_bytes == before);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,150 @@
+// The view algebra: each view's shape rule, strides and errors (messages as PyTorch's).
+#include <boost/test/unit_test.hpp>
+
+#include "runtime/error.h"
+#include "runtime/layout.h"
+
+using namespace loom;
+
+namespace {
+
+Dims D(std::initializer_list<int64_t> v) { return Dims(v); }
+
+// Checks that `fn` throws a loom::Error of `kind` whose message contains `text`.
+template <typename Fn>
+void expect_error(Fn fn, ErrorKind kind, const std::string& text) {
+  try {
+    fn();
+    BOOST_FAIL("expected an error containing: " << text);
+  } catch (const Error& e) {
+    BOOST_TEST((e.kind() == kind));
+    BOOST_TEST(std::string(e.what()).find(text) != std::string::npos, "message: " << e.what());
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(layout)
+
+BOOST_AUTO_TEST_CASE(contiguous_layouts) {
+  Layout l = Layout::contiguous(D({2, 3, 4}));
+  BOOST_TEST((l.strides == D({12, 4, 1})));
+  BOOST_TEST(l.numel() == 24);
+  BOOST_TEST(l.is_contiguous());
+  BOOST_TEST(l.storage_end() == 24);
+  BOOST_TEST((contiguous_strides(D({2, 0, 3})) == D({3, 3, 1})));
+  BOOST_TEST(Layout::contiguous(D({})).numel() == 1);
+  BOOST_TEST(Layout::contiguous(D({0, 5})).storage_end() == 0);
+  // Size-1 dims do not break contiguity whatever their stride.
+  BOOST_TEST((Layout{D({2, 1, 3}), D({3, 99, 1}), 0}.is_contiguous()));
+}
+
+BOOST_AUTO_TEST_CASE(permute_and_transpose) {
+  Layout l = Layout::contiguous(D({2, 3, 4}));
+  Layout p = permute(l, D({2, 0, 1}));
+  BOOST_TEST((p.sizes == D({4, 2, 3})));
+  BOOST_TEST((p.strides == D({1, 12, 4})));
+  BOOST_TEST(!p.is_contiguous());
+  Layout t = transpose(l, 0, -1);
+  BOOST_TEST((t.sizes == D({4, 3, 2})));
+  BOOST_TEST((t.strides == D({1, 4, 12})));
+  expect_error([&] { permute(l, D({0, 0, 1})); }, ErrorKind::Runtime, "duplicate dims are not allowed");
+  expect_error([&] { permute(l, D({0, 1})); }, ErrorKind::Runtime, "number of dims don't match");
+  expect_error([&] { transpose(l, 0, 3); }, ErrorKind::Index,
+               "Dimension out of range (expected to be in range of [-3, 2], but got 3)");
+}
+
+BOOST_AUTO_TEST_CASE(expand_broadcasts_with_stride_zero) {
+  Layout l = Layout::contiguous(D({3, 1}));
+  Layout e = expand(l, D({2, 3, 4}));
+  BOOST_TEST((e.sizes == D({2, 3, 4})));
+  BOOST_TEST((e.strides == D({0, 1, 0})));
+  Layout keep = expand(l, D({-1, 5}));
+  BOOST_TEST((keep.sizes == D({3, 5})));
+  expect_error([&] { expand(Layout::contiguous(D({3, 4})), D({2, 3})); }, ErrorKind::Runtime,
+               "The expanded size of the tensor (3) must match the existing size (4) at non-singleton dimension 1.  "
+               "Target sizes: [2, 3].  Tensor sizes: [3, 4]");
+  expect_error([&] { expand(l, D({5})); }, ErrorKind::Runtime, "must be greater or equal");
+  expect_error([&] { expand(l, D({-1, 3, 1})); }, ErrorKind::Runtime, "leading, non-existing dimension 0");
+}
+
+BOOST_AUTO_TEST_CASE(squeeze_unsqueeze) {
+  Layout l = Layout::contiguous(D({1, 3, 1, 2}));
+  BOOST_TEST((squeeze(l).sizes == D({3, 2})));
+  BOOST_TEST((squeeze(l, 2).sizes == D({1, 3, 2})));
+  BOOST_TEST((squeeze(l, 1).sizes == D({1, 3, 1, 2})));  // not size 1: unchanged
+  Layout u = unsqueeze(Layout::contiguous(D({3, 2})), 1);
+  BOOST_TEST((u.sizes == D({3, 1, 2})));
+  BOOST_TEST(u.is_contiguous());
+  BOOST_TEST((unsqueeze(Layout::contiguous(D({3, 2})), -1).sizes == D({3, 2, 1})));
+  BOOST_TEST((unsqueeze(Layout::contiguous(D({})), 0).sizes == D({1})));
+  expect_error([&] { unsqueeze(Layout::contiguous(D({3})), 3); }, ErrorKind::Index, "[-2, 1], but got 3");
+}
+
+BOOST_AUTO_TEST_CASE(slice_select_narrow) {
+  Layout l = Layout::contiguous(D({10, 4}));
+  Layout s = slice(l, 0, 2, 9, 3);  // rows 2, 5, 8
+  BOOST_TEST((s.sizes == D({3, 4})));
+  BOOST_TEST((s.strides == D({12, 1})));
+  BOOST_TEST(s.offset == 8);
+  BOOST_TEST(slice(l, 0, -3, std::nullopt).sizes[0] == 3);    // last three
+  BOOST_TEST(slice(l, 0, 20, 30).sizes[0] == 0);              // clamped, empty
+  BOOST_TEST(slice(l, 0, 7, 2).sizes[0] == 0);                // stop before start: empty
+  BOOST_TEST(slice(l, 1, std::nullopt, std::nullopt, 5).sizes[1] == 1);
+  expect_error([&] { slice(l, 0, 0, 5, 0); }, ErrorKind::Value, "step must be greater than zero");
+  expect_error([&] { slice(l, 0, 0, 5, -1); }, ErrorKind::Value, "step must be greater than zero");
+  Layout row = select(l, 0, -1);
+  BOOST_TEST((row.sizes == D({4})));
+  BOOST_TEST(row.offset == 36);
+  expect_error([&] { select(l, 0, 10); }, ErrorKind::Index, "index 10 is out of bounds for dimension 0 with size 10");
+  expect_error([&] { select(Layout::contiguous(D({})), 0, 0); }, ErrorKind::Index, "0-dim");
+  Layout n = narrow(l, 1, 1, 2);
+  BOOST_TEST((n.sizes == D({10, 2})));
+  BOOST_TEST(n.offset == 1);
+  expect_error([&] { narrow(l, 1, 3, 2); }, ErrorKind::Runtime, "exceeds dimension size");
+}
+
+BOOST_AUTO_TEST_CASE(view_without_copy) {
+  Layout l = Layout::contiguous(D({2, 3, 4}));
+  auto v = view(l, D({6, 4}));
+  BOOST_TEST_REQUIRE(v.has_value());
+  BOOST_TEST((v->strides == D({4, 1})));
+  // A transposed tensor cannot be flattened without a copy...
+  Layout t = transpose(Layout::contiguous(D({3, 4})), 0, 1);
+  BOOST_TEST(!view(t, D({12})).has_value());
+  // ...but can be split or merged along dims that stay contiguous among themselves.
+  auto split = view(t, D({2, 2, 3}));
+  BOOST_TEST_REQUIRE(split.has_value());
+  BOOST_TEST((split->strides == D({2, 1, 4})));
+  // Sliced rows: a chunk of whole rows still views as rows.
+  Layout rows = slice(Layout::contiguous(D({8, 4})), 0, 2, 6);
+  auto flat = view(rows, D({16}));
+  BOOST_TEST_REQUIRE(flat.has_value());
+  BOOST_TEST(flat->offset == 8);
+  // Sliced columns cannot be flattened.
+  BOOST_TEST(!view(slice(Layout::contiguous(D({8, 4})), 1, 0, 2), D({16})).has_value());
+  // Expanded dims (stride 0) view as long as they are not merged with others.
+  Layout e = expand(Layout::contiguous(D({1, 4})), D({3, 4}));
+  auto ev = view(e, D({3, 2, 2}));
+  BOOST_TEST_REQUIRE(ev.has_value());
+  BOOST_TEST((ev->strides == D({0, 2, 1})));
+  BOOST_TEST(!view(e, D({12})).has_value());
+  // 0-d and empty tensors.
+  BOOST_TEST((view(Layout::contiguous(D({})), D({1, 1}))->sizes == D({1, 1})));
+  BOOST_TEST((view(Layout::contiguous(D({1, 1})), D({}))->sizes == D({})));
+  BOOST_TEST((view(Layout::contiguous(D({0, 3})), D({3, 0}))->strides == D({1, 1})));
+}
+
+BOOST_AUTO_TEST_CASE(infer_size_rules) {
+  BOOST_TEST((infer_size(D({-1, 4}), 12) == D({3, 4})));
+  BOOST_TEST((infer_size(D({2, -1, 2}), 12) == D({2, 3, 2})));
+  expect_error([&] { infer_size(D({2, 7}), 12); }, ErrorKind::Runtime, "shape '[2, 7]' is invalid for input of size 12");
+  expect_error([&] { infer_size(D({-1, -1}), 12); }, ErrorKind::Runtime, "only one dimension can be inferred");
+  expect_error([&] { infer_size(D({-1, 5}), 12); }, ErrorKind::Runtime, "invalid for input of size 12");
+  expect_error([&] { infer_size(D({0, -1}), 0); }, ErrorKind::Runtime, "invalid for input of size 0");
+  expect_error([&] { check_sizes(D({2, -1})); }, ErrorKind::Runtime,
+               "Trying to create tensor with negative dimension -1: [2, -1]");
+  BOOST_TEST(wrap_dim(-1, 0) == 0);  // 0-d tensors accept dim -1 and 0
+}
+
+BOOST_AUTO_TEST_SUITE_END()
