@@ -16,6 +16,13 @@ struct ExportedShape {
   Py_ssize_t strides[64];
 };
 
+// All dims reversed: a Fortran-ordered layout becomes a C-ordered one.
+Layout transpose_all(const Layout& l) {
+  Dims order;
+  for (int64_t d = l.ndim() - 1; d >= 0; --d) order.push_back(d);
+  return permute(l, order);
+}
+
 void require_cpu(const Array& a, const char* what) {
   LOOM_CHECK(a.device().is_cpu(), Type, "can't convert ", a.device().str(), " device type tensor to ", what,
              ". Use Tensor.cpu() to copy the tensor to host memory first.");
@@ -29,9 +36,17 @@ int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
   LOOM_CHECK(format, Type, "Got unsupported ScalarType ", dtype_name(a.dtype),
              " (it has no buffer format; convert with .float() first)");
   LOOM_CHECK(a.ndim() <= 64, Value, "tensors with more than 64 dims cannot be exported as buffers");
-  bool contiguous = a.is_contiguous();
-  if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !contiguous) {
-    PyErr_SetString(PyExc_BufferError, "the tensor is not contiguous; request a strided buffer");
+  // Honour the consumer's contiguity demands (PEP 3118): C order is the only dense order a
+  // loom tensor is checked for; a Fortran-order request is met only by 1-d or size-1 layouts.
+  bool c_contiguous = a.is_contiguous();
+  bool f_contiguous = a.view_as(transpose_all(a.layout)).is_contiguous();
+  bool wants_c = (flags & PyBUF_C_CONTIGUOUS) == PyBUF_C_CONTIGUOUS;
+  bool wants_f = (flags & PyBUF_F_CONTIGUOUS) == PyBUF_F_CONTIGUOUS;
+  bool wants_any = (flags & PyBUF_ANY_CONTIGUOUS) == PyBUF_ANY_CONTIGUOUS;
+  bool wants_strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES;
+  if ((wants_c && !c_contiguous) || (wants_f && !f_contiguous) || (wants_any && !c_contiguous && !f_contiguous) ||
+      (!wants_strides && !c_contiguous)) {
+    PyErr_SetString(PyExc_BufferError, "the tensor's layout is not the contiguous layout the consumer requested");
     return -1;
   }
   auto* shape = new ExportedShape;
@@ -104,7 +119,7 @@ PyObject* tensor_array(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
     return shared_ndarray(host.get(), a[0]);
   }
   PyRef out = PyRef::checked(shared_ndarray(self, a[0]));
-  if (a.has(1) && PyObject_IsTrue(a[1])) return PyObject_CallMethod(out.get(), "copy", nullptr);
+  if (a.has(1) && check_truth(a[1])) return PyObject_CallMethod(out.get(), "copy", nullptr);
   return out.release();
   LOOM_PY_END(nullptr)
 }

@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "pyext/tensor_object.h"
 #include "runtime/error.h"
 
 namespace loom::py {
@@ -35,7 +36,7 @@ const char* type_name(PyObject* obj) noexcept { return Py_TYPE(obj)->tp_name; }
 
 bool is_index_like(PyObject* obj) noexcept {
   if (PyLong_CheckExact(obj)) return true;
-  if (PyBool_Check(obj) || PyFloat_Check(obj)) return false;
+  if (PyBool_Check(obj) || PyFloat_Check(obj) || is_tensor(obj)) return false;
   return PyIndex_Check(obj);
 }
 
@@ -74,11 +75,12 @@ Dims to_dims(PyObject* obj, const char* what) {
   if (!PyTuple_Check(obj) && !PyList_Check(obj)) {
     LOOM_FAIL(Type, what, " must be a tuple of ints, not ", type_name(obj));
   }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-  PyObject** items = PySequence_Fast_ITEMS(obj);
+  // A tuple snapshot: an item's __index__ could otherwise mutate a list under our feet.
+  PyRef items = PyRef::checked(PySequence_Tuple(obj));
+  Py_ssize_t n = PyTuple_GET_SIZE(items.get());
   Dims out;
   out.reserve(static_cast<size_t>(n));
-  for (Py_ssize_t i = 0; i < n; ++i) out.push_back(to_int64(items[i], what));
+  for (Py_ssize_t i = 0; i < n; ++i) out.push_back(to_int64(PyTuple_GET_ITEM(items.get(), i), what));
   return out;
 }
 

@@ -33,6 +33,13 @@ inline void check_status(int status) {
   if (status < 0) throw PythonError{};
 }
 
+// Python truthiness, throwing PythonError when __bool__ raised.
+inline bool check_truth(PyObject* obj) {
+  int t = PyObject_IsTrue(obj);
+  check_status(t);
+  return t != 0;
+}
+
 // An owned (strong) reference.
 class PyRef {
  public:
@@ -65,7 +72,8 @@ class PyRef {
 // Sets the Python exception for the C++ exception being handled. Call only inside a catch block.
 void set_python_error() noexcept;
 
-// Python int (or anything with __index__, but not bool unless allowed) to int64.
+// Python ints and objects with __index__ (numpy integers), but not bools, floats or tensors
+// (a tensor has __index__ too, yet torch treats loom.tensor(2) as data, not as a size).
 bool is_index_like(PyObject* obj) noexcept;
 int64_t to_int64(PyObject* obj, const char* what);
 double to_double(PyObject* obj, const char* what);

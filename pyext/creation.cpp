@@ -55,14 +55,15 @@ DType floating_dtype(std::optional<DType> requested, const char* fname) {
 // The dtype of full(size, value) without an explicit dtype: as loom.tensor(value) would infer.
 DType dtype_of_value(PyObject* value) {
   if (PyBool_Check(value)) return DType::Bool;
+  if (is_tensor(value)) return array_of(value).dtype;
   if (is_index_like(value)) return DType::Int64;
   return default_float_dtype();
 }
 
 Scalar scalar_from_py(PyObject* value, const char* what) {
   if (PyBool_Check(value)) return Scalar(value == Py_True);
-  if (is_index_like(value)) return Scalar(to_int64(value, what));
   if (is_tensor(value)) return item(array_of(value));
+  if (is_index_like(value)) return Scalar(to_int64(value, what));
   return Scalar(to_double(value, what));
 }
 
@@ -145,10 +146,18 @@ PyObject* f_arange(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames
   LOOM_CHECK(std::isfinite(s0) && std::isfinite(s1), Runtime, "unsupported range: ", s0, " -> ", s1);
   LOOM_CHECK((st > 0 && s1 >= s0) || (st < 0 && s1 <= s0), Runtime,
              "upper bound and larger bound inconsistent with step sign");
-  auto n = static_cast<int64_t>(std::ceil((s1 - s0) / st));
+  int64_t n;
+  if (all_int) {
+    // Integer ranges are sized in integers: doubles lose exactness beyond 2^53.
+    int64_t i0 = start ? to_int64(start, "start") : 0, i1 = to_int64(end, "end"), is = step ? to_int64(step, "step") : 1;
+    n = is > 0 ? (i1 - i0 + is - 1) / is : (i0 - i1 - is - 1) / -is;
+  } else {
+    n = static_cast<int64_t>(std::ceil((s1 - s0) / st));
+  }
   DType dtype = a.has(3) ? dtype_from_py(a[3]) : all_int ? DType::Int64 : default_float_dtype();
   Array out = empty(Dims{n}, dtype, device_or_default(a[4]));
-  arange_(out, s0, st);
+  if (all_int) arange_(out, Scalar(start ? to_int64(start, "start") : 0), Scalar(step ? to_int64(step, "step") : 1));
+  else arange_(out, Scalar(s0), Scalar(st));
   return wrap(std::move(out));
   LOOM_PY_END(nullptr)
 }
@@ -295,9 +304,10 @@ PyObject* f_randint_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* k
   LOOM_PY_BEGIN
   static ArgParser parser("randint_like", {"input", "low", "high", "dtype", "device"}, 3);
   LikeArgs l = parse_like(parser, 2, args, nargs, kwnames);
-  // randint_like(input, high) or randint_like(input, low, high).
-  PyObject* low = l.extra[1] ? l.extra[0] : nullptr;
-  PyObject* high = l.extra[1] ? l.extra[1] : l.extra[0];
+  // randint_like(input, high) or randint_like(input, low, high): a lone second positional is high.
+  PyObject* low = l.extra[0];
+  PyObject* high = l.extra[1];
+  if (!high && nargs == 2) std::swap(low, high);
   LOOM_CHECK(high, Type, "randint_like() missing required argument 'high'");
   Array a = empty(l.input->sizes(), l.dtype, l.device);
   random_int_(a, low ? to_int64(low, "low") : 0, to_int64(high, "high"), default_generator(l.device));
@@ -333,19 +343,31 @@ PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
     return wrap(copy_to(t, dtype.value_or(t.dtype), device.value_or(t.device())));
   }
   if (PyObject_CheckBuffer(a[0])) {
-    Array shared = array_from_buffer(a[0]);
-    if ((!dtype || *dtype == shared.dtype) && (!device || device->is_cpu())) return wrap(std::move(shared));
-    return wrap(copy_to(shared, dtype.value_or(shared.dtype), device.value_or(kCPU)));
+    SharedBuffer shared = array_from_buffer(a[0]);
+    const Array& arr = shared.array;
+    // Read-only memory (bytes, read-only arrays) is copied: a writable alias would let tensor
+    // writes corrupt objects Python assumes immutable.
+    if (!shared.readonly && (!dtype || *dtype == arr.dtype) && (!device || device->is_cpu())) return wrap(arr);
+    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(kCPU)));
   }
   return wrap(array_from_data(a[0], dtype, device.value_or(kCPU)));
   LOOM_PY_END(nullptr)
 }
 
-// loom.from_numpy(array): a CPU tensor sharing the array's memory.
+// loom.from_numpy(array): a CPU tensor sharing the array's memory. Like PyTorch, a read-only
+// array is shared anyway, with a warning: writing through the tensor is then undefined.
 PyObject* f_from_numpy(PyObject*, PyObject* array) {
   LOOM_PY_BEGIN
   LOOM_CHECK(PyObject_CheckBuffer(array), Type, "from_numpy() expects an np.ndarray, got ", type_name(array));
-  return wrap(array_from_buffer(array));
+  SharedBuffer shared = array_from_buffer(array);
+  if (shared.readonly) {
+    check_status(PyErr_WarnEx(PyExc_UserWarning,
+                              "The given array is not writable, and loom does not support non-writable tensors: "
+                              "writing to the tensor is undefined behaviour. Copy the array first (array.copy()) "
+                              "to silence this warning.",
+                              1));
+  }
+  return wrap(std::move(shared.array));
   LOOM_PY_END(nullptr)
 }
 

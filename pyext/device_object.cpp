@@ -36,7 +36,7 @@ PyObject* device_new(PyTypeObject*, PyObject* args, PyObject* kwargs) {
     LOOM_CHECK(spec.index < 0, Runtime, "type (string) must not include an index because index was passed explicitly: ",
                spec_string(spec));
     int64_t i = to_int64(index, "device index");
-    LOOM_CHECK(i >= 0, Runtime, "Device index must not be negative");
+    LOOM_CHECK(i >= 0 && i <= INT16_MAX, Runtime, "Device index must be in [0, 32767], got ", i);
     LOOM_CHECK(spec.type != DeviceType::CPU || i == 0, Runtime, "CPU device index must be 0, got ", i);
     spec.index = static_cast<int>(i);
   }
@@ -125,7 +125,7 @@ DeviceSpec device_spec_from_py(PyObject* obj) {
   }
   if (is_index_like(obj)) {
     int64_t i = to_int64(obj, "device");
-    LOOM_CHECK(i >= 0, Runtime, "Device index must not be negative");
+    LOOM_CHECK(i >= 0 && i <= INT16_MAX, Runtime, "Device index must be in [0, 32767], got ", i);
     return DeviceSpec{DeviceType::CUDA, static_cast<int>(i)};
   }
   LOOM_FAIL(Type, "device must be a loom.device, a string such as 'cpu' or 'cuda:0', or an int, not ",

@@ -81,8 +81,10 @@ Managed* export_array(const Array& a) {
   e->shape = Dims(a.sizes());
   e->strides = Dims(a.strides());
   dlpack::Tensor& t = e->managed.dl_tensor;
-  t.data = a.storage->data();
-  t.byte_offset = static_cast<uint64_t>(a.layout.offset) * itemsize(a.dtype);
+  // The first element, with byte_offset 0: PyTorch 1.x consumers ignore byte_offset, and
+  // PyTorch, CuPy and numpy all export this way.
+  t.data = a.data();
+  t.byte_offset = 0;
   t.device = to_dl(a.device());
   t.ndim = static_cast<int32_t>(a.ndim());
   t.dtype = to_dl(a.dtype);
@@ -114,6 +116,7 @@ void release_imported(void* context) noexcept {
 Device from_dl(dlpack::Device d) {
   if (d.device_type == dlpack::kDLCPU) return kCPU;
   if (d.device_type == dlpack::kDLCUDA) {
+    LOOM_CHECK(d.device_id >= 0 && d.device_id <= INT16_MAX, Value, "from_dlpack: bad CUDA device id ", d.device_id);
     Device dev(DeviceType::CUDA, static_cast<int16_t>(d.device_id));
     cuda::require(dev);
     return dev;
@@ -191,7 +194,7 @@ PyObject* tensor_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
       throw PythonError{};
     }
   }
-  if (a.has(3) && PyObject_IsTrue(a[3])) {
+  if (a.has(3) && check_truth(a[3])) {
     LOOM_FAIL(Value, "__dlpack__(copy=True) is not supported: export shares memory; clone() the tensor first");
   }
   // Versioned capsules go to consumers that say they understand DLPack 1.x.
@@ -241,9 +244,9 @@ PyObject* from_dlpack(PyObject*, PyObject* obj) {
   } else {
     array = import_managed(static_cast<dlpack::ManagedTensor*>(ptr));
   }
-  // loom owns the tensor now: mark the capsule consumed so its destructor leaves it alone.
+  // loom owns the tensor now: renaming marks the capsule consumed, so its destructor (which checks
+  // the name, as the protocol requires) leaves the tensor alone.
   check_status(PyCapsule_SetName(capsule.get(), versioned ? kUsedVersionedCapsule : kUsedCapsule));
-  check_status(PyCapsule_SetDestructor(capsule.get(), nullptr));
   return wrap(std::move(array));
   LOOM_PY_END(nullptr)
 }

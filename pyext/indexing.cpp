@@ -81,19 +81,17 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   LOOM_CHECK(value, Type, "loom tensors do not support deleting elements");
   const Array& a = array_of(self);
   Array target = a.view_as(apply_index(a.layout, index));
-  if (is_tensor(value)) {
-    Array src = array_of(value);
-    // Reading and writing overlapping memory element by element would read values already
-    // overwritten: read from a snapshot instead.
-    if (src.storage == target.storage) src = copy_to(src, src.dtype, src.device());
-    // Broadcasting the value to the target's shape validates it before anything is written.
-    expand(src.layout, target.sizes());
-    copy_(target, src);
-  } else {
-    Array src = array_from_data(value, target.dtype, kCPU);
-    expand(src.layout, target.sizes());
-    copy_(target, src);
-  }
+  Array src = is_tensor(value) ? array_of(value) : array_from_data(value, target.dtype, kCPU);
+  // Reading and writing overlapping memory element by element would read values already
+  // overwritten: read from a snapshot instead.
+  if (src.storage == target.storage) src = copy_to(src, src.dtype, src.device());
+  // Like PyTorch, leading size-1 dims of the value are dropped: t[0] = ones(1, 4) is fine.
+  Layout l = src.layout;
+  while (l.ndim() > target.ndim() && l.sizes[0] == 1) l = squeeze(l, 0);
+  src = src.view_as(std::move(l));
+  // Broadcasting the value to the target's shape validates it before anything is written.
+  expand(src.layout, target.sizes());
+  copy_(target, src);
   a.storage->bump_version();
   return 0;
   LOOM_PY_END(-1)

@@ -1,6 +1,8 @@
 #include "pyext/python_data.h"
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "pyext/tensor_object.h"
 #include "runtime/error.h"
@@ -14,14 +16,14 @@ bool is_nested_sequence(PyObject* obj) { return PyList_Check(obj) || PyTuple_Che
 ScalarKind leaf_kind(PyObject* leaf) {
   if (PyBool_Check(leaf)) return ScalarKind::Bool;
   if (PyFloat_Check(leaf)) return ScalarKind::Float;
-  if (is_index_like(leaf)) return ScalarKind::Int;
   if (is_tensor(leaf)) {
     const Array& a = array_of(leaf);
-    if (a.numel() == 1 && a.ndim() == 0) {
-      DTypeCategory c = dtype_info(a.dtype).category;
-      return c == DTypeCategory::Bool ? ScalarKind::Bool : c == DTypeCategory::Integral ? ScalarKind::Int : ScalarKind::Float;
-    }
+    LOOM_CHECK(a.ndim() == 0, Value, "only 0-d tensors can be elements of nested data, got a tensor of shape ",
+               format_dims(a.sizes()));
+    DTypeCategory c = dtype_info(a.dtype).category;
+    return c == DTypeCategory::Bool ? ScalarKind::Bool : c == DTypeCategory::Integral ? ScalarKind::Int : ScalarKind::Float;
   }
+  if (is_index_like(leaf)) return ScalarKind::Int;
   // Other numbers (numpy floats, Fractions...) convert through __float__.
   if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return ScalarKind::Float;
   LOOM_FAIL(Type, "new(): invalid data type '", type_name(leaf), "'");
@@ -40,102 +42,93 @@ Scalar leaf_value(PyObject* leaf, ScalarKind kind) {
 // Walks the first element at every depth to find the shape the data claims to have.
 Dims infer_shape(PyObject* data) {
   Dims shape;
-  PyObject* obj = data;
-  while (is_nested_sequence(obj)) {
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyRef obj = PyRef::borrow(data);
+  while (is_nested_sequence(obj.get())) {
+    Py_ssize_t n = PySequence_Size(obj.get());
+    check_status(static_cast<int>(n < 0 ? -1 : 0));
     shape.push_back(n);
     if (n == 0) break;
-    obj = PySequence_Fast_ITEMS(obj)[0];
+    obj = PyRef::checked(PySequence_GetItem(obj.get(), 0));
   }
   return shape;
 }
 
-// Checks that data has exactly `shape` and finds the widest leaf kind.
-void scan(PyObject* obj, IntSpan shape, size_t depth, ScalarKind& widest, bool& any_leaf) {
+// Checks that data has exactly `shape`, collecting its leaves (owned, in row-major order) and the
+// widest leaf kind. Each level is read through a tuple snapshot, so a leaf's __float__ or
+// __index__ that mutates the lists cannot change what is being converted.
+void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<PyRef>& leaves, ScalarKind& widest) {
   if (depth == shape.size()) {
     if (is_nested_sequence(obj)) {
-      LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ",
-                PySequence_Fast_GET_SIZE(obj));
+      LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ", PySequence_Size(obj));
     }
     ScalarKind k = leaf_kind(obj);
-    widest = any_leaf ? std::max(widest, k) : k;
-    any_leaf = true;
+    widest = leaves.empty() ? k : std::max(widest, k);
+    leaves.push_back(PyRef::borrow(obj));
     return;
   }
   if (!is_nested_sequence(obj)) {
     LOOM_FAIL(Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", type_name(obj), ")");
   }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
+  PyRef items = PyRef::checked(PySequence_Tuple(obj));
+  Py_ssize_t n = PyTuple_GET_SIZE(items.get());
   LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", n,
              ")");
-  PyObject** items = PySequence_Fast_ITEMS(obj);
-  for (Py_ssize_t i = 0; i < n; ++i) scan(items[i], shape, depth + 1, widest, any_leaf);
-}
-
-template <typename T>
-void write_leaves(PyObject* obj, size_t depth, size_t ndim, T*& out) {
-  if (depth == ndim) {
-    *out++ = leaf_value(obj, leaf_kind(obj)).template to<T>();
-    return;
-  }
-  Py_ssize_t n = PySequence_Fast_GET_SIZE(obj);
-  PyObject** items = PySequence_Fast_ITEMS(obj);
-  for (Py_ssize_t i = 0; i < n; ++i) write_leaves(items[i], depth + 1, ndim, out);
+  for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, leaves, widest);
 }
 
 DType default_for(ScalarKind kind) {
   return kind == ScalarKind::Bool ? DType::Bool : kind == ScalarKind::Int ? DType::Int64 : default_float_dtype();
 }
 
+// Holds an exported buffer; releasing it needs the GIL.
 struct BufferOwner {
-  Py_buffer view;
+  Py_buffer view{};
+  bool held = false;
+  ~BufferOwner() {
+    if (held) PyBuffer_Release(&view);
+  }
 };
 
 void release_buffer(void* context) noexcept {
-  auto* owner = static_cast<BufferOwner*>(context);
   PyGILState_STATE gil = PyGILState_Ensure();  // storage may be freed on a thread without the GIL
-  PyBuffer_Release(&owner->view);
+  delete static_cast<BufferOwner*>(context);
   PyGILState_Release(gil);
-  delete owner;
 }
 
 }  // namespace
 
-Array array_from_buffer(PyObject* obj) {
+SharedBuffer array_from_buffer(PyObject* obj) {
   auto owner = std::make_unique<BufferOwner>();
-  // Writable if the exporter allows it, read-only otherwise (loom cannot mark tensors read-only,
-  // like torch.from_numpy on a read-only array).
+  // Writable if the exporter allows it, read-only otherwise: the caller decides what a read-only
+  // buffer may be used for.
+  bool readonly = false;
   if (PyObject_GetBuffer(obj, &owner->view, PyBUF_RECORDS) < 0) {
     PyErr_Clear();
     check_status(PyObject_GetBuffer(obj, &owner->view, PyBUF_RECORDS_RO));
+    readonly = true;
   }
-  Py_buffer& v = owner->view;
-  auto release_on_error = [&] { PyBuffer_Release(&v); };
-  std::optional<DType> dtype = dtype_from_buffer_format(v.format ? v.format : "B");
-  if (!dtype) {
-    std::string format = v.format ? v.format : "?";
-    release_on_error();
-    LOOM_FAIL(Type, "can't convert a buffer of format '", format,
-              "': the supported element types are float64, float32, float16, int64, int32, uint8 and bool");
-  }
+  owner->held = true;
+  const Py_buffer& v = owner->view;
+  std::string format = v.format ? v.format : "B";
+  std::optional<DType> dtype = dtype_from_buffer_format(format);
+  LOOM_CHECK(dtype && static_cast<size_t>(v.itemsize) == itemsize(*dtype), Type, "can't convert a buffer of format '",
+             format, "': the supported element types are float64, float32, float16, int64, int32, uint8 and bool");
   int64_t item = static_cast<int64_t>(itemsize(*dtype));
   Layout layout;
   for (int d = 0; d < v.ndim; ++d) {
     int64_t stride = v.strides ? v.strides[d] : 0;
-    if (stride < 0 || stride % item != 0) {
-      release_on_error();
-      LOOM_CHECK(stride >= 0, Value,
-                 "At least one stride in the given array is negative, and tensors with negative strides are not "
-                 "supported. (You can probably work around this by making a copy of your array with array.copy().)");
-      LOOM_FAIL(Value, "array strides must be multiples of the element size (", item, " bytes), got ", stride);
-    }
+    LOOM_CHECK(stride >= 0, Value,
+               "At least one stride in the given array is negative, and tensors with negative strides are not "
+               "supported. (You can probably work around this by making a copy of your array with array.copy().)");
+    LOOM_CHECK(stride % item == 0, Value, "array strides must be multiples of the element size (", item,
+               " bytes), got ", stride);
     layout.sizes.push_back(v.shape[d]);
     layout.strides.push_back(stride / item);
   }
   size_t nbytes = static_cast<size_t>(layout.storage_end()) * static_cast<size_t>(item);
-  void* data = v.buf;
-  Ref<Storage> storage = Storage::wrap(data, nbytes, kCPU, release_buffer, owner.release());
-  return Array{std::move(storage), std::move(layout), *dtype};
+  Ref<Storage> storage = Storage::wrap(v.buf, nbytes, kCPU, release_buffer, owner.get());
+  owner.release();  // the storage owns it now
+  return {Array{std::move(storage), std::move(layout), *dtype}, readonly};
 }
 
 Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device) {
@@ -144,7 +137,7 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
     return copy_to(a, dtype.value_or(a.dtype), device);
   }
   if (PyObject_CheckBuffer(data) && !PyUnicode_Check(data)) {
-    Array shared = array_from_buffer(data);
+    Array shared = array_from_buffer(data).array;
     return copy_to(shared, dtype.value_or(shared.dtype), device);
   }
   if (!is_nested_sequence(data) && PyObject_HasAttrString(data, "__array__") && !PyNumber_Check(data)) {
@@ -153,15 +146,15 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
     return array_from_data(arr.get(), dtype, device);
   }
   Dims shape = infer_shape(data);
+  std::vector<PyRef> leaves;
   ScalarKind widest = ScalarKind::Bool;
-  bool any_leaf = false;
-  scan(data, shape, 0, widest, any_leaf);
-  DType out_dtype = dtype.value_or(any_leaf ? default_for(widest) : default_float_dtype());
+  collect_leaves(data, shape, 0, leaves, widest);
+  DType out_dtype = dtype.value_or(leaves.empty() ? default_float_dtype() : default_for(widest));
   Array host = empty(shape, out_dtype, kCPU);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = static_cast<T*>(host.data());
-    write_leaves(data, 0, shape.size(), out);
+    for (const PyRef& leaf : leaves) *out++ = leaf_value(leaf.get(), leaf_kind(leaf.get())).template to<T>();
   });
   return device.is_cpu() ? host : copy_to(host, out_dtype, device);
 }

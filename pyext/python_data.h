@@ -15,8 +15,13 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
 
 // An array over the memory of a buffer-protocol object (zero-copy), keeping the object alive
 // for as long as the storage lives. Raises TypeError for formats loom has no dtype for and
-// for negative strides.
-Array array_from_buffer(PyObject* obj);
+// ValueError for negative strides. `readonly` says the exporter refused write access: such
+// memory may be copied from but must not be handed out as a writable tensor silently.
+struct SharedBuffer {
+  Array array;
+  bool readonly;
+};
+SharedBuffer array_from_buffer(PyObject* obj);
 
 // Python scalars: bool, int or float, as the dtype's category says.
 PyObject* scalar_to_py(Scalar value);

@@ -5,8 +5,11 @@ namespace loom::py {
 namespace {
 
 PyObject* size_repr(PyObject* self) {
-  PyRef list = PyRef::checked(PySequence_List(self));
-  return PyUnicode_FromFormat("loom.Size(%R)", list.get());
+  PyObject* list = PySequence_List(self);
+  if (!list) return nullptr;
+  PyObject* out = PyUnicode_FromFormat("loom.Size(%R)", list);
+  Py_DECREF(list);
+  return out;
 }
 
 PyObject* size_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {

@@ -56,6 +56,13 @@ PyObject* get_mT(PyObject* self, void*) {
   LOOM_PY_END(nullptr)
 }
 
+// A dim argument that must name an existing dim (size(d), stride(d)): a 0-d tensor has none.
+int64_t dim_of(const Array& a, PyObject* dim) {
+  int64_t d = to_int64(dim, "dim");
+  LOOM_CHECK(a.ndim() > 0, Index, "Dimension specified as ", d, " but tensor has no dimensions");
+  return wrap_dim(d, a.ndim());
+}
+
 PyObject* m_size(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("size", {"dim"}, 1);
@@ -63,7 +70,7 @@ PyObject* m_size(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   parser.parse(args, nargs, kwnames, a.v);
   const Array& arr = array_of(self);
   if (!a.has(0)) return size_object(arr.sizes());
-  return PyLong_FromLongLong(arr.sizes()[wrap_dim(to_int64(a[0], "dim"), arr.ndim())]);
+  return PyLong_FromLongLong(arr.sizes()[dim_of(arr, a[0])]);
   LOOM_PY_END(nullptr)
 }
 
@@ -78,7 +85,7 @@ PyObject* m_stride(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kw
     for (int64_t i = 0; i < arr.ndim(); ++i) PyTuple_SET_ITEM(t.get(), i, check(PyLong_FromLongLong(arr.strides()[i])));
     return t.release();
   }
-  return PyLong_FromLongLong(arr.strides()[wrap_dim(to_int64(a[0], "dim"), arr.ndim())]);
+  return PyLong_FromLongLong(arr.strides()[dim_of(arr, a[0])]);
   LOOM_PY_END(nullptr)
 }
 

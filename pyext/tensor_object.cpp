@@ -49,7 +49,10 @@ PyObject* tensor_float(PyObject* self) {
 
 PyObject* tensor_int(PyObject* self) {
   LOOM_PY_BEGIN
-  return PyLong_FromLongLong(single_value(self, "int").as_int());
+  Scalar v = single_value(self, "int");
+  // Through Python's float -> int: exact for large values, ValueError / OverflowError for nan / inf.
+  if (v.is_float()) return PyLong_FromDouble(v.as_double());
+  return PyLong_FromLongLong(v.as_int());
   LOOM_PY_END(nullptr)
 }
 

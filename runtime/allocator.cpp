@@ -49,13 +49,14 @@ struct CachingAllocator::Block {
   size_t size;       // rounded size, what the system gave
   size_t requested;  // what the current owner asked for
   Pool* pool;
+  Block* next_free;  // free-list link while cached: freeing never allocates
 };
 
 struct CachingAllocator::Pool {
   PoolId id;
   bool released = false;
   MemoryStats stats;  // the per-pool subset: allocated, requested, reserved, active
-  std::array<std::vector<Block*>, kNumClasses> free;
+  std::array<Block*, kNumClasses> free{};  // singly linked lists of cached blocks, per size class
 };
 
 size_t CachingAllocator::round_size(size_t nbytes) noexcept {
@@ -109,13 +110,13 @@ void CachingAllocator::system_free_locked(void* ptr, size_t size) {
 }
 
 void CachingAllocator::release_cached_locked(Pool& pool) {
-  for (auto& list : pool.free) {
-    for (Block* b : list) {
+  for (Block*& head : pool.free) {
+    while (Block* b = head) {
+      head = b->next_free;
       system_free_locked(b->ptr, b->size);
       pool.stats.reserved_bytes -= static_cast<int64_t>(b->size);
       delete b;
     }
-    list.clear();
   }
 }
 
@@ -126,19 +127,23 @@ CachingAllocator::Allocation CachingAllocator::allocate(size_t nbytes) {
 }
 
 CachingAllocator::Allocation CachingAllocator::allocate(size_t nbytes, PoolId pool_id) {
+  // No device has 2^60 bytes; refusing here also keeps the size-class arithmetic from overflowing.
+  LOOM_CHECK(nbytes <= (size_t{1} << 60), OutOfMemory, "out of memory on ", device().str(),
+             ": tried to allocate ", format_bytes(static_cast<int64_t>(nbytes)));
   size_t size = round_size(nbytes);
   std::lock_guard lock(mu_);
   Pool& pool = pool_locked(pool_id);
-  auto& list = pool.free[class_index(size)];
+  Block*& head = pool.free[class_index(size)];
   Block* block;
   stats_.num_allocations++;
-  if (!list.empty()) {
-    block = list.back();
-    list.pop_back();
+  if (head) {
+    block = head;
+    head = block->next_free;
     stats_.num_cache_hits++;
   } else {
-    void* ptr = system_allocate_locked(size);
-    block = new Block{ptr, size, 0, &pool};
+    auto fresh = std::make_unique<Block>(Block{nullptr, size, 0, &pool, nullptr});
+    fresh->ptr = system_allocate_locked(size);
+    block = fresh.release();
     pool.stats.reserved_bytes += static_cast<int64_t>(size);
   }
   block->requested = nbytes;
@@ -160,7 +165,9 @@ void CachingAllocator::free(Block* block) noexcept {
     s->active_blocks--;
   }
   if (!pool.released) {
-    pool.free[class_index(block->size)].push_back(block);
+    Block*& head = pool.free[class_index(block->size)];
+    block->next_free = head;
+    head = block;
     return;
   }
   system_free_locked(block->ptr, block->size);

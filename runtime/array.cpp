@@ -49,8 +49,10 @@ void fill_anywhere(const Array& dst, Fill&& fill) {
 Array empty(IntSpan sizes, DType dtype, Device device) {
   check_sizes(sizes);
   Layout layout = Layout::contiguous(sizes);
-  size_t nbytes = static_cast<size_t>(layout.numel()) * itemsize(dtype);
-  return Array{Storage::allocate(nbytes, device), std::move(layout), dtype};
+  int64_t nbytes = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(layout.numel(), static_cast<int64_t>(itemsize(dtype)), &nbytes), Runtime,
+             "Storage size calculation overflowed with sizes=", format_dims(sizes));
+  return Array{Storage::allocate(static_cast<size_t>(nbytes), device), std::move(layout), dtype};
 }
 
 void copy_(const Array& dst, const Array& src) {
@@ -91,7 +93,7 @@ void fill_(const Array& dst, Scalar value) {
   fill_anywhere(dst, [&](const Array& a) { cpu::fill(a, value); });
 }
 
-void arange_(const Array& dst, double start, double step) {
+void arange_(const Array& dst, Scalar start, Scalar step) {
   fill_anywhere(dst, [&](const Array& a) { cpu::arange(a, start, step); });
 }
 

@@ -48,8 +48,8 @@ Array copy_to(const Array& src, DType dtype, Device device);
 Array contiguous(const Array& src);
 
 void fill_(const Array& dst, Scalar value);
-// dst (contiguous, 1-d) = start + i * step.
-void arange_(const Array& dst, double start, double step);
+// dst (contiguous, 1-d) = start + i * step; in integers when dst is integral and both are ints.
+void arange_(const Array& dst, Scalar start, Scalar step);
 // dst (contiguous, 1-d) = `steps` points evenly from start to end inclusive.
 void linspace_(const Array& dst, double start, double end);
 

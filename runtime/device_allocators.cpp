@@ -20,7 +20,7 @@ CachingAllocator& allocator_for(Device device) {
   cuda::require(device);
   static std::mutex mu;
   static std::array<CachingAllocator*, 64> gpus{};
-  LOOM_CHECK(device.index < static_cast<int>(gpus.size()), Runtime, "device ordinal ", device.index,
+  LOOM_CHECK(device.index >= 0 && device.index < static_cast<int>(gpus.size()), Runtime, "device ordinal ", device.index,
              " is out of range");
   std::lock_guard lock(mu);
   CachingAllocator*& slot = gpus[device.index];

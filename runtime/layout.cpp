@@ -32,8 +32,12 @@ Dims contiguous_strides(IntSpan sizes) {
 }
 
 void check_sizes(IntSpan sizes) {
-  for (int64_t s : sizes)
+  int64_t numel = 1;
+  for (int64_t s : sizes) {
     LOOM_CHECK(s >= 0, Runtime, "Trying to create tensor with negative dimension ", s, ": ", format_dims(sizes));
+    LOOM_CHECK(!__builtin_mul_overflow(numel, s, &numel), Runtime, "Storage size calculation overflowed with sizes=",
+               format_dims(sizes));
+  }
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim) {
@@ -200,7 +204,7 @@ Layout slice(const Layout& l, int64_t dim, std::optional<int64_t> start, std::op
   int64_t end = stop ? clamp(*stop) : size;
   end = std::max(end, begin);
   Layout out = l;
-  out.sizes[d] = (end - begin + step - 1) / step;
+  out.sizes[d] = end == begin ? 0 : (end - begin - 1) / step + 1;  // no overflow for huge steps
   out.offset += begin * l.strides[d];
   out.strides[d] = l.strides[d] * step;
   return out;
@@ -213,7 +217,7 @@ Layout narrow(const Layout& l, int64_t dim, int64_t start, int64_t length) {
   LOOM_CHECK(start >= -size && start <= size, Index, "start out of range (expected to be in range of [", -size,
              ", ", size, "], but got ", start, ")");
   if (start < 0) start += size;
-  LOOM_CHECK(length >= 0 && start + length <= size, Runtime, "start (", start, ") + length (", length,
+  LOOM_CHECK(length >= 0 && length <= size - start, Runtime, "start (", start, ") + length (", length,
              ") exceeds dimension size (", size, ").");
   Layout out = l;
   out.sizes[d] = length;

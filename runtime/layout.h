@@ -27,7 +27,7 @@ std::string format_dims(IntSpan dims);
 
 int64_t numel_of(IntSpan sizes) noexcept;
 Dims contiguous_strides(IntSpan sizes);
-// Raises RuntimeError when a requested size is negative.
+// Raises RuntimeError when a requested size is negative or the element count overflows int64.
 void check_sizes(IntSpan sizes);
 // Wraps a possibly negative dim into [0, ndim), raising IndexError as PyTorch does. A 0-d
 // tensor accepts dims -1 and 0, as PyTorch allows.

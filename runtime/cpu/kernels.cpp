@@ -59,15 +59,15 @@ void fill(const Array& dst, Scalar value) {
   });
 }
 
-void arange(const Array& dst, double start, double step) {
+void arange(const Array& dst, Scalar start, Scalar step) {
   require_contiguous(dst, "arange");
   // Integer results are computed in integers, exact beyond 2^53 where doubles are not.
-  bool integral = is_integral(dst.dtype) && start == static_cast<double>(static_cast<int64_t>(start)) &&
-                  step == static_cast<double>(static_cast<int64_t>(step));
-  auto istart = static_cast<int64_t>(start), istep = static_cast<int64_t>(step);
+  bool integral = is_integral(dst.dtype) && !start.is_float() && !step.is_float();
+  int64_t istart = start.as_int(), istep = step.as_int();
+  double fstart = start.as_double(), fstep = step.as_double();
   generate(dst, [=](int64_t i, auto tag) {
     using T = decltype(tag);
-    return integral ? convert<T>(istart + i * istep) : convert<T>(start + static_cast<double>(i) * step);
+    return integral ? convert<T>(istart + i * istep) : convert<T>(fstart + static_cast<double>(i) * fstep);
   });
 }
 
@@ -76,8 +76,8 @@ void linspace(const Array& dst, double start, double end) {
   int64_t n = dst.numel();
   double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
   // Like PyTorch, the first half counts up from start and the second half down from end, so
-  // both endpoints are exact.
-  int64_t half = n / 2;
+  // both endpoints are exact (a single point is start).
+  int64_t half = n == 1 ? 1 : n / 2;
   generate(dst, [=](int64_t i, auto tag) {
     using T = decltype(tag);
     double v = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(n - 1 - i);

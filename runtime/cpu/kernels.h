@@ -9,7 +9,7 @@ namespace loom::cpu {
 // dst and src have the same sizes (src already broadcast); dtypes may differ.
 void copy(const Array& dst, const Array& src);
 void fill(const Array& dst, Scalar value);
-void arange(const Array& dst, double start, double step);
+void arange(const Array& dst, Scalar start, Scalar step);
 void linspace(const Array& dst, double start, double end);
 void uniform(const Array& dst, double low, double high, PhiloxState state);
 void normal(const Array& dst, double mean, double std, PhiloxState state);

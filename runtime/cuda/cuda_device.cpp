@@ -70,7 +70,7 @@ std::string unavailable_reason() { return discovery().reason; }
 void require(Device device) {
   if (!device.is_cuda()) return;
   LOOM_CHECK(device_count() > 0, Runtime, "CUDA is not available (", unavailable_reason(), ")");
-  LOOM_CHECK(device.index < device_count(), Runtime, "CUDA error: invalid device ordinal ", device.index,
+  LOOM_CHECK(device.index >= 0 && device.index < device_count(), Runtime, "CUDA error: invalid device ordinal ", device.index,
              " (", device_count(), " device(s) present)");
 }
 

@@ -172,7 +172,9 @@ BOOST_AUTO_TEST_CASE(out_of_memory_frees_cache_then_raises) {
     BOOST_TEST((e.kind() == ErrorKind::OutOfMemory));
     BOOST_TEST(std::string(e.what()).find("out of memory on cpu") != std::string::npos);
   }
-  // The failure left the allocator consistent.
+  // Absurd sizes are refused before any arithmetic on them can overflow.
+  BOOST_CHECK_THROW(alloc.allocate(~size_t{0} - 5), Error);
+  // The failures left the allocator consistent.
   BOOST_TEST(alloc.stats().active_blocks == 1);
   alloc.free(b.block);
   auto c = alloc.allocate(6000);

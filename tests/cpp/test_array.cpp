@@ -22,7 +22,7 @@ std::vector<T> values(const Array& a) {
 
 Array iota(IntSpan sizes, DType dtype) {
   Array a = empty(sizes, dtype, kCPU);
-  arange_(a.view_as(Layout::contiguous(D({a.numel()}))), 0, 1);
+  arange_(a.view_as(Layout::contiguous(D({a.numel()}))), Scalar(0), Scalar(1));
   return a;
 }
 
@@ -36,6 +36,8 @@ BOOST_AUTO_TEST_CASE(empty_is_contiguous_and_aligned) {
   BOOST_TEST(a.storage->nbytes() == 60u);
   BOOST_TEST(reinterpret_cast<uintptr_t>(a.data()) % 64 == 0u);
   BOOST_CHECK_THROW(empty(D({2, -3}), DType::Float32, kCPU), Error);
+  // numel fits int64 but the byte count does not.
+  BOOST_CHECK_THROW(empty(D({int64_t{1} << 31, int64_t{1} << 31}), DType::Float64, kCPU), Error);
 }
 
 BOOST_AUTO_TEST_CASE(copy_transposed_with_conversion) {
@@ -93,14 +95,17 @@ BOOST_AUTO_TEST_CASE(conversions_follow_cast_rules) {
 
 BOOST_AUTO_TEST_CASE(arange_and_linspace) {
   Array a = empty(D({5}), DType::Float32, kCPU);
-  arange_(a, 1.0, 0.5);
+  arange_(a, Scalar(1.0), Scalar(0.5));
   BOOST_TEST((values<float>(a) == std::vector<float>{1.0f, 1.5f, 2.0f, 2.5f, 3.0f}));
   Array big = empty(D({2}), DType::Int64, kCPU);
-  arange_(big, 9007199254740992.0, 1.0);  // 2^53 + 1 is no double: integer arithmetic stays exact
+  arange_(big, Scalar(int64_t{9007199254740992}), Scalar(1));  // 2^53 + 1 is no double: integers stay exact
   BOOST_TEST(values<int64_t>(big)[1] == 9007199254740993LL);
   Array l = empty(D({5}), DType::Float64, kCPU);
   linspace_(l, 0.0, 1.0);
   BOOST_TEST((values<double>(l) == std::vector<double>{0.0, 0.25, 0.5, 0.75, 1.0}));
+  Array l1 = empty(D({1}), DType::Float64, kCPU);
+  linspace_(l1, 2.0, 10.0);
+  BOOST_TEST(values<double>(l1)[0] == 2.0);  // a single point is the start, as in PyTorch
   Array l3 = empty(D({3}), DType::Float32, kCPU);
   linspace_(l3, -1.0, 0.1);
   BOOST_TEST(values<float>(l3)[2] == 0.1f);  // the end point is exact

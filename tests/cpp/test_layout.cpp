@@ -102,6 +102,8 @@ BOOST_AUTO_TEST_CASE(slice_select_narrow) {
   BOOST_TEST((n.sizes == D({10, 2})));
   BOOST_TEST(n.offset == 1);
   expect_error([&] { narrow(l, 1, 3, 2); }, ErrorKind::Runtime, "exceeds dimension size");
+  expect_error([&] { narrow(l, 1, 1, INT64_MAX); }, ErrorKind::Runtime, "exceeds dimension size");  // no overflow
+  BOOST_TEST(slice(l, 0, 1, std::nullopt, INT64_MAX).sizes[0] == 1);  // huge steps do not overflow
 }
 
 BOOST_AUTO_TEST_CASE(view_without_copy) {
@@ -144,6 +146,8 @@ BOOST_AUTO_TEST_CASE(infer_size_rules) {
   expect_error([&] { infer_size(D({0, -1}), 0); }, ErrorKind::Runtime, "invalid for input of size 0");
   expect_error([&] { check_sizes(D({2, -1})); }, ErrorKind::Runtime,
                "Trying to create tensor with negative dimension -1: [2, -1]");
+  expect_error([&] { check_sizes(D({int64_t{1} << 32, int64_t{1} << 32, 4})); }, ErrorKind::Runtime,
+               "Storage size calculation overflowed");
   BOOST_TEST(wrap_dim(-1, 0) == 0);  // 0-d tensors accept dim -1 and 0
 }
 
