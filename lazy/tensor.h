@@ -1,33 +1,105 @@
-// TensorImpl: the identity behind a user-visible tensor.
+// TensorImpl: the identity behind a user-visible tensor, eager or lazy.
 //
-// Python objects, views and (later) autograd records refer to a TensorImpl, not to its value, so
-// that an in-place op can rebind what a tensor is (DESIGN decision 5) and every holder sees it.
-// Today a TensorImpl is always materialized and holds an Array; the lazy IR issue adds the pending
-// state (an IR node that will produce the value at the next sync point).
+// Python objects, views and autograd records refer to a TensorImpl, not to its value, so an
+// in-place op can rebind what a tensor is (DESIGN decision 5) and every holder sees it.
+//
+// States:
+//   eager        always materialized: `array()` is the value; ops on it run at once.
+//   lazy, materialized   `array()` holds the value; ops on it record nodes that read it.
+//   lazy, pending        `node()` will produce the value at the next sync of its device.
+// A lazy tensor is pending from the op that made it until a sync point materializes it. While
+// pending it is linked into its device's registry of live pending tensors (lazy/sync.cpp).
+//
+// In-place on a lazy tensor rebinds it to a new node. If it was materialized, the node's result
+// is written back into its existing storage at the sync (`destination()`), so parameters and
+// optimizer state keep their addresses across steps.
+//
+// Views of a pending tensor are pending tensors over a View node. Each remembers its base (weakly)
+// and its layout relative to the base, so an in-place op on the view writes through to the base,
+// and a view read after its base changed re-derives itself from the base (functionalization).
 #pragma once
 
+#include <optional>
+
+#include "lazy/node.h"
 #include "runtime/array.h"
 #include "runtime/ref.h"
 
 namespace loom {
 
+class TensorImpl;
+
+// A reference to a TensorImpl that does not keep it alive (views of pending tensors hold one to
+// their base). The impl clears `target` when it dies.
+struct WeakTensor final : RefCounted {
+  TensorImpl* target = nullptr;
+};
+
+struct ViewInfo {
+  Ref<WeakTensor> base;
+  Layout relative;        // over the base's elements in row-major order
+  uint64_t base_version;  // the base's version this view was derived from
+};
+
 class TensorImpl final : public RefCounted {
  public:
-  explicit TensorImpl(Array value) : value_(std::move(value)) {}
+  // A materialized tensor; `lazy` makes it a lazy tensor on the array's device.
+  explicit TensorImpl(Array value, bool lazy = false);
+  // A pending lazy tensor on `device` (its backend).
+  TensorImpl(Ref<Node> node, Device device);
+  ~TensorImpl();
 
+  bool is_lazy() const noexcept { return lazy_; }
+  bool is_pending() const noexcept { return static_cast<bool>(node_); }
+  Device device() const noexcept { return device_; }
+  DType dtype() const noexcept { return node_ ? node_->dtype() : value_.dtype; }
+  IntSpan sizes() const noexcept { return node_ ? node_->shape() : value_.sizes(); }
+  int64_t ndim() const noexcept { return static_cast<int64_t>(sizes().size()); }
+  int64_t numel() const noexcept { return numel_of(sizes()); }
+
+  // The materialized value. Pending tensors must be materialized first (lazy/sync.h).
   const Array& array() const noexcept { return value_; }
-  DType dtype() const noexcept { return value_.dtype; }
-  Device device() const noexcept { return value_.device(); }
-  IntSpan sizes() const noexcept { return value_.sizes(); }
-  int64_t ndim() const noexcept { return value_.ndim(); }
-  int64_t numel() const noexcept { return value_.numel(); }
+  Node* node() const noexcept { return node_.get(); }
+
+  // The node through which a new op reads this tensor: the pending node, or an Input leaf over
+  // the materialized value (made once and reused, so a trace reads each tensor once).
+  Ref<Node> read_node();
+  // In-place update of a lazy tensor: from now on its value is what `node` computes. A
+  // materialized tensor keeps its storage (the result is written into it at the sync).
+  void rebind(Ref<Node> node);
+  // Eager in-place updates only bump the version (the data was written in place).
+  void bump_version() noexcept { ++version_; }
+  uint64_t version() const noexcept { return version_; }
+  // Where a pending in-place result must be written: the storage it had when materialized.
+  const std::optional<Array>& destination() const noexcept { return destination_; }
+
+  // Called by the sync that computed this tensor's value.
+  void materialize(Array value);
+
+  // Views of pending tensors.
+  const std::optional<ViewInfo>& view_info() const noexcept { return view_; }
+  void set_view_info(ViewInfo info) { view_ = std::move(info); }
+  Ref<WeakTensor> weak();
+
+  // Intrusive links of the device's pending registry (lazy/sync.cpp).
+  TensorImpl* prev_pending = nullptr;
+  TensorImpl* next_pending = nullptr;
+  bool in_registry = false;
 
  private:
   Array value_;
+  Ref<Node> node_;
+  Ref<Node> input_leaf_;  // cached read_node() of a materialized lazy tensor
+  std::optional<Array> destination_;
+  std::optional<ViewInfo> view_;
+  Ref<WeakTensor> weak_;
+  Device device_;
+  uint64_t version_ = 0;
+  bool lazy_ = false;
 };
 
 using Tensor = Ref<TensorImpl>;
 
-inline Tensor make_tensor(Array value) { return make_ref<TensorImpl>(std::move(value)); }
+inline Tensor make_tensor(Array value, bool lazy = false) { return make_ref<TensorImpl>(std::move(value), lazy); }
 
 }  // namespace loom

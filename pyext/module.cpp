@@ -1,4 +1,5 @@
 // loom._C: the extension module. Registers the types and the function tables of the other files.
+#include "graph/interpreter.h"
 #include "pyext/objects.h"
 #include "pyext/tensor_object.h"
 
@@ -23,6 +24,13 @@ PyObject* init() {
   register_tensor_type(module.get());
   check_status(PyModule_AddFunctions(module.get(), creation_functions));
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
+  static std::vector<PyMethodDef> ops = [] {
+    std::vector<PyMethodDef> defs = op_functions();
+    defs.push_back({nullptr, nullptr, 0, nullptr});
+    return defs;
+  }();
+  check_status(PyModule_AddFunctions(module.get(), ops.data()));
+  graph::install_default_executor();
   return module.release();
   LOOM_PY_END(nullptr)
 }

@@ -101,6 +101,7 @@ PyObject* tensor_repr(PyObject* self) {
 
 PyNumberMethods tensor_number = [] {
   PyNumberMethods n{};
+  fill_number_methods(n);
   n.nb_bool = tensor_bool;
   n.nb_int = tensor_int;
   n.nb_float = tensor_float;
@@ -127,6 +128,9 @@ PyTypeObject TensorType = [] {
   t.tp_as_buffer = &tensor_buffer_procs;
   t.tp_iter = tensor_iter;
   t.tp_weaklistoffset = offsetof(PyTensor, weakrefs);
+  t.tp_richcompare = tensor_richcompare;
+  // == builds a tensor, so hashing is by identity, as in PyTorch (tensors in sets and dicts).
+  t.tp_hash = [](PyObject* self) { return PyBaseObject_Type.tp_hash(self); };
   t.tp_methods = tensor_methods;
   t.tp_getset = tensor_getset;
   return t;
@@ -145,6 +149,16 @@ const Array& array_arg(PyObject* obj, const char* what) {
 }
 
 void register_tensor_type(PyObject* module) {
+  // The method table: the hand-written methods, then the op library's (never freed: the type
+  // lives as long as the process).
+  static std::vector<PyMethodDef> methods = [] {
+    std::vector<PyMethodDef> all;
+    for (PyMethodDef* m = tensor_methods; m->ml_name; ++m) all.push_back(*m);
+    for (const PyMethodDef& m : op_methods()) all.push_back(m);
+    all.push_back({nullptr, nullptr, 0, nullptr});
+    return all;
+  }();
+  TensorType.tp_methods = methods.data();
   check_status(PyType_Ready(&TensorType));
   Py_INCREF(&TensorType);
   check_status(PyModule_AddObject(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)));

@@ -5,6 +5,8 @@
 // (__getitem__ / __setitem__), buffer.cpp (buffer protocol, numpy), dlpack.cpp (DLPack).
 #pragma once
 
+#include <vector>
+
 #include "lazy/tensor.h"
 #include "pyext/common.h"
 
@@ -36,6 +38,10 @@ extern PyGetSetDef tensor_getset[];
 extern PyBufferProcs tensor_buffer_procs;
 PyObject* tensor_getitem(PyObject* self, PyObject* index);
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value);
+PyObject* tensor_richcompare(PyObject* a, PyObject* b, int op);
+void fill_number_methods(PyNumberMethods& methods);  // the operators: + - * / ...
+std::vector<PyMethodDef> op_methods();               // Tensor.<op>(...) bindings
+std::vector<PyMethodDef> op_functions();             // loom.<op>(...) bindings
 
 void register_tensor_type(PyObject* module);
 

@@ -101,21 +101,26 @@ void linspace_(const Array& dst, double start, double end) {
   fill_anywhere(dst, [&](const Array& a) { cpu::linspace(a, start, end); });
 }
 
-void uniform_(const Array& dst, double low, double high, Generator& gen) {
-  PhiloxState s = gen.draw();
+void uniform_at(const Array& dst, double low, double high, PhiloxState s) {
   fill_anywhere(dst, [&](const Array& a) { cpu::uniform(a, low, high, s); });
 }
 
-void normal_(const Array& dst, double mean, double std, Generator& gen) {
-  PhiloxState s = gen.draw();
+void normal_at(const Array& dst, double mean, double std, PhiloxState s) {
   fill_anywhere(dst, [&](const Array& a) { cpu::normal(a, mean, std, s); });
 }
 
+void random_int_at(const Array& dst, int64_t low, int64_t high, PhiloxState s) {
+  LOOM_CHECK(low < high, Runtime, "random_ expects 'from' to be less than 'to', but got from=", low,
+             " >= to=", high);
+  fill_anywhere(dst, [&](const Array& a) { cpu::random_int(a, low, high, s); });
+}
+
+void uniform_(const Array& dst, double low, double high, Generator& gen) { uniform_at(dst, low, high, gen.draw()); }
+void normal_(const Array& dst, double mean, double std, Generator& gen) { normal_at(dst, mean, std, gen.draw()); }
 void random_int_(const Array& dst, int64_t low, int64_t high, Generator& gen) {
   LOOM_CHECK(low < high, Runtime, "random_ expects 'from' to be less than 'to', but got from=", low,
              " >= to=", high);
-  PhiloxState s = gen.draw();
-  fill_anywhere(dst, [&](const Array& a) { cpu::random_int(a, low, high, s); });
+  random_int_at(dst, low, high, gen.draw());
 }
 
 Scalar item(const Array& a) {

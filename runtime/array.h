@@ -57,6 +57,10 @@ void linspace_(const Array& dst, double start, double end);
 void uniform_(const Array& dst, double low, double high, Generator& gen);
 void normal_(const Array& dst, double mean, double std, Generator& gen);
 void random_int_(const Array& dst, int64_t low, int64_t high, Generator& gen);  // [low, high)
+// The same at an explicit state (lazy random nodes carry theirs).
+void uniform_at(const Array& dst, double low, double high, PhiloxState state);
+void normal_at(const Array& dst, double mean, double std, PhiloxState state);
+void random_int_at(const Array& dst, int64_t low, int64_t high, PhiloxState state);
 
 // The single element of a one-element array.
 Scalar item(const Array& a);

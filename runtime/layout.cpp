@@ -71,6 +71,20 @@ Dims infer_size(IntSpan shape, int64_t numel) {
   return out;
 }
 
+Dims broadcast_shapes(IntSpan a, IntSpan b) {
+  size_t n = std::max(a.size(), b.size());
+  Dims out(n);
+  for (size_t i = 0; i < n; ++i) {
+    // Align from the right: dim i of the result meets dim i - (n - size) of each input.
+    int64_t da = i + a.size() >= n ? a[i + a.size() - n] : 1;
+    int64_t db = i + b.size() >= n ? b[i + b.size() - n] : 1;
+    LOOM_CHECK(da == db || da == 1 || db == 1, Runtime, "The size of tensor a (", da,
+               ") must match the size of tensor b (", db, ") at non-singleton dimension ", i);
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
 Layout Layout::contiguous(IntSpan sizes, int64_t offset) {
   return Layout{Dims(sizes), contiguous_strides(sizes), offset};
 }

@@ -34,6 +34,8 @@ void check_sizes(IntSpan sizes);
 int64_t wrap_dim(int64_t dim, int64_t ndim);
 // Resolves one -1 in a requested shape against numel; raises on mismatch.
 Dims infer_size(IntSpan shape, int64_t numel);
+// numpy broadcasting of two shapes; raises RuntimeError naming the mismatched sizes.
+Dims broadcast_shapes(IntSpan a, IntSpan b);
 
 struct Layout {
   Dims sizes;

@@ -37,6 +37,12 @@ class Storage final : public RefCounted {
   uint64_t version() const noexcept { return version_; }
   void bump_version() noexcept { ++version_; }
 
+  // Lazy in-place ops that will write into this storage at the next sync. While non-zero, a lazy
+  // read of the storage through another tensor must sync first to see the write.
+  int32_t pending_writes() const noexcept { return pending_writes_; }
+  void add_pending_write() noexcept { ++pending_writes_; }
+  void remove_pending_write() noexcept { --pending_writes_; }
+
  private:
   Storage() = default;
 
@@ -44,6 +50,7 @@ class Storage final : public RefCounted {
   size_t nbytes_ = 0;
   Device device_;
   uint64_t version_ = 0;
+  int32_t pending_writes_ = 0;
   // Exactly one of these owns data_.
   CachingAllocator* allocator_ = nullptr;
   CachingAllocator::Block* block_ = nullptr;

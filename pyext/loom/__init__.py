@@ -5,38 +5,7 @@ device string. Where loom differs from PyTorch, the docstring says so.
 """
 
 from loom import _C
-from loom._C import (
-    Size,
-    Tensor,
-    arange,
-    as_tensor,
-    device,
-    dtype,
-    empty,
-    empty_like,
-    eye,
-    from_dlpack,
-    from_numpy,
-    full,
-    full_like,
-    get_default_dtype,
-    initial_seed,
-    is_tensor,
-    linspace,
-    manual_seed,
-    ones,
-    ones_like,
-    rand,
-    rand_like,
-    randint,
-    randint_like,
-    randn,
-    randn_like,
-    set_default_dtype,
-    tensor,
-    zeros,
-    zeros_like,
-)
+from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
 from loom import cuda

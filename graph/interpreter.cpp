@@ -1,0 +1,95 @@
+#include "graph/interpreter.h"
+
+#include <variant>
+
+#include "runtime/error.h"
+#include "runtime/metrics.h"
+
+namespace loom::graph {
+namespace {
+
+// The value of one node during interpretation.
+struct Value {
+  Array array;
+  Scalar scalar{int64_t{0}};
+  bool is_scalar = false;
+  bool fresh = false;  // computed by this run (not an input's storage)
+};
+
+// A View node's layout is relative to its input's elements in row-major order: apply it to a
+// contiguous input (copying a strided input leaf first).
+Array apply_view(const Node& node, const Array& input) {
+  Array base = contiguous(input);
+  const Attrs& a = node.attrs();
+  Layout l{Dims(node.shape()), Dims(a.begin() + 1, a.end()), base.layout.offset + a[0]};
+  return base.view_as(std::move(l));
+}
+
+}  // namespace
+
+std::vector<Array> Interpreter::run(const Trace& trace) {
+  size_t n = trace.nodes.size();
+  std::vector<Value> values(n);
+  // Remaining uses of each value, so intermediates are freed as soon as they are dead.
+  std::vector<int32_t> uses(n, 0);
+  for (const auto& ins : trace.inputs)
+    for (int32_t i : ins) ++uses[i];
+  for (const Trace::Output& o : trace.outputs) ++uses[o.node];
+
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = *trace.nodes[i];
+    Value& v = values[i];
+    switch (node.op()) {
+      case OpId::Input: v.array = node.array(); break;
+      case OpId::Scalar:
+      case OpId::Constant:
+        v.scalar = node.scalar();
+        v.is_scalar = true;
+        break;
+      case OpId::View: {
+        const Value& in = values[trace.inputs[i][0]];
+        v.array = apply_view(node, in.array);
+        v.fresh = in.fresh || v.array.storage != in.array.storage;
+        break;
+      }
+      default: {
+        SmallVec<Operand, 4> operands;
+        for (int32_t in : trace.inputs[i]) {
+          const Value& iv = values[in];
+          operands.push_back(iv.is_scalar ? Operand::of(iv.scalar) : Operand::of(iv.array));
+        }
+        v.array = empty(node.shape(), node.dtype(), trace.device);
+        v.fresh = true;
+        const OpDef& def = op_def(node.op());
+        LOOM_CHECK(def.run_cpu, NotImplemented, "no CPU kernel for ", def.name);
+        def.run_cpu({operands.data(), operands.size()}, node.attrs(), v.array);
+        count(metrics().kernel_launches);
+      }
+    }
+    for (int32_t in : trace.inputs[i])
+      if (--uses[in] == 0) values[in] = Value{};
+  }
+
+  // Results. In-place outputs are written last, after every read of the old values.
+  std::vector<Array> results;
+  results.reserve(trace.outputs.size());
+  for (const Trace::Output& o : trace.outputs) {
+    const Value& v = values[o.node];
+    if (o.destination) {
+      results.push_back(*o.destination);
+    } else if (!v.fresh) {
+      results.push_back(copy_to(v.array, v.array.dtype, trace.device));  // never alias an input's storage
+    } else {
+      results.push_back(v.array);
+    }
+  }
+  for (size_t k = 0; k < trace.outputs.size(); ++k) {
+    const Trace::Output& o = trace.outputs[k];
+    if (o.destination) copy_(*o.destination, values[o.node].array);
+  }
+  return results;
+}
+
+void install_default_executor() { install_executor(std::make_unique<Interpreter>()); }
+
+}  // namespace loom::graph

@@ -1,0 +1,184 @@
+#include "lazy/dispatch.h"
+
+#include <vector>
+
+#include "lazy/sync.h"
+#include "runtime/error.h"
+#include "runtime/metrics.h"
+
+namespace loom {
+namespace {
+
+bool same_placement(const TensorImpl& a, const TensorImpl& b) {
+  return a.is_lazy() == b.is_lazy() && a.device() == b.device();
+}
+
+}  // namespace
+
+// A view of a pending base whose base changed since the view was taken re-derives its node, so
+// it reads the base's current value (functionalization of views).
+void refresh_view(TensorImpl& t) {
+  const auto& info = t.view_info();
+  if (!info || !info->base->target || info->base->target->version() == info->base_version) return;
+  TensorImpl& base = *info->base->target;
+  Ref<Node> base_node = base.read_node();
+  Attrs attrs;
+  attrs.push_back(info->relative.offset);
+  for (int64_t s : info->relative.strides) attrs.push_back(s);
+  Node* in = base_node.get();
+  Ref<Node> node = Node::make(OpId::View, {base.dtype(), Dims(info->relative.sizes)}, std::move(attrs), {&in, 1});
+  ViewInfo fresh = *info;
+  fresh.base_version = base.version();
+  t.rebind(std::move(node));
+  t.set_view_info(std::move(fresh));
+}
+
+namespace {
+
+Attrs view_attrs(const Layout& relative) {
+  Attrs attrs;
+  attrs.push_back(relative.offset);
+  for (int64_t s : relative.strides) attrs.push_back(s);
+  return attrs;
+}
+
+}  // namespace
+
+std::string placement_name(const TensorImpl& t) {
+  return t.is_lazy() ? "lazy:" + t.device().str() : t.device().str();
+}
+
+Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Placement> placement) {
+  const OpDef& def = op_def(op);
+  // Mode and device come from the first tensor argument; all others must agree.
+  TensorImpl* first = nullptr;
+  for (const Arg& a : args) {
+    if (!a.tensor) continue;
+    if (!first) {
+      first = a.tensor;
+    } else if (!same_placement(*first, *a.tensor)) {
+      LOOM_FAIL(Runtime, "Expected all tensors to be on the same device, but found at least two devices, ",
+                placement_name(*first), " and ", placement_name(*a.tensor), "!");
+    }
+  }
+  LOOM_CHECK(first || placement, Runtime, "internal: op ", def.name, " has no tensor argument and no placement");
+  bool lazy = first ? first->is_lazy() : placement->lazy;
+  Device device = first ? first->device() : placement->device;
+
+  if (lazy) {
+    // A read of a storage that a pending in-place op will overwrite must see the write: sync
+    // first (rare: it takes an alias of a tensor modified in place).
+    for (const Arg& a : args)
+      if (a.tensor && !a.tensor->is_pending() && a.tensor->array().storage->pending_writes() > 0) {
+        sync(device);
+        break;
+      }
+    for (const Arg& a : args)
+      if (a.tensor) refresh_view(*a.tensor);
+  }
+
+  SmallVec<InputMeta, 4> metas;
+  for (const Arg& a : args) {
+    if (a.tensor) metas.push_back({false, ScalarKind::Float, a.tensor->dtype(), a.tensor->sizes()});
+    else metas.push_back({true, a.scalar.kind(), DType::Float32, {}});
+  }
+  OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
+
+  if (lazy) {
+    // Each input reference is held (leaked into `inputs`) until the node has taken its own.
+    SmallVec<Node*, 4> inputs;
+    for (const Arg& a : args)
+      inputs.push_back((a.tensor ? a.tensor->read_node() : Node::scalar(a.scalar, a.foldable)).leak());
+    Ref<Node> node;
+    try {
+      node = Node::make(op, std::move(meta), std::move(attrs), {inputs.data(), inputs.size()});
+    } catch (...) {
+      for (Node* in : inputs) Ref<Node>::adopt(in);
+      throw;
+    }
+    for (Node* in : inputs) Ref<Node>::adopt(in);
+    return make_ref<TensorImpl>(std::move(node), device);
+  }
+
+  LOOM_CHECK(device.is_cpu(), NotImplemented, "eager ", def.name, " on ", device.str(),
+             " is not implemented yet: CUDA kernels arrive with the CUDA backend");
+  Array out = empty(meta.shape, meta.dtype, device);
+  SmallVec<Operand, 4> operands;
+  for (const Arg& a : args) operands.push_back(a.tensor ? Operand::of(a.tensor->array()) : Operand::of(a.scalar));
+  def.run_cpu({operands.data(), operands.size()}, attrs, out);
+  count(metrics().kernel_launches);
+  return make_tensor(std::move(out));
+}
+
+namespace detail {
+
+Tensor view_of_pending(const Tensor& base, Layout relative) {
+  refresh_view(*base);
+  Ref<Node> in = base->read_node();
+  Node* raw = in.get();
+  Dims sizes = relative.sizes;
+  Ref<Node> node = Node::make(OpId::View, {base->dtype(), std::move(sizes)}, view_attrs(relative), {&raw, 1});
+  Tensor view = make_ref<TensorImpl>(std::move(node), base->device());
+  view->set_view_info(ViewInfo{base->weak(), std::move(relative), base->version()});
+  return view;
+}
+
+Tensor copy_pending(const Tensor& t) {
+  Attrs attrs;
+  attrs.push_back(static_cast<int64_t>(t->dtype()));
+  return apply(OpId::Cast, {Arg(t)}, std::move(attrs));
+}
+
+}  // namespace detail
+
+void assign(TensorImpl& self, const Tensor& value) {
+  LOOM_CHECK(same_placement(self, *value), Runtime, "Expected all tensors to be on the same device, but found at "
+             "least two devices, ", placement_name(self), " and ", placement_name(*value), "!");
+  Dims target(self.sizes());
+  Dims got(value->sizes());
+  LOOM_CHECK(broadcast_shapes(target, got) == target, Runtime, "output with shape ", format_dims(target),
+             " doesn't match the broadcast shape ", format_dims(broadcast_shapes(target, got)));
+  // PyTorch's can_cast: no float -> integer, no number -> bool.
+  DType from = value->dtype(), to = self.dtype();
+  bool ok = !(is_floating(from) && !is_floating(to)) && !(from != DType::Bool && to == DType::Bool);
+  LOOM_CHECK(ok, Runtime, "result type ", dtype_name(from), " can't be cast to the desired output type ",
+             dtype_name(to));
+  if (!self.is_lazy()) {
+    copy_(self.array(), value->array());
+    self.array().storage->bump_version();
+    self.bump_version();
+    return;
+  }
+  // The new value as a node of self's dtype and shape.
+  Ref<Node> v = value->read_node();
+  if (from != to || got != target) {
+    Attrs cast;
+    cast.push_back(static_cast<int64_t>(to));
+    Node* raw = v.get();
+    v = Node::make(OpId::Cast, {to, Dims(got)}, std::move(cast), {&raw, 1});
+    if (got != target) {
+      Layout l = expand(Layout::contiguous(got), target);
+      raw = v.get();
+      v = Node::make(OpId::View, {to, target}, view_attrs(l), {&raw, 1});
+    }
+  }
+  const auto& info = self.view_info();
+  if (info && info->base->target) {
+    // Write through to the base, then re-derive self from it.
+    TensorImpl& base = *info->base->target;
+    refresh_view(base);
+    Ref<Node> b = base.read_node();
+    Node* ins[2] = {b.get(), v.get()};
+    Ref<Node> scattered = Node::make(OpId::ViewScatter, {base.dtype(), Dims(base.sizes())}, view_attrs(info->relative),
+                                     {ins, 2});
+    base.rebind(std::move(scattered));
+    ViewInfo fresh = *info;
+    self.rebind(std::move(v));
+    fresh.base_version = base.version();  // self already holds the value the base now shows
+    self.set_view_info(std::move(fresh));
+    return;
+  }
+  self.rebind(std::move(v));
+}
+
+}  // namespace loom

@@ -1,0 +1,93 @@
+// How an op runs: one entry point for every primitive, eager or lazy.
+//
+// apply() checks that the tensors agree on mode (eager / lazy) and device, runs the op's shape
+// and dtype rule (so bad input raises here, at the line that called the op, in both modes),
+// then either runs the CPU kernel at once (eager) or records a node (lazy, O(1): no trace walk,
+// no hashing beyond the new node).
+#pragma once
+
+#include <optional>
+
+#include "lazy/op.h"
+#include "lazy/tensor.h"
+
+namespace loom {
+
+// An argument of an op: a tensor (borrowed) or a Python number.
+struct Arg {
+  TensorImpl* tensor = nullptr;
+  Scalar scalar{int64_t{0}};
+  bool foldable = true;  // lazy mode may fold 0 and 1 into the trace (not for random states)
+
+  Arg(const Tensor& t) : tensor(t.get()) {}
+  Arg(TensorImpl* t) : tensor(t) {}
+  Arg(Scalar s) : scalar(s) {}
+  Arg(double v) : scalar(v) {}
+  Arg(int64_t v) : scalar(v) {}
+  Arg(int v) : scalar(static_cast<int64_t>(v)) {}
+  Arg(bool v) : scalar(v) {}
+  bool is_tensor() const noexcept { return tensor != nullptr; }
+  // A number that must stay a trace parameter whatever its value.
+  static Arg param(Scalar s) {
+    Arg a(s);
+    a.foldable = false;
+    return a;
+  }
+};
+
+// Where an op with no tensor arguments (a creation op) runs.
+struct Placement {
+  Device device;
+  bool lazy = false;
+};
+
+Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs = {}, std::optional<Placement> placement = {});
+inline Tensor apply(OpId op, std::initializer_list<Arg> args, Attrs attrs = {}) {
+  return apply(op, std::span<const Arg>(args.begin(), args.size()), std::move(attrs));
+}
+
+// A view of t: `transform` maps a layout to the view's layout (runtime/layout.h's view algebra),
+// returning std::optional<Layout>. Eager and materialized tensors get a view of their storage;
+// pending tensors a View node that remembers its base, so in-place writes through the view reach
+// the base. A transform returns nullopt only for reshape, when the layout cannot express the
+// result without a copy: the result is then a copy, as in PyTorch.
+template <typename Transform>
+Tensor view_of(const Tensor& t, Transform&& transform);
+
+// In-place: self's value becomes `value` (broadcast to self's shape, cast to self's dtype).
+// Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely.
+void assign(TensorImpl& self, const Tensor& value);
+
+// Re-derives a view of a pending tensor from its base if the base changed since (a no-op
+// otherwise). Reads of views and syncs call it, so a view always shows its base's value.
+void refresh_view(TensorImpl& t);
+
+// The mode and device of a tensor as PyTorch would print it: "cpu", "cuda:0", "lazy:cpu".
+std::string placement_name(const TensorImpl& t);
+
+namespace detail {
+Tensor view_of_pending(const Tensor& t, Layout relative);
+Tensor copy_pending(const Tensor& t);
+}  // namespace detail
+
+template <typename Transform>
+Tensor view_of(const Tensor& t, Transform&& transform) {
+  if (!t->is_pending()) {
+    const Array& a = t->array();
+    std::optional<Layout> l = transform(a.layout);
+    if (l) return make_tensor(a.view_as(std::move(*l)), t->is_lazy());
+    // Only reshape gets here: the layout needs a copy.
+    Array c = contiguous(a);
+    return make_tensor(c.view_as(*transform(c.layout)), t->is_lazy());
+  }
+  const auto& info = t->view_info();
+  Layout base_layout = info && info->base->target ? info->relative : Layout::contiguous(t->sizes());
+  if (std::optional<Layout> l = transform(base_layout)) {
+    if (info && info->base->target) return detail::view_of_pending(Tensor(info->base->target), std::move(*l));
+    return detail::view_of_pending(t, std::move(*l));
+  }
+  Tensor copy = detail::copy_pending(t);
+  return detail::view_of_pending(copy, *transform(Layout::contiguous(copy->sizes())));
+}
+
+}  // namespace loom

@@ -1,0 +1,81 @@
+// Scalar math used by the kernel expressions of elementwise ops (lazy/elementwise.h).
+//
+// The expressions are templates over a value type: instantiated with float, double or an integer
+// type they are the CPU kernels; instantiated with fusion's symbolic values they generate the
+// source of fused kernels. These overloads are the plain-value half, with PyTorch's semantics
+// (NaN-propagating maximum, round-half-to-even, Python's floor division and remainder).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace loom::math {
+
+template <typename T>
+inline constexpr bool is_int = std::is_integral_v<T>;
+
+template <typename T> T exp(T x) { return std::exp(x); }
+template <typename T> T exp2(T x) { return std::exp2(x); }
+template <typename T> T log(T x) { return std::log(x); }
+template <typename T> T log2(T x) { return std::log2(x); }
+template <typename T> T log1p(T x) { return std::log1p(x); }
+template <typename T> T expm1(T x) { return std::expm1(x); }
+template <typename T> T sqrt(T x) { return std::sqrt(x); }
+template <typename T> T sin(T x) { return std::sin(x); }
+template <typename T> T cos(T x) { return std::cos(x); }
+template <typename T> T tan(T x) { return std::tan(x); }
+template <typename T> T tanh(T x) { return std::tanh(x); }
+template <typename T> T erf(T x) { return std::erf(x); }
+template <typename T> T floor(T x) { return std::floor(x); }
+template <typename T> T ceil(T x) { return std::ceil(x); }
+template <typename T> T round(T x) { return std::nearbyint(x); }  // ties to even, as torch.round
+template <typename T> T pow(T x, T y) { return std::pow(x, y); }
+template <typename T> T fmod(T x, T y) { return std::fmod(x, y); }
+template <typename T> bool isnan(T x) {
+  if constexpr (is_int<T>) return false;
+  else return std::isnan(x);
+}
+template <typename T> bool isinf(T x) {
+  if constexpr (is_int<T>) return false;
+  else return std::isinf(x);
+}
+template <typename T> T abs(T x) {
+  if constexpr (std::is_unsigned_v<T>) return x;
+  else if constexpr (is_int<T>) return x < 0 ? static_cast<T>(-x) : x;
+  else return std::fabs(x);
+}
+// NaN-propagating, as torch.maximum / torch.minimum.
+template <typename T> T maximum(T a, T b) {
+  if (isnan(a) || isnan(b)) return isnan(a) ? a : b;
+  return a > b ? a : b;
+}
+template <typename T> T minimum(T a, T b) {
+  if (isnan(a) || isnan(b)) return isnan(a) ? a : b;
+  return a < b ? a : b;
+}
+template <typename T> T copysign(T x, T y) { return std::copysign(x, y); }
+template <typename T> T select(bool c, T a, T b) { return c ? a : b; }
+
+// Integer division and remainder truncating toward zero; 0 for a zero divisor (eager mode raises
+// ZeroDivisionError before running, as PyTorch does; generated kernels must not trap).
+template <typename T> T int_div(T a, T b) { return b == 0 ? T(0) : static_cast<T>(a / b); }
+template <typename T> T int_mod(T a, T b) { return b == 0 ? T(0) : static_cast<T>(a % b); }
+
+// Integer power by squaring. A negative exponent truncates 1 / base^-e toward zero (only bases
+// 1 and -1 give non-zero results); a negative Python-scalar exponent is rejected when recorded.
+template <typename T>
+T ipow(T base, T exponent) {
+  if constexpr (std::is_signed_v<T>) {
+    if (exponent < 0) return base == 1 ? 1 : base == -1 ? ((exponent & 1) ? -1 : 1) : 0;
+  }
+  T result = 1;
+  while (exponent > 0) {
+    if (exponent & 1) result = static_cast<T>(result * base);
+    base = static_cast<T>(base * base);
+    exponent >>= 1;
+  }
+  return result;
+}
+
+}  // namespace loom::math

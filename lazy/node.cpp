@@ -1,0 +1,86 @@
+#include "lazy/node.h"
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/hash.h"
+#include "runtime/metrics.h"
+
+namespace loom {
+namespace {
+
+uint64_t hash_meta(OpId op, DType dtype, IntSpan shape, const Attrs& attrs) {
+  uint64_t h = hash_combine(static_cast<uint64_t>(op) + 1, static_cast<uint64_t>(dtype));
+  h = hash_combine(h, shape.size());
+  for (int64_t s : shape) h = hash_combine(h, static_cast<uint64_t>(s));
+  h = hash_combine(h, attrs.size());
+  for (int64_t a : attrs) h = hash_combine(h, static_cast<uint64_t>(a));
+  return h;
+}
+
+// Releasing a long chain of nodes recursively would overflow the stack (a loop of 100k
+// `x = x + 1` builds a chain that deep), so the last reference to an input is handed to this
+// list and destroyed iteratively by the outermost ~Node.
+thread_local std::vector<Node*>* pending_destruction = nullptr;
+
+}  // namespace
+
+Node::~Node() {
+  bool outermost = pending_destruction == nullptr;
+  std::vector<Node*> local;
+  if (outermost) pending_destruction = &local;
+  for (Node* in : inputs_)
+    if (in->release()) pending_destruction->push_back(in);
+  inputs_.clear();
+  if (!outermost) return;
+  while (!local.empty()) {
+    Node* n = local.back();
+    local.pop_back();
+    delete n;  // pushes its own dying inputs onto `local`
+  }
+  pending_destruction = nullptr;
+}
+
+Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs) {
+  Ref<Node> n(new Node());
+  n->op_ = op;
+  n->dtype_ = meta.dtype;
+  n->shape_ = std::move(meta.shape);
+  n->attrs_ = std::move(attrs);
+  uint64_t h = hash_meta(op, n->dtype_, n->shape_, n->attrs_);
+  n->inputs_.reserve(inputs.size());
+  for (Node* in : inputs) {
+    in->retain();
+    n->inputs_.push_back(in);
+    h = hash_combine(h, in->hash());
+  }
+  n->hash_ = h;
+  count(metrics().nodes_recorded);
+  return n;
+}
+
+Ref<Node> Node::input(Array array) {
+  Ref<Node> n(new Node());
+  n->op_ = OpId::Input;
+  n->dtype_ = array.dtype;
+  n->shape_ = Dims(array.sizes());
+  n->hash_ = hash_combine(hash_meta(OpId::Input, n->dtype_, n->shape_, {}), array.is_contiguous());
+  n->array_ = std::move(array);
+  return n;
+}
+
+Ref<Node> Node::scalar(Scalar value, bool foldable) {
+  Ref<Node> n(new Node());
+  double v = value.as_double();
+  bool folded = foldable && (v == 0.0 || v == 1.0) && !(value.is_float() && std::signbit(v));
+  n->op_ = folded ? OpId::Constant : OpId::Scalar;
+  n->dtype_ = value.kind() == ScalarKind::Bool ? DType::Bool
+              : value.kind() == ScalarKind::Int ? DType::Int64
+                                                : DType::Float64;
+  n->scalar_ = value;
+  uint64_t h = hash_meta(n->op_, n->dtype_, {}, {});
+  n->hash_ = folded ? hash_combine(h, hash_double(v)) : h;
+  return n;
+}
+
+}  // namespace loom

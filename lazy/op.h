@@ -1,0 +1,100 @@
+// The primitive ops of loom's IR and the table that defines each one.
+//
+// An op is defined once, in one place (its family's file under lazy/ops_*.cpp), by an OpDef:
+// its name, its family, its shape and dtype rule (`infer`, which raises the user-facing errors),
+// and its CPU kernel (`run_cpu`). The derivative and the kernel expression used by fusion join the
+// same definition in later issues. Composite ops (softmax, var, linear, ...) are not here: they
+// are written in terms of primitives in lazy/ops.h, so they get every backend, fusion and
+// derivatives for free.
+//
+// Attributes are a short list of int64 (dims, flags, dtypes, doubles bit-cast), part of a node's
+// hash, so two nodes with equal op, dtype, shape, attributes and inputs compute the same value.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "runtime/array.h"
+#include "runtime/small_vector.h"
+
+namespace loom {
+
+#define LOOM_FOR_EACH_OP(X)                                                                         \
+  /* leaves */                                                                                      \
+  X(Input) X(Scalar) X(Constant)                                                                    \
+  /* elementwise, unary */                                                                          \
+  X(Neg) X(Abs) X(Exp) X(Exp2) X(Log) X(Log2) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Sin) X(Cos)     \
+  X(Tan) X(Tanh) X(Sigmoid) X(Relu) X(Gelu) X(GeluTanh) X(Silu) X(Softplus) X(Erf) X(Floor) X(Ceil) \
+  X(Round) X(Sign) X(Reciprocal) X(Square) X(LogicalNot) X(IsNan) X(IsInf) X(Cast) X(NanToNum)     \
+  /* elementwise, binary */                                                                         \
+  X(Add) X(Sub) X(Mul) X(Div) X(FloorDiv) X(Remainder) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne)   \
+  X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)                                               \
+  /* elementwise, ternary */                                                                        \
+  X(Where)                                                                                          \
+  /* reductions */                                                                                  \
+  X(Sum) X(Prod) X(Amax) X(Amin) X(Argmax) X(Argmin)                                                \
+  /* data movement */                                                                               \
+  X(View) X(Cat) X(Cumsum) X(Index) X(Gather) X(ScatterAdd) X(IndexPut) X(ViewScatter)        \
+  /* matrix products */                                                                             \
+  X(MatMul)                                                                                         \
+  /* creation */                                                                                    \
+  X(Full) X(Arange) X(RandUniform) X(RandNormal) X(RandInt)
+
+enum class OpId : uint16_t {
+#define LOOM_OP_ENUM(name) name,
+  LOOM_FOR_EACH_OP(LOOM_OP_ENUM)
+#undef LOOM_OP_ENUM
+      kCount
+};
+inline constexpr int kNumOps = static_cast<int>(OpId::kCount);
+
+enum class OpClass : uint8_t {
+  Leaf,         // Input (a materialized tensor), Scalar (a Python number, a parameter), Constant
+  Elementwise,  // broadcasting map over its inputs
+  Reduction,    // over a set of dims (attrs: dim mask, keepdim)
+  View,         // a strided view of its input: no data movement once fused
+  Other,        // library calls and irregular data movement: fusion barriers
+};
+
+using Attrs = SmallVec<int64_t, 4>;
+
+// What an op sees of an input before anything runs: a tensor's dtype and shape, or a scalar's kind.
+struct InputMeta {
+  bool is_scalar = false;
+  ScalarKind kind = ScalarKind::Float;  // scalars only
+  DType dtype = DType::Float32;         // tensors only
+  IntSpan shape;                        // tensors only
+};
+
+// The result of an op's shape and dtype rule.
+struct OutputMeta {
+  DType dtype;
+  Dims shape;
+};
+
+// An operand of a kernel: an array, or a Python number (converted to the compute dtype on use).
+struct Operand {
+  const Array* array = nullptr;
+  Scalar scalar{int64_t{0}};
+
+  static Operand of(const Array& a) { return Operand{&a, Scalar(int64_t{0})}; }
+  static Operand of(Scalar s) { return Operand{nullptr, s}; }
+  bool is_array() const noexcept { return array != nullptr; }
+};
+
+struct OpDef {
+  const char* name = nullptr;
+  OpClass cls = OpClass::Other;
+  // Shape and dtype of the result; raises loom::Error naming shapes and dtypes on bad input.
+  OutputMeta (*infer)(std::span<const InputMeta> inputs, const Attrs& attrs) = nullptr;
+  // Computes the result into `out` (allocated with the inferred meta, contiguous) on the CPU.
+  void (*run_cpu)(std::span<const Operand> inputs, const Attrs& attrs, const Array& out) = nullptr;
+};
+
+const OpDef& op_def(OpId op) noexcept;
+inline const char* op_name(OpId op) noexcept { return op_def(op).name; }
+
+// Registration, used by the ops_*.cpp files at static-initialization time.
+void define_op(OpId op, const OpDef& def);
+
+}  // namespace loom

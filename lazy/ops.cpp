@@ -1,0 +1,777 @@
+#include "lazy/ops.h"
+
+#include <cmath>
+#include <limits>
+
+#include "lazy/sync.h"
+#include "runtime/error.h"
+
+namespace loom::ops {
+namespace {
+
+Tensor apply1(OpId op, const Tensor& x, Attrs attrs = {}) { return apply(op, {Arg(x)}, std::move(attrs)); }
+
+bool is_one(const Scalar& s) { return s.as_double() == 1.0; }
+
+Placement placement_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
+
+// Bit mask of reduced dims; no dims means all. Raises on duplicates and out-of-range dims.
+uint64_t dim_mask(int64_t ndim, const DimList& dims) {
+  LOOM_CHECK(ndim <= 64, Runtime, "reductions support at most 64 dims, got ", ndim);
+  if (dims.empty()) return ndim == 0 ? 0 : (ndim == 64 ? ~uint64_t{0} : (uint64_t{1} << ndim) - 1);
+  uint64_t mask = 0;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, ndim);
+    LOOM_CHECK(!(mask >> w & 1), Runtime, "dim ", w, " appears multiple times in the list of dims");
+    if (ndim > 0) mask |= uint64_t{1} << w;
+  }
+  return mask;
+}
+
+void require_floating(const Tensor& x, const char* what) {
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, what, "(): input dtype should be floating point, but got ",
+             dtype_name(x->dtype()));
+}
+
+// Removes the reduced dims a keepdim=True result kept as size 1.
+Tensor squeeze_dims(const Tensor& x, int64_t ndim, const DimList& dims) {
+  uint64_t mask = dim_mask(ndim, dims);
+  Tensor out = x;
+  for (int64_t d = ndim - 1; d >= 0; --d)
+    if (mask >> d & 1) out = squeeze(out, DimList{d});
+  return out;
+}
+
+Tensor int_tensor_like(int64_t n, const Tensor& like) {
+  return arange(n, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(like));
+}
+
+}  // namespace
+
+int64_t reduced_count(IntSpan shape, const DimList& dims) {
+  uint64_t mask = dim_mask(static_cast<int64_t>(shape.size()), dims);
+  int64_t n = 1;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (mask >> d & 1) n *= shape[d];
+  return n;
+}
+
+// ---- elementwise ----
+
+Tensor unary(OpId op, const Tensor& x) { return apply1(op, x); }
+Tensor binary(OpId op, const Arg& a, const Arg& b) { return apply(op, {a, b}); }
+
+Tensor add(const Arg& a, const Arg& b, Scalar alpha) {
+  if (is_one(alpha)) return binary(OpId::Add, a, b);
+  return binary(OpId::Add, a, b.is_tensor() ? Arg(binary(OpId::Mul, b, alpha)) : Arg(Scalar(b.scalar.as_double() * alpha.as_double())));
+}
+
+Tensor sub(const Arg& a, const Arg& b, Scalar alpha) {
+  if (is_one(alpha)) return binary(OpId::Sub, a, b);
+  return binary(OpId::Sub, a, b.is_tensor() ? Arg(binary(OpId::Mul, b, alpha)) : Arg(Scalar(b.scalar.as_double() * alpha.as_double())));
+}
+
+Tensor mul(const Arg& a, const Arg& b) { return binary(OpId::Mul, a, b); }
+
+Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode) {
+  if (rounding_mode.empty()) return binary(OpId::Div, a, b);
+  if (rounding_mode == "floor") return binary(OpId::FloorDiv, a, b);
+  LOOM_CHECK(rounding_mode == "trunc", Value, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+             rounding_mode, "'");
+  Tensor floored = binary(OpId::FloorDiv, a, b);
+  if (is_floating(floored->dtype())) {
+    Tensor q = binary(OpId::Div, a, b);
+    return where(binary(OpId::Lt, q, Scalar(int64_t{0})), unary(OpId::Ceil, q), unary(OpId::Floor, q));
+  }
+  // Integers: C's truncation is floor division plus one when the signs differ and it is inexact.
+  Tensor inexact = binary(OpId::Ne, binary(OpId::Remainder, a, b), Scalar(int64_t{0}));
+  Tensor signs_differ = binary(OpId::Ne, binary(OpId::Lt, a, Scalar(int64_t{0})), binary(OpId::Lt, b, Scalar(int64_t{0})));
+  return add(floored, cast(binary(OpId::LogicalAnd, inexact, signs_differ), floored->dtype()));
+}
+
+Tensor pow(const Arg& a, const Arg& b) {
+  if (a.is_tensor() && !b.is_tensor() && is_integral(a.tensor->dtype(), true) && !b.scalar.is_float()) {
+    LOOM_CHECK(b.scalar.as_int() >= 0, Runtime, "Integers to negative integer powers are not allowed.");
+  }
+  return binary(OpId::Pow, a, b);
+}
+
+Tensor where(const Tensor& cond, const Arg& a, const Arg& b) { return apply(OpId::Where, {Arg(cond), a, b}); }
+
+Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max) {
+  LOOM_CHECK(min || max, Runtime, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  Tensor out = x;
+  if (min) out = binary(OpId::Maximum, out, *min);
+  if (max) out = binary(OpId::Minimum, out, *max);
+  return out;
+}
+
+Tensor gelu(const Tensor& x, std::string_view approximate) {
+  if (approximate == "none") return unary(OpId::Gelu, x);
+  LOOM_CHECK(approximate == "tanh", Runtime, "approximate argument must be either none or tanh.");
+  return unary(OpId::GeluTanh, x);
+}
+
+Tensor softplus(const Tensor& x, Scalar beta, Scalar threshold) {
+  return apply(OpId::Softplus, {Arg(x), Arg(beta), Arg(threshold)});
+}
+
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf) {
+  double big = 0;
+  switch (x->dtype()) {
+    case DType::Float16: big = 65504.0; break;
+    case DType::BFloat16: big = 3.3895313892515355e+38; break;
+    case DType::Float32: big = std::numeric_limits<float>::max(); break;
+    default: big = std::numeric_limits<double>::max(); break;
+  }
+  return apply(OpId::NanToNum, {Arg(x), Arg(Scalar(nan.value_or(0.0))), Arg(Scalar(posinf.value_or(big))),
+                                Arg(Scalar(neginf.value_or(-big)))});
+}
+
+// PyTorch's two-sided formula: exact at both ends (weight 0 gives start, 1 gives end).
+Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight) {
+  Tensor diff = sub(end, start);
+  if (!weight.is_tensor()) {
+    double w = weight.scalar.as_double();
+    if (std::abs(w) < 0.5) return add(start, mul(weight, diff));
+    return sub(end, mul(diff, Scalar(1.0 - w)));
+  }
+  Tensor low = add(start, mul(weight, diff));
+  Tensor high = sub(end, mul(diff, sub(Scalar(int64_t{1}), weight)));
+  return where(binary(OpId::Lt, unary(OpId::Abs, Tensor(weight.tensor)), Scalar(0.5)), low, high);
+}
+
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
+  Tensor prod = mul(t1, t2);
+  return add(x, is_one(value) ? prod : mul(prod, value));
+}
+
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
+  LOOM_CHECK(!(is_integral(t1->dtype(), true) && is_integral(t2->dtype(), true)), Runtime,
+             "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
+             "true division of tensor1 and tensor2.");
+  Tensor quot = div(t1, t2);
+  return add(x, is_one(value) ? quot : mul(quot, value));
+}
+
+Tensor logical_xor(const Arg& a, const Arg& b) {
+  auto as_bool = [](const Arg& x) -> Arg {
+    if (x.is_tensor()) return Arg(cast(Tensor(x.tensor), DType::Bool));
+    return Arg(Scalar(x.scalar.as_double() != 0.0));
+  };
+  return binary(OpId::Ne, as_bool(a), as_bool(b));
+}
+
+Tensor round(const Tensor& x, int64_t decimals) {
+  if (decimals == 0) return unary(OpId::Round, x);
+  double scale = std::pow(10.0, static_cast<double>(decimals));
+  return div(unary(OpId::Round, mul(x, Scalar(scale))), Scalar(scale));
+}
+
+// ---- reductions ----
+
+Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim) {
+  Attrs attrs;
+  attrs.push_back(static_cast<int64_t>(dim_mask(x->ndim(), dims)));
+  attrs.push_back(keepdim);
+  return apply1(op, x, std::move(attrs));
+}
+
+Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  return reduce(OpId::Sum, dtype ? cast(x, *dtype) : x, dims, keepdim);
+}
+
+Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
+  Tensor x = dtype ? cast(x0, *dtype) : x0;
+  LOOM_CHECK(is_floating(x->dtype()), Runtime,
+             "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+             "Got: ", dtype_name(x->dtype()));
+  int64_t n = reduced_count(x->sizes(), dims);
+  return div(reduce(OpId::Sum, x, dims, keepdim), Scalar(static_cast<double>(n)));
+}
+
+Tensor prod(const Tensor& x, std::optional<int64_t> dim, bool keepdim, std::optional<DType> dtype) {
+  DimList dims;
+  if (dim) dims.push_back(*dim);
+  return reduce(OpId::Prod, dtype ? cast(x, *dtype) : x, dims, dim ? keepdim : false);
+}
+
+Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) { return reduce(OpId::Amax, x, dims, keepdim); }
+Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) { return reduce(OpId::Amin, x, dims, keepdim); }
+
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) return reduce(OpId::Argmax, reshape(x, Dims{-1}), DimList{0}, false);
+  return reduce(OpId::Argmax, x, DimList{*dim}, keepdim);
+}
+
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (!dim) return reduce(OpId::Argmin, reshape(x, Dims{-1}), DimList{0}, false);
+  return reduce(OpId::Argmin, x, DimList{*dim}, keepdim);
+}
+
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  return {reduce(OpId::Amax, x, DimList{dim}, keepdim), reduce(OpId::Argmax, x, DimList{dim}, keepdim)};
+}
+
+std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
+  return {reduce(OpId::Amin, x, DimList{dim}, keepdim), reduce(OpId::Argmin, x, DimList{dim}, keepdim)};
+}
+
+Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
+  require_floating(x, "var");
+  int64_t n = reduced_count(x->sizes(), dims);
+  Tensor centered = sub(x, mean(x, dims, true));
+  Tensor ss = reduce(OpId::Sum, mul(centered, centered), dims, keepdim);
+  return div(ss, Scalar(std::max(0.0, static_cast<double>(n) - correction)));
+}
+
+Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
+  return unary(OpId::Sqrt, var(x, dims, correction, keepdim));
+}
+
+Tensor logsumexp(const Tensor& x0, const DimList& dims, bool keepdim) {
+  Tensor x = is_floating(x0->dtype()) ? x0 : cast(x0, default_float_dtype());
+  Tensor m = amax(x, dims, true);
+  // An infinite max would turn x - m into nan; shifting by 0 instead is exact there.
+  m = where(binary(OpId::Eq, unary(OpId::Abs, m), Scalar(INFINITY)), Scalar(0.0), m);
+  Tensor s = unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, sub(x, m)), dims, keepdim));
+  return add(s, keepdim ? m : squeeze_dims(m, x->ndim(), dims));
+}
+
+Tensor all(const Tensor& x, const DimList& dims, bool keepdim) {
+  if (reduced_count(x->sizes(), dims) == 0)  // all() of nothing is true
+    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(true), DType::Bool, placement_of(x));
+  return reduce(OpId::Amin, cast(x, DType::Bool), dims, keepdim);
+}
+
+Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
+  if (reduced_count(x->sizes(), dims) == 0)
+    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(false), DType::Bool, placement_of(x));
+  return reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim);
+}
+
+Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
+  require_floating(x, "linalg.vector_norm");
+  Tensor a = unary(OpId::Abs, x);
+  if (p == 2) return unary(OpId::Sqrt, reduce(OpId::Sum, mul(x, x), dims, keepdim));
+  if (p == 1) return reduce(OpId::Sum, a, dims, keepdim);
+  if (std::isinf(p)) return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
+  if (p == 0) return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
+  return pow(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), Scalar(1.0 / p));
+}
+
+Tensor softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
+  Tensor x = dtype ? cast(x0, *dtype) : x0;
+  require_floating(x, "softmax");
+  Tensor e = unary(OpId::Exp, sub(x, amax(x, DimList{dim}, true)));
+  return div(e, reduce(OpId::Sum, e, DimList{dim}, true));
+}
+
+Tensor log_softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
+  Tensor x = dtype ? cast(x0, *dtype) : x0;
+  require_floating(x, "log_softmax");
+  Tensor shifted = sub(x, amax(x, DimList{dim}, true));
+  return sub(shifted, unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, shifted), DimList{dim}, true)));
+}
+
+Tensor cumsum(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
+  Tensor x = dtype ? cast(x0, *dtype) : x0;
+  Attrs attrs;
+  attrs.push_back(wrap_dim(dim, x->ndim()));
+  return apply1(OpId::Cumsum, x, std::move(attrs));
+}
+
+// ---- matrix products ----
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  int64_t da = a->ndim(), db = b->ndim();
+  LOOM_CHECK(da >= 1 && db >= 1, Runtime, "both arguments to matmul need to be at least 1D, but they are ", da, "D and ",
+             db, "D");
+  if (da == 1 && db == 1) {
+    LOOM_CHECK(a->sizes()[0] == b->sizes()[0], Runtime, "inconsistent tensor size, expected tensor [", a->sizes()[0],
+               "] and src [", b->sizes()[0], "] to have the same number of elements, but got ", a->sizes()[0], " and ",
+               b->sizes()[0], " elements respectively");
+  }
+  Tensor x = da == 1 ? unsqueeze(a, 0) : a;
+  Tensor y = db == 1 ? unsqueeze(b, 1) : b;
+  Tensor out = apply(OpId::MatMul, {Arg(x), Arg(y)});
+  if (db == 1) out = squeeze(out, DimList{-1});
+  if (da == 1) out = squeeze(out, DimList{db == 1 ? -1 : -2});
+  return out;
+}
+
+Tensor mm(const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(a->ndim() == 2, Runtime, "self must be a matrix");
+  LOOM_CHECK(b->ndim() == 2, Runtime, "mat2 must be a matrix");
+  return apply(OpId::MatMul, {Arg(a), Arg(b)});
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(a->ndim() == 3, Runtime, "batch1 must be a 3D tensor");
+  LOOM_CHECK(b->ndim() == 3, Runtime, "batch2 must be a 3D tensor");
+  LOOM_CHECK(a->sizes()[0] == b->sizes()[0] && a->sizes()[2] == b->sizes()[1], Runtime,
+             "Expected size for first two dimensions of batch2 tensor to be: [", a->sizes()[0], ", ", a->sizes()[2],
+             "] but got: [", b->sizes()[0], ", ", b->sizes()[1], "].");
+  return apply(OpId::MatMul, {Arg(a), Arg(b)});
+}
+
+Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
+  Tensor prod = mm(a, b);
+  if (!is_one(alpha)) prod = mul(prod, alpha);
+  if (beta.as_double() == 0.0) return prod;
+  return add(is_one(beta) ? input : mul(input, beta), prod);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
+  Tensor out = matmul(x, weight->ndim() == 2 ? transpose(weight, 0, 1) : weight);
+  return bias ? add(out, *bias) : out;
+}
+
+// ---- views ----
+
+Tensor view(const Tensor& x, IntSpan shape0) {
+  Dims shape = infer_size(shape0, x->numel());
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> {
+    auto v = loom::view(l, shape);
+    LOOM_CHECK(v, Runtime,
+               "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
+               "two contiguous subspaces). Use .reshape(...) instead.");
+    return v;
+  });
+}
+
+Tensor reshape(const Tensor& x, IntSpan shape0) {
+  Dims shape = infer_size(shape0, x->numel());
+  return view_of(x, [&](const Layout& l) { return loom::view(l, shape); });
+}
+
+Tensor permute(const Tensor& x, IntSpan dims) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::permute(l, dims); });
+}
+
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, dim0, dim1); });
+}
+
+Tensor expand(const Tensor& x, IntSpan sizes) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::expand(l, sizes); });
+}
+
+Tensor squeeze(const Tensor& x, std::optional<DimList> dims) {
+  if (!dims) return view_of(x, [](const Layout& l) -> std::optional<Layout> { return loom::squeeze(l); });
+  // Several dims: squeeze from the highest so lower indices stay valid.
+  Dims wrapped;
+  for (int64_t d : *dims) wrapped.push_back(wrap_dim(d, x->ndim()));
+  std::sort(wrapped.begin(), wrapped.end());
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> {
+    Layout out = l;
+    for (size_t i = wrapped.size(); i-- > 0;)
+      if (i + 1 == wrapped.size() || wrapped[i] != wrapped[i + 1]) out = loom::squeeze(out, wrapped[i]);
+    return out;
+  });
+}
+
+Tensor unsqueeze(const Tensor& x, int64_t dim) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::unsqueeze(l, dim); });
+}
+
+Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
+  int64_t n = x->ndim();
+  if (n == 0) return reshape(x, Dims{1});
+  int64_t start = wrap_dim(start_dim, n), end = wrap_dim(end_dim, n);
+  LOOM_CHECK(start <= end, Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
+  if (start == end) return x;
+  Dims shape;
+  IntSpan s = x->sizes();
+  for (int64_t d = 0; d < start; ++d) shape.push_back(s[d]);
+  int64_t merged = 1;
+  for (int64_t d = start; d <= end; ++d) merged *= s[d];
+  shape.push_back(merged);
+  for (int64_t d = end + 1; d < n; ++d) shape.push_back(s[d]);
+  return reshape(x, shape);
+}
+
+Tensor unflatten(const Tensor& x, int64_t dim, IntSpan sizes) {
+  LOOM_CHECK(x->ndim() > 0, Runtime, "unflatten: Dimension size must be non-zero; cannot unflatten a 0-d tensor");
+  int64_t d = wrap_dim(dim, x->ndim());
+  IntSpan s = x->sizes();
+  Dims inner = infer_size(sizes, s[d]);
+  Dims shape(s.first(static_cast<size_t>(d)));
+  for (int64_t v : inner) shape.push_back(v);
+  for (int64_t i = d + 1; i < x->ndim(); ++i) shape.push_back(s[i]);
+  return reshape(x, shape);
+}
+
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::slice(l, dim, start, stop, step); });
+}
+
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::narrow(l, dim, start, length); });
+}
+
+Tensor select(const Tensor& x, int64_t dim, int64_t index) {
+  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::select(l, dim, index); });
+}
+
+Tensor alias(const Tensor& x) {
+  return view_of(x, [](const Layout& l) -> std::optional<Layout> { return l; });
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  LOOM_CHECK(x->ndim() > 0, Runtime, "split expects at least a 1-dimensional tensor");
+  LOOM_CHECK(split_size >= 0, Runtime, "split expects split_size be non-negative, but got split_size=", split_size);
+  int64_t d = wrap_dim(dim, x->ndim());
+  int64_t size = x->sizes()[d];
+  LOOM_CHECK(split_size > 0 || size == 0, Runtime, "split_size can only be 0 if dimension size is 0, but got dimension size of ", size);
+  std::vector<Tensor> out;
+  if (size == 0) return {alias(x)};
+  for (int64_t start = 0; start < size; start += split_size)
+    out.push_back(narrow(x, d, start, std::min(split_size, size - start)));
+  return out;
+}
+
+std::vector<Tensor> split_sections(const Tensor& x, IntSpan sizes, int64_t dim) {
+  int64_t d = wrap_dim(dim, x->ndim());
+  int64_t total = 0;
+  for (int64_t s : sizes) total += s;
+  LOOM_CHECK(total == x->sizes()[d], Runtime, "split_with_sizes expects split_sizes to sum exactly to ", x->sizes()[d],
+             " (input tensor's size at dimension ", d, "), but got split_sizes=", format_dims(sizes));
+  std::vector<Tensor> out;
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(narrow(x, d, start, s));
+    start += s;
+  }
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  LOOM_CHECK(x->ndim() > 0, Runtime, "chunk expects at least a 1-dimensional tensor");
+  LOOM_CHECK(chunks > 0, Runtime, "chunk expects `chunks` to be greater than 0, got: ", chunks);
+  int64_t size = x->sizes()[wrap_dim(dim, x->ndim())];
+  return split(x, (size + chunks - 1) / chunks, dim);
+}
+
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
+  LOOM_CHECK(x->ndim() > 0, Index, "Dimension specified as ", dim, " but tensor has no dimensions");
+  int64_t d = wrap_dim(dim, x->ndim());
+  std::vector<Tensor> out;
+  for (int64_t i = 0; i < x->sizes()[d]; ++i) out.push_back(select(x, d, i));
+  return out;
+}
+
+// ---- copies and data movement ----
+
+Tensor cast(const Tensor& x, DType dtype) {
+  if (x->dtype() == dtype) return x;
+  Attrs attrs;
+  attrs.push_back(static_cast<int64_t>(dtype));
+  return apply1(OpId::Cast, x, std::move(attrs));
+}
+
+Tensor clone(const Tensor& x) {
+  if (!x->is_lazy()) return make_tensor(copy_to(x->array(), x->dtype(), x->device()));
+  Attrs attrs;
+  attrs.push_back(static_cast<int64_t>(x->dtype()));
+  return apply1(OpId::Cast, x, std::move(attrs));
+}
+
+Tensor contiguous(const Tensor& x) {
+  if (x->is_pending()) return x->view_info() ? clone(x) : x;  // pending non-views are produced dense
+  if (x->array().is_contiguous()) return x;
+  return clone(x);
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  LOOM_CHECK(!xs.empty(), Runtime, "torch.cat(): expected a non-empty list of Tensors");
+  std::vector<Arg> list;
+  for (const Tensor& t : xs) list.emplace_back(t);
+  Attrs attrs;
+  attrs.push_back(wrap_dim(dim, xs[0]->ndim()));
+  return apply(OpId::Cat, std::span<const Arg>(list.data(), list.size()), std::move(attrs));
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  LOOM_CHECK(!xs.empty(), Runtime, "stack expects a non-empty TensorList");
+  for (size_t i = 1; i < xs.size(); ++i)
+    LOOM_CHECK(Dims(xs[i]->sizes()) == Dims(xs[0]->sizes()), Runtime, "stack expects each tensor to be equal size, but got ",
+               format_dims(xs[0]->sizes()), " at entry 0 and ", format_dims(xs[i]->sizes()), " at entry ", i);
+  int64_t d = wrap_dim(dim, xs[0]->ndim() + 1);
+  std::vector<Tensor> parts;
+  for (const Tensor& t : xs) parts.push_back(unsqueeze(t, d));
+  return cat(parts, d);
+}
+
+Tensor index(const Tensor& x, int64_t first, const std::vector<Tensor>& indices) {
+  std::vector<Arg> args{Arg(x)};
+  for (const Tensor& i : indices) args.emplace_back(i);
+  Attrs attrs;
+  attrs.push_back(first);
+  return apply(OpId::Index, std::span<const Arg>(args.data(), args.size()), std::move(attrs));
+}
+
+Tensor index_put(const Tensor& x, int64_t first, const std::vector<Tensor>& indices, const Arg& values, bool accumulate) {
+  std::vector<Arg> args{Arg(x), values};
+  for (const Tensor& i : indices) args.emplace_back(i);
+  Attrs attrs;
+  attrs.push_back(first);
+  attrs.push_back(accumulate);
+  return apply(OpId::IndexPut, std::span<const Arg>(args.data(), args.size()), std::move(attrs));
+}
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
+  LOOM_CHECK(idx->ndim() <= 1, Index, "index_select(): Index is supposed to be a vector");
+  int64_t d = wrap_dim(dim, x->ndim());
+  if (x->ndim() == 0) return index(unsqueeze(x, 0), 0, {reshape(idx, Dims{-1})});
+  return index(x, d, {idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx});
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
+  Attrs attrs;
+  attrs.push_back(wrap_dim(dim, x->ndim()));
+  return apply(OpId::Gather, {Arg(x), Arg(idx)}, std::move(attrs));
+}
+
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim) {
+  if (!dim) return gather(reshape(x, Dims{-1}), 0, reshape(indices, Dims{-1}));
+  LOOM_CHECK(x->ndim() == indices->ndim(), Runtime, "torch.take_along_dim(): input and indices should have the same "
+             "number of dimensions, but got ", x->ndim(), " dimensions for input, and got ", indices->ndim(),
+             " dimensions for indices");
+  int64_t d = wrap_dim(*dim, x->ndim());
+  // Broadcast every dim but `dim`, then gather along it.
+  Dims xs(x->sizes()), is(indices->sizes());
+  Dims xb = xs, ib = is;
+  xb[d] = 1;
+  ib[d] = 1;
+  Dims b = broadcast_shapes(xb, ib);
+  Dims xt = b, it = b;
+  xt[d] = xs[d];
+  it[d] = is[d];
+  return gather(expand(x, xt), d, expand(indices, it));
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& idx, const Tensor& src) {
+  Attrs attrs;
+  attrs.push_back(wrap_dim(dim, x->ndim()));
+  return apply(OpId::ScatterAdd, {Arg(x), Arg(idx), Arg(src)}, std::move(attrs));
+}
+
+// tril / triu: keep elements on one side of a diagonal, built from index comparisons so they fuse.
+static Tensor triangle(const Tensor& x, int64_t diagonal, bool lower) {
+  LOOM_CHECK(x->ndim() >= 2, Runtime, lower ? "tril" : "triu", ": input tensor must have at least 2 dimensions");
+  int64_t rows = x->sizes()[x->ndim() - 2], cols = x->sizes()[x->ndim() - 1];
+  Tensor r = unsqueeze(int_tensor_like(rows, x), 1);
+  Tensor c = unsqueeze(int_tensor_like(cols, x), 0);
+  Tensor offset = sub(c, r);  // column - row: 0 on the main diagonal
+  Tensor keep = binary(lower ? OpId::Le : OpId::Ge, offset, Scalar(diagonal));
+  return where(keep, x, Scalar(int64_t{0}));
+}
+
+Tensor tril(const Tensor& x, int64_t diagonal) { return cast(triangle(x, diagonal, true), x->dtype()); }
+Tensor triu(const Tensor& x, int64_t diagonal) { return cast(triangle(x, diagonal, false), x->dtype()); }
+
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Arg& value) {
+  LOOM_CHECK(mask->dtype() == DType::Bool, Runtime, "masked_fill_ only supports boolean masks, but got mask with dtype ",
+             dtype_name(mask->dtype()));
+  if (value.is_tensor())
+    LOOM_CHECK(value.tensor->ndim() == 0, Runtime, "masked_fill_ only supports a 0-dimensional value tensor, but got "
+               "tensor with ", value.tensor->ndim(), " dimension(s).");
+  Tensor out = where(mask, value, x);
+  Dims target = broadcast_shapes(x->sizes(), mask->sizes());
+  LOOM_CHECK(target == Dims(x->sizes()), Runtime, "masked_fill: the mask of shape ", format_dims(mask->sizes()),
+             " does not broadcast to the input's shape ", format_dims(x->sizes()));
+  return cast(out, x->dtype());
+}
+
+Tensor one_hot(const Tensor& idx, int64_t num_classes) {
+  LOOM_CHECK(idx->dtype() == DType::Int64, Runtime, "one_hot is only applicable to index tensor.");
+  if (num_classes < 0) {
+    // The class count depends on the data: read it (a sync point in lazy mode).
+    LOOM_CHECK(idx->numel() > 0, Runtime, "Can not infer total number of classes from empty tensor.");
+    Tensor m = amax(idx);
+    if (m->is_pending()) materialize(*m);
+    num_classes = item(m->array()).as_int() + 1;
+  }
+  Tensor classes = int_tensor_like(num_classes, idx);
+  return cast(binary(OpId::Eq, unsqueeze(idx, -1), classes), DType::Int64);
+}
+
+Tensor pad(const Tensor& x, IntSpan pads, double value) {
+  LOOM_CHECK(pads.size() % 2 == 0, Runtime, "Padding length must be divisible by 2");
+  LOOM_CHECK(static_cast<int64_t>(pads.size() / 2) <= x->ndim(), Runtime,
+             "Padding length should be less than or equal to two times the input dimension but got padding length ",
+             pads.size(), " and input of dimension ", x->ndim());
+  Tensor out = x;
+  for (size_t i = 0; i < pads.size() / 2; ++i) {
+    int64_t d = x->ndim() - 1 - static_cast<int64_t>(i);
+    int64_t before = pads[2 * i], after = pads[2 * i + 1];
+    // Negative padding crops.
+    if (before < 0) out = narrow(out, d, -before, out->sizes()[d] + before);
+    if (after < 0) out = narrow(out, d, 0, out->sizes()[d] + after);
+    std::vector<Tensor> parts;
+    auto filler = [&](int64_t n) {
+      Dims s(out->sizes());
+      s[d] = n;
+      return full(s, Scalar(value), out->dtype(), placement_of(out));
+    };
+    if (before > 0) parts.push_back(filler(before));
+    parts.push_back(out);
+    if (after > 0) parts.push_back(filler(after));
+    if (parts.size() > 1) out = cat(parts, d);
+  }
+  return out;
+}
+
+Tensor repeat(const Tensor& x, IntSpan repeats) {
+  LOOM_CHECK(static_cast<int64_t>(repeats.size()) >= x->ndim(), Runtime,
+             "Number of dimensions of repeat dims can not be smaller than number of dimensions of tensor");
+  size_t n = repeats.size();
+  // View x as [1, s0, 1, s1, ...] (leading dims of size 1), expand to [r0, s0, r1, s1, ...], merge pairs.
+  Dims padded(n - static_cast<size_t>(x->ndim()), 1);
+  for (int64_t s : x->sizes()) padded.push_back(s);
+  Dims interleaved, expanded, merged;
+  for (size_t i = 0; i < n; ++i) {
+    interleaved.push_back(1);
+    interleaved.push_back(padded[i]);
+    expanded.push_back(repeats[i]);
+    expanded.push_back(padded[i]);
+    merged.push_back(repeats[i] * padded[i]);
+  }
+  return clone(reshape(expand(reshape(x, interleaved), expanded), merged));
+}
+
+Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy) {
+  bool same_place = x->device() == device && x->is_lazy() == lazy;
+  if (same_place && x->dtype() == dtype && !copy) return x;
+  if (same_place && lazy) return x->dtype() == dtype ? clone(x) : cast(x, dtype);
+  // Leaving or entering lazy mode, or changing device: materialize, then copy.
+  if (x->is_pending()) materialize(*x);
+  return make_tensor(copy_to(x->array(), dtype, device), lazy);
+}
+
+// ---- creation ----
+
+namespace {
+
+Attrs creation_attrs(DType dtype, IntSpan sizes) {
+  Attrs attrs;
+  attrs.push_back(static_cast<int64_t>(dtype));
+  for (int64_t s : sizes) attrs.push_back(s);
+  return attrs;
+}
+
+Tensor creation(OpId op, std::span<const Arg> args, DType dtype, IntSpan sizes, Placement where) {
+  return apply(op, args, creation_attrs(dtype, sizes), where);
+}
+
+void require_floating_dtype(DType dtype, const char* what) {
+  LOOM_CHECK(is_floating(dtype), Type, what, "(): expected a floating-point dtype, got ", dtype_name(dtype));
+}
+
+}  // namespace
+
+Tensor full(IntSpan sizes, Scalar value, DType dtype, Placement where) {
+  check_sizes(sizes);
+  if (!where.lazy) {
+    Array a = empty(sizes, dtype, where.device);
+    loom::fill_(a, value);
+    return make_tensor(std::move(a));
+  }
+  Arg v(value);
+  return creation(OpId::Full, {&v, 1}, dtype, sizes, where);
+}
+
+Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype, Placement where) {
+  Dims sizes{n};
+  if (!where.lazy) {
+    Array a = empty(sizes, dtype, where.device);
+    arange_(a, start, step);
+    return make_tensor(std::move(a));
+  }
+  Arg args[] = {Arg(start), Arg(step)};
+  return creation(OpId::Arange, args, dtype, sizes, where);
+}
+
+Tensor rand(IntSpan sizes, DType dtype, Placement where) {
+  require_floating_dtype(dtype, "rand");
+  check_sizes(sizes);
+  Generator& gen = default_generator(where.device);
+  if (!where.lazy) {
+    Array a = empty(sizes, dtype, where.device);
+    uniform_(a, 0.0, 1.0, gen);
+    return make_tensor(std::move(a));
+  }
+  PhiloxState s = gen.draw();
+  Arg args[] = {Arg::param(Scalar(static_cast<int64_t>(s.seed))), Arg::param(Scalar(static_cast<int64_t>(s.offset))),
+                Arg(Scalar(0.0)), Arg(Scalar(1.0))};
+  return creation(OpId::RandUniform, args, dtype, sizes, where);
+}
+
+Tensor randn(IntSpan sizes, DType dtype, Placement where) {
+  require_floating_dtype(dtype, "randn");
+  check_sizes(sizes);
+  Generator& gen = default_generator(where.device);
+  if (!where.lazy) {
+    Array a = empty(sizes, dtype, where.device);
+    normal_(a, 0.0, 1.0, gen);
+    return make_tensor(std::move(a));
+  }
+  PhiloxState s = gen.draw();
+  Arg args[] = {Arg::param(Scalar(static_cast<int64_t>(s.seed))), Arg::param(Scalar(static_cast<int64_t>(s.offset))),
+                Arg(Scalar(0.0)), Arg(Scalar(1.0))};
+  return creation(OpId::RandNormal, args, dtype, sizes, where);
+}
+
+Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement where) {
+  LOOM_CHECK(low < high, Runtime, "random_ expects 'from' to be less than 'to', but got from=", low, " >= to=", high);
+  check_sizes(sizes);
+  Generator& gen = default_generator(where.device);
+  if (!where.lazy) {
+    Array a = empty(sizes, dtype, where.device);
+    random_int_(a, low, high, gen);
+    return make_tensor(std::move(a));
+  }
+  PhiloxState s = gen.draw();
+  Arg args[] = {Arg::param(Scalar(static_cast<int64_t>(s.seed))), Arg::param(Scalar(static_cast<int64_t>(s.offset))),
+                Arg::param(Scalar(low)), Arg::param(Scalar(high))};
+  return creation(OpId::RandInt, args, dtype, sizes, where);
+}
+
+// ---- in-place ----
+
+void add_(TensorImpl& self, const Arg& other, Scalar alpha) { assign(self, add(Arg(&self), other, alpha)); }
+void sub_(TensorImpl& self, const Arg& other, Scalar alpha) { assign(self, sub(Arg(&self), other, alpha)); }
+void mul_(TensorImpl& self, const Arg& other) { assign(self, mul(Arg(&self), other)); }
+void div_(TensorImpl& self, const Arg& other) { assign(self, div(Arg(&self), other)); }
+
+void fill_(TensorImpl& self, const Arg& value) {
+  if (value.is_tensor())
+    LOOM_CHECK(value.tensor->ndim() == 0, Runtime, "fill_ only supports 0-dimension value tensor but got tensor with ",
+               value.tensor->ndim(), " dimensions.");
+  if (!self.is_lazy()) {
+    Scalar v = value.is_tensor() ? (value.tensor->is_pending() ? (materialize(*value.tensor), item(value.tensor->array()))
+                                                               : item(value.tensor->array()))
+                                 : value.scalar;
+    loom::fill_(self.array(), v);
+    self.array().storage->bump_version();
+    self.bump_version();
+    return;
+  }
+  Tensor filled = value.is_tensor()
+                      ? cast(expand(Tensor(value.tensor), self.sizes()), self.dtype())
+                      : full(self.sizes(), value.scalar, self.dtype(), {self.device(), true});
+  assign(self, filled);
+}
+
+void zero_(TensorImpl& self) { fill_(self, Arg(Scalar(int64_t{0}))); }
+
+void copy_(TensorImpl& self, const Tensor& src) {
+  Tensor value = src->is_lazy() == self.is_lazy() && src->device() == self.device()
+                     ? cast(src, self.dtype())
+                     : to(src, self.dtype(), self.device(), self.is_lazy());
+  assign(self, value);
+}
+
+}  // namespace loom::ops

@@ -1,0 +1,133 @@
+// The op library as C++ functions: what the Python bindings, autograd and tests call.
+//
+// Primitives go through apply() (lazy/dispatch.h); composites (mean, var, softmax, linear,
+// clamp, ...) are written here in terms of primitives, so every backend, fusion and (later)
+// autograd handle them without code of their own. Names, arguments and semantics follow
+// PyTorch's; where an argument is "a tensor or a number" it is an Arg.
+#pragma once
+
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "lazy/dispatch.h"
+
+namespace loom::ops {
+
+// ---- elementwise ----
+Tensor unary(OpId op, const Tensor& x);
+Tensor binary(OpId op, const Arg& a, const Arg& b);
+Tensor add(const Arg& a, const Arg& b, Scalar alpha = Scalar(int64_t{1}));
+Tensor sub(const Arg& a, const Arg& b, Scalar alpha = Scalar(int64_t{1}));
+Tensor mul(const Arg& a, const Arg& b);
+// rounding_mode: "" (true division), "trunc" or "floor".
+Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode = "");
+Tensor pow(const Arg& a, const Arg& b);
+Tensor where(const Tensor& cond, const Arg& a, const Arg& b);
+Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max);
+Tensor gelu(const Tensor& x, std::string_view approximate = "none");
+Tensor softplus(const Tensor& x, Scalar beta = Scalar(int64_t{1}), Scalar threshold = Scalar(int64_t{20}));
+Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
+                  std::optional<double> neginf);
+Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight);
+Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = Scalar(int64_t{1}));
+Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = Scalar(int64_t{1}));
+Tensor logical_xor(const Arg& a, const Arg& b);
+Tensor round(const Tensor& x, int64_t decimals = 0);
+
+// ---- reductions. `dims` empty means all dims. ----
+using DimList = SmallVec<int64_t, 4>;
+Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim);
+Tensor sum(const Tensor& x, const DimList& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor mean(const Tensor& x, const DimList& dims = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor prod(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false, std::optional<DType> dtype = {});
+Tensor amax(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
+// max(dim) / min(dim): (values, indices).
+std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor var(const Tensor& x, const DimList& dims = {}, double correction = 1, bool keepdim = false);
+Tensor std(const Tensor& x, const DimList& dims = {}, double correction = 1, bool keepdim = false);
+Tensor logsumexp(const Tensor& x, const DimList& dims, bool keepdim = false);
+Tensor all(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+// p: 2 (default, also "fro"), 1, inf, -inf, 0 or any other number.
+Tensor norm(const Tensor& x, double p = 2, const DimList& dims = {}, bool keepdim = false);
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
+
+// ---- matrix products ----
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta = Scalar(int64_t{1}),
+             Scalar alpha = Scalar(int64_t{1}));
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias);
+
+// ---- views (no copy) ----
+Tensor view(const Tensor& x, IntSpan shape);
+Tensor reshape(const Tensor& x, IntSpan shape);
+Tensor permute(const Tensor& x, IntSpan dims);
+Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+Tensor expand(const Tensor& x, IntSpan sizes);
+Tensor squeeze(const Tensor& x, std::optional<DimList> dims = {});
+Tensor unsqueeze(const Tensor& x, int64_t dim);
+Tensor flatten(const Tensor& x, int64_t start_dim = 0, int64_t end_dim = -1);
+Tensor unflatten(const Tensor& x, int64_t dim, IntSpan sizes);
+Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1);
+Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
+Tensor select(const Tensor& x, int64_t dim, int64_t index);
+Tensor alias(const Tensor& x);  // detach(): the same values, no autograd history
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
+std::vector<Tensor> split_sections(const Tensor& x, IntSpan sizes, int64_t dim = 0);
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
+std::vector<Tensor> unbind(const Tensor& x, int64_t dim = 0);
+
+// ---- copies and data movement ----
+Tensor contiguous(const Tensor& x);
+Tensor clone(const Tensor& x);
+Tensor cast(const Tensor& x, DType dtype);
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim);
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// x[..., i_0, ..., i_{k-1}, ...] with integer index tensors at dims [first, first + k).
+Tensor index(const Tensor& x, int64_t first, const std::vector<Tensor>& indices);
+Tensor index_put(const Tensor& x, int64_t first, const std::vector<Tensor>& indices, const Arg& values,
+                 bool accumulate = false);
+Tensor tril(const Tensor& x, int64_t diagonal = 0);
+Tensor triu(const Tensor& x, int64_t diagonal = 0);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Arg& value);
+Tensor one_hot(const Tensor& index, int64_t num_classes = -1);
+// pad: pairs (before, after) from the last dim backwards, as torch.nn.functional.pad.
+Tensor pad(const Tensor& x, IntSpan pad, double value = 0);
+Tensor repeat(const Tensor& x, IntSpan repeats);
+// Converts x to dtype / device / mode, returning x itself when nothing changes and !copy.
+Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy = false);
+
+// ---- creation, eager or lazy ----
+Tensor full(IntSpan sizes, Scalar value, DType dtype, Placement where);
+Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype, Placement where);
+Tensor rand(IntSpan sizes, DType dtype, Placement where);
+Tensor randn(IntSpan sizes, DType dtype, Placement where);
+Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement where);
+
+// ---- in-place: self's value becomes op(self, ...) (see dispatch.h assign) ----
+void add_(TensorImpl& self, const Arg& other, Scalar alpha = Scalar(int64_t{1}));
+void sub_(TensorImpl& self, const Arg& other, Scalar alpha = Scalar(int64_t{1}));
+void mul_(TensorImpl& self, const Arg& other);
+void div_(TensorImpl& self, const Arg& other);
+void fill_(TensorImpl& self, const Arg& value);
+void zero_(TensorImpl& self);
+void copy_(TensorImpl& self, const Tensor& src);
+
+// Sizes of the reduced result of a bitmask reduction, for composites that need the count.
+int64_t reduced_count(IntSpan shape, const DimList& dims);
+
+}  // namespace loom::ops

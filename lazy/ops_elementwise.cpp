@@ -1,0 +1,169 @@
+// Definitions of the elementwise ops: the shape and dtype rule shared by all of them, the CPU
+// kernel generated from each op's expression (lazy/elementwise.h), and Cast.
+#include <array>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "lazy/elementwise.h"
+#include "runtime/cpu/map.h"
+#include "runtime/error.h"
+
+namespace loom {
+namespace {
+
+template <typename S>
+using compute_t = std::conditional_t<std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>, float, S>;
+
+std::string lower(const char* name) {
+  std::string s(name);
+  for (char& c : s) c = static_cast<char>(std::tolower(c));
+  return s;
+}
+
+// The promoted dtype of an elementwise op's inputs (weak scalars, PyTorch's rules). For `where`,
+// the condition does not take part.
+template <typename F>
+DType promoted(std::span<const InputMeta> in) {
+  ResultType r;
+  size_t first = F::rule == DTypeRule::Select ? 1 : 0;
+  for (size_t i = first; i < in.size(); ++i) {
+    if (in[i].is_scalar) r.add_scalar(in[i].kind);
+    else r.add_tensor(in[i].dtype, static_cast<int64_t>(in[i].shape.size()));
+  }
+  DType p = r.get();
+  if (F::rule == DTypeRule::PromoteFloat && !is_floating(p)) p = default_float_dtype();
+  if (F::rule == DTypeRule::Logical) p = DType::Bool;
+  return p;
+}
+
+template <typename F>
+OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
+  LOOM_CHECK(static_cast<int>(in.size()) == F::arity, Runtime, lower(op_name(F::id)), " expects ", F::arity,
+             " operands, got ", in.size());
+  Dims shape;
+  for (const InputMeta& m : in)
+    if (!m.is_scalar) shape = broadcast_shapes(shape, m.shape);
+  if constexpr (F::rule == DTypeRule::Select) {
+    LOOM_CHECK(!in[0].is_scalar && in[0].dtype == DType::Bool, Runtime,
+               "where expected condition to be a boolean tensor, but got a tensor with dtype ",
+               in[0].is_scalar ? "scalar" : dtype_name(in[0].dtype));
+  }
+  DType p = promoted<F>(in);
+  if constexpr (!F::allow_bool) {
+    LOOM_CHECK(p != DType::Bool, Runtime, lower(op_name(F::id)),
+               " is not supported on bool tensors (use logical_not / logical_xor for masks)");
+  }
+  bool bool_out = F::rule == DTypeRule::Compare || F::rule == DTypeRule::Logical;
+  return {bool_out ? DType::Bool : p, std::move(shape)};
+}
+
+// Integer floor division and remainder by zero raise in eager mode, as in PyTorch.
+void check_no_zero_divisor(const Operand& divisor) {
+  if (!divisor.is_array()) {
+    LOOM_CHECK(divisor.scalar.as_double() != 0.0, Runtime, "ZeroDivisionError");
+    return;
+  }
+  Array host = copy_to(*divisor.array, DType::Float64, kCPU);
+  const double* p = static_cast<const double*>(host.data());
+  for (int64_t i = 0; i < host.numel(); ++i) LOOM_CHECK(p[i] != 0.0, Runtime, "ZeroDivisionError");
+}
+
+// The storage type operand k is read as: bool for logical ops and where's condition, else S.
+template <typename F, typename S, size_t K>
+using input_t = std::conditional_t<F::rule == DTypeRule::Logical || (F::rule == DTypeRule::Select && K == 0), bool, S>;
+
+template <typename F, typename S, size_t... K>
+void run_typed(std::span<const Operand> in, const Array& out, std::index_sequence<K...>) {
+  using C = compute_t<S>;
+  using Out = std::conditional_t<F::rule == DTypeRule::Compare || F::rule == DTypeRule::Logical, bool, S>;
+  constexpr size_t N = sizeof...(K);
+  std::array<Array, N> converted;  // keeps dtype-converted inputs alive
+  std::array<double, N> scalars;   // scalar operands, stored in their input type (<= 8 bytes)
+  std::array<cpu::MapInput, N> inputs;
+  auto prepare = [&]<size_t k>(std::integral_constant<size_t, k>) {
+    using In = input_t<F, S, k>;
+    const Operand& op = in[k];
+    if (!op.is_array()) {
+      *reinterpret_cast<In*>(&scalars[k]) = op.scalar.template to<In>();
+      inputs[k] = {reinterpret_cast<const char*>(&scalars[k]), Dims(out.sizes().size(), 0)};
+      return;
+    }
+    const Array* a = op.array;
+    if (a->dtype != dtype_of<In>) {
+      converted[k] = copy_to(*a, dtype_of<In>, kCPU);
+      a = &converted[k];
+    }
+    // Broadcasting keeps the offset: the expanded view starts at the same element.
+    inputs[k] = {static_cast<const char*>(a->data()), cpu::byte_strides(expand(a->layout, out.sizes()), sizeof(In))};
+  };
+  (prepare(std::integral_constant<size_t, K>{}), ...);
+  if constexpr (F::rule == DTypeRule::Logical) {
+    cpu::map<Out, input_t<F, S, K>...>(out, inputs, [](input_t<F, S, K>... v) { return F::f(v...); });
+  } else if constexpr (F::rule == DTypeRule::Select) {
+    cpu::map<Out, input_t<F, S, K>...>(out, inputs, [](bool c, S a, S b) {
+      return convert<Out>(F::template f<C>(c, convert<C>(a), convert<C>(b)));
+    });
+  } else {
+    cpu::map<Out, input_t<F, S, K>...>(out, inputs, [](input_t<F, S, K>... v) {
+      return convert<Out>(F::template f<C>(convert<C>(v)...));
+    });
+  }
+}
+
+// Which storage types an op is instantiated for: floats only for PromoteFloat, bool only for
+// logical ops, no bool where the op rejects it.
+template <typename F, typename S>
+constexpr bool instantiated() {
+  if constexpr (F::rule == DTypeRule::Logical) return std::is_same_v<S, bool>;
+  else if constexpr (F::rule == DTypeRule::PromoteFloat)
+    return !std::is_integral_v<S>;
+  else if constexpr (!F::allow_bool) return !std::is_same_v<S, bool>;
+  else return true;
+}
+
+template <typename F>
+void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
+  std::array<InputMeta, F::arity> metas;
+  for (int i = 0; i < F::arity; ++i) {
+    if (in[i].is_array()) metas[i] = {false, ScalarKind::Float, in[i].array->dtype, in[i].array->sizes()};
+    else metas[i] = {true, in[i].scalar.kind(), DType::Float32, {}};
+  }
+  DType p = promoted<F>(metas);
+  if constexpr (F::id == OpId::FloorDiv || F::id == OpId::Remainder) {
+    if (is_integral(p, true)) check_no_zero_divisor(in[1]);
+  }
+  visit_dtype(p, [&](auto tag) {
+    using S = decltype(tag);
+    if constexpr (instantiated<F, S>()) run_typed<F, S>(in, out, std::make_index_sequence<F::arity>{});
+    else LOOM_FAIL(Runtime, lower(op_name(F::id)), ": no CPU kernel for ", dtype_name(p));
+  });
+}
+
+template <typename F>
+void define() {
+  define_op(F::id, OpDef{op_name(F::id), OpClass::Elementwise, infer<F>, run_cpu<F>});
+}
+
+// Cast: the input converted to attrs[0] (a DType).
+OutputMeta infer_cast(std::span<const InputMeta> in, const Attrs& attrs) {
+  return {static_cast<DType>(attrs[0]), Dims(in[0].shape)};
+}
+void run_cast(std::span<const Operand> in, const Attrs&, const Array& out) { copy_(out, *in[0].array); }
+
+const bool registered = [] {
+  using namespace ew;
+  (define<Neg>(), define<Abs>(), define<Exp>(), define<Exp2>(), define<Log>(), define<Log2>(), define<Log1p>(),
+   define<Expm1>(), define<Sqrt>(), define<Rsqrt>(), define<Sin>(), define<Cos>(), define<Tan>(), define<Tanh>(),
+   define<Sigmoid>(), define<Relu>(), define<Gelu>(), define<GeluTanh>(), define<Silu>(), define<Softplus>(),
+   define<Erf>(), define<Floor>(), define<Ceil>(), define<Round>(), define<Sign>(), define<Reciprocal>(),
+   define<Square>(), define<LogicalNot>(), define<IsNan>(), define<IsInf>(), define<NanToNum>());
+  (define<Add>(), define<Sub>(), define<Mul>(), define<Div>(), define<FloorDiv>(), define<Remainder>(), define<Pow>(),
+   define<Maximum>(), define<Minimum>(), define<Eq>(), define<Ne>(), define<Lt>(), define<Le>(), define<Gt>(),
+   define<Ge>(), define<LogicalAnd>(), define<LogicalOr>(), define<Where>());
+  define_op(OpId::Cast, OpDef{"Cast", OpClass::Elementwise, infer_cast, run_cast});
+  return true;
+}();
+
+}  // namespace
+}  // namespace loom

@@ -1,0 +1,236 @@
+#include "lazy/sync.h"
+
+#include "lazy/dispatch.h"
+
+#include <array>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/error.h"
+#include "runtime/hash.h"
+#include "runtime/metrics.h"
+
+namespace loom {
+namespace {
+
+// Slot 0 is the CPU backend, slot 1 + i is cuda:i.
+constexpr size_t kSlots = 65;
+
+struct OrphanWrite {
+  Ref<Node> node;
+  Array destination;
+};
+
+struct Registry {
+  TensorImpl* head = nullptr;
+  int64_t count = 0;
+  std::vector<OrphanWrite> orphans;
+};
+
+std::array<Registry, kSlots>& registries() {
+  static auto* r = new std::array<Registry, kSlots>();  // never destroyed, see allocator_for
+  return *r;
+}
+
+Registry& registry_for(Device d) {
+  size_t slot = d.is_cpu() ? 0 : 1 + static_cast<size_t>(d.index);
+  LOOM_CHECK(slot < kSlots, Runtime, "no lazy registry for device ", d.str());
+  return registries()[slot];
+}
+
+std::unique_ptr<Executor>& installed() {
+  static auto* e = new std::unique_ptr<Executor>();
+  return *e;
+}
+
+// Builds the trace of a set of root nodes: iterative post-order (chains can be 100k deep), with
+// structurally equal nodes merged.
+class TraceBuilder {
+ public:
+  explicit TraceBuilder(Trace& trace) : trace_(trace) {}
+
+  int add(Node* root) {
+    if (auto it = index_.find(root); it != index_.end()) return it->second;
+    std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < node->inputs().size()) {
+        Node* in = node->input(next++);
+        if (!index_.count(in)) stack.push_back({in, 0});
+        continue;
+      }
+      index_[node] = intern(node);
+      stack.pop_back();
+    }
+    return index_.at(root);
+  }
+
+ private:
+  // The index of node in the trace, reusing an earlier structurally equal node.
+  int intern(Node* node) {
+    SmallVec<int32_t, 3> ins;
+    uint64_t key = node->hash();
+    for (Node* in : node->inputs()) {
+      ins.push_back(index_.at(in));
+      key = hash_combine(key, static_cast<uint64_t>(ins.back()));
+    }
+    // Leaves are distinct values even when their descriptions match; only interior nodes and
+    // folded constants merge.
+    bool mergeable = node->op() == OpId::Constant || !node->is_leaf();
+    if (mergeable) {
+      auto [lo, hi] = by_structure_.equal_range(key);
+      for (auto it = lo; it != hi; ++it) {
+        Node* other = trace_.nodes[it->second];
+        if (other->op() == node->op() && other->dtype() == node->dtype() && other->attrs() == node->attrs() &&
+            Dims(other->shape()) == Dims(node->shape()) && trace_.inputs[it->second] == ins &&
+            (node->op() != OpId::Constant || other->scalar().as_double() == node->scalar().as_double()))
+          return it->second;
+      }
+    }
+    int index = static_cast<int>(trace_.nodes.size());
+    trace_.nodes.push_back(node);
+    trace_.inputs.push_back(std::move(ins));
+    if (mergeable) by_structure_.emplace(key, index);
+    return index;
+  }
+
+  Trace& trace_;
+  std::unordered_map<Node*, int> index_;
+  std::unordered_multimap<uint64_t, int> by_structure_;
+};
+
+// The trace key: every node's hash and wiring, which Input leaves share storage, and where each
+// output goes. Equal keys mean the same computation on inputs of the same description.
+uint64_t trace_key(const Trace& t) {
+  uint64_t k = hash_combine(0x10014, static_cast<uint64_t>(t.device.type) * 64 + t.device.index);
+  std::vector<const Storage*> leaf_storage;
+  auto storage_index = [&](const Storage* s) -> int64_t {
+    for (size_t i = 0; i < leaf_storage.size(); ++i)
+      if (leaf_storage[i] == s) return static_cast<int64_t>(i);
+    return -1;
+  };
+  for (size_t i = 0; i < t.nodes.size(); ++i) {
+    const Node* n = t.nodes[i];
+    k = hash_combine(k, n->hash());
+    for (int32_t in : t.inputs[i]) k = hash_combine(k, static_cast<uint64_t>(in));
+    if (n->op() == OpId::Input) {
+      const Storage* s = n->array().storage.get();
+      k = hash_combine(k, static_cast<uint64_t>(storage_index(s) + 1));  // aliasing pattern
+      leaf_storage.push_back(s);
+    }
+  }
+  for (const Trace::Output& o : t.outputs) {
+    k = hash_combine(k, static_cast<uint64_t>(o.node));
+    if (o.destination) {
+      k = hash_combine(k, static_cast<uint64_t>(storage_index(o.destination->storage.get()) + 2));
+      k = hash_combine(k, o.destination->is_contiguous());
+    }
+  }
+  return k;
+}
+
+// A view of a pending base that will be materialized in the same sync is not an output of its
+// own: it becomes a view of the base's new (contiguous) storage afterwards.
+TensorImpl* aliasable_base(const TensorImpl& t) {
+  const auto& v = t.view_info();
+  if (!v || !v->base->target) return nullptr;
+  TensorImpl* base = v->base->target;
+  if (!base->is_pending() || base->destination() || base->version() != v->base_version) return nullptr;
+  if (aliasable_base(*base)) return nullptr;  // the base is derived itself: not materialized first
+  return base;
+}
+
+}  // namespace
+
+void register_pending(TensorImpl* t) {
+  Registry& r = registry_for(t->device());
+  t->prev_pending = nullptr;
+  t->next_pending = r.head;
+  if (r.head) r.head->prev_pending = t;
+  r.head = t;
+  t->in_registry = true;
+  ++r.count;
+}
+
+void unregister_pending(TensorImpl* t) {
+  Registry& r = registry_for(t->device());
+  if (t->prev_pending) t->prev_pending->next_pending = t->next_pending;
+  else r.head = t->next_pending;
+  if (t->next_pending) t->next_pending->prev_pending = t->prev_pending;
+  t->prev_pending = t->next_pending = nullptr;
+  t->in_registry = false;
+  --r.count;
+}
+
+void register_orphan_write(Ref<Node> node, Array destination) {
+  registry_for(destination.device()).orphans.push_back({std::move(node), std::move(destination)});
+}
+
+int64_t pending_count(Device device) { return registry_for(device).count; }
+
+void sync(Device device) {
+  Registry& r = registry_for(device);
+  if (!r.head && r.orphans.empty()) return;
+  Trace trace;
+  trace.device = device;
+  TraceBuilder builder(trace);
+  // Roots: live pending tensors (keeping them alive while the executor runs), then orphan writes.
+  std::vector<Tensor> roots;
+  std::vector<Tensor> derived_views;
+  for (TensorImpl* t = r.head; t; t = t->next_pending) refresh_view(*t);
+  for (TensorImpl* t = r.head; t; t = t->next_pending) {
+    if (aliasable_base(*t)) {
+      derived_views.emplace_back(t);
+      continue;
+    }
+    roots.emplace_back(t);
+    trace.outputs.push_back({builder.add(t->node()), t->destination()});
+  }
+  std::vector<OrphanWrite> orphans = std::move(r.orphans);
+  r.orphans.clear();
+  for (const OrphanWrite& o : orphans) trace.outputs.push_back({builder.add(o.node.get()), o.destination});
+  trace.key = trace_key(trace);
+
+  std::vector<Array> results;
+  try {
+    results = executor().run(trace);
+  } catch (...) {
+    r.orphans.insert(r.orphans.begin(), orphans.begin(), orphans.end());  // nothing is lost
+    throw;
+  }
+  count(metrics().traces);
+  for (size_t i = 0; i < roots.size(); ++i) roots[i]->materialize(std::move(results[i]));
+  for (const Tensor& v : derived_views) {
+    const Array& base = v->view_info()->base->target->array();
+    Layout l = v->view_info()->relative;
+    l.offset += base.layout.offset;
+    v->materialize(base.view_as(std::move(l)));
+  }
+}
+
+void sync_all() {
+  for (size_t slot = 0; slot < kSlots; ++slot) {
+    Registry& r = registries()[slot];
+    if (r.head || !r.orphans.empty()) sync(slot == 0 ? kCPU : Device(DeviceType::CUDA, static_cast<int16_t>(slot - 1)));
+  }
+}
+
+void synchronize_all() {
+  sync_all();
+  if (installed()) {
+    executor().synchronize(kCPU);
+  }
+}
+
+void materialize(TensorImpl& t) {
+  if (t.is_pending()) sync(t.device());
+}
+
+void install_executor(std::unique_ptr<Executor> e) { installed() = std::move(e); }
+
+Executor& executor() {
+  LOOM_CHECK(installed(), Runtime, "no lazy executor is installed (graph/ registers one when loom._C loads)");
+  return *installed();
+}
+
+}  // namespace loom

@@ -1,0 +1,135 @@
+// Python operators on loom.Tensor: + - * / // % ** @, unary - + abs ~, & | ^ on bool tensors,
+// comparisons, and the in-place forms (+= ...) and in-place methods (add_, mul_, clamp_, ...),
+// with PyTorch's semantics. An operand that is neither a tensor nor a number makes the operator
+// return NotImplemented, so Python can try the other operand.
+#include "pyext/op_args.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+// The operand as an op argument, or nullopt for NotImplemented.
+std::optional<Arg> operand(PyObject* obj) {
+  if (is_tensor(obj)) return Arg(&impl_of(obj));
+  if (auto s = scalar_of(obj)) return Arg(*s);
+  return std::nullopt;
+}
+
+template <typename Fn>
+PyObject* binary_operator(PyObject* a, PyObject* b, Fn&& fn) {
+  LOOM_PY_BEGIN
+  std::optional<Arg> x = operand(a), y = operand(b);
+  if (!x || !y) Py_RETURN_NOTIMPLEMENTED;
+  return wrap(fn(*x, *y));
+  LOOM_PY_END(nullptr)
+}
+
+template <OpId op>
+PyObject* op_binary(PyObject* a, PyObject* b) {
+  return binary_operator(a, b, [](const Arg& x, const Arg& y) { return ops::binary(op, x, y); });
+}
+
+PyObject* op_add(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::add(x, y); }); }
+PyObject* op_sub(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::sub(x, y); }); }
+PyObject* op_div(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::div(x, y); }); }
+
+PyObject* op_pow(PyObject* a, PyObject* b, PyObject* mod) {
+  if (mod != Py_None) {
+    PyErr_SetString(PyExc_TypeError, "pow() 3rd argument not allowed for tensors");
+    return nullptr;
+  }
+  return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::pow(x, y); });
+}
+
+PyObject* op_matmul(PyObject* a, PyObject* b) {
+  LOOM_PY_BEGIN
+  if (!is_tensor(a) || !is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
+  return wrap(ops::matmul(tensor_of(a), tensor_of(b)));
+  LOOM_PY_END(nullptr)
+}
+
+// & | ^ are logical on bool tensors (loom has no bitwise ops on integers yet).
+template <OpId op>
+PyObject* op_logical(PyObject* a, PyObject* b) {
+  return binary_operator(a, b, [](const Arg& x, const Arg& y) {
+    for (const Arg* v : {&x, &y})
+      LOOM_CHECK(!v->is_tensor() || v->tensor->dtype() == DType::Bool, NotImplemented,
+                 "bitwise operators (&, |, ^, ~) are only supported on bool tensors, got ", dtype_name(v->tensor->dtype()));
+    return op == OpId::Ne ? ops::logical_xor(x, y) : ops::binary(op, x, y);
+  });
+}
+
+template <OpId op>
+PyObject* op_unary(PyObject* a) {
+  LOOM_PY_BEGIN
+  return wrap(ops::unary(op, tensor_of(a)));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* op_positive(PyObject* a) { return Py_NewRef(a); }
+
+PyObject* op_invert(PyObject* a) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(impl_of(a).dtype() == DType::Bool, NotImplemented,
+             "~ is only supported on bool tensors (bitwise_not on integers is not implemented), got ",
+             dtype_name(impl_of(a).dtype()));
+  return wrap(ops::unary(OpId::LogicalNot, tensor_of(a)));
+  LOOM_PY_END(nullptr)
+}
+
+// a op= b: computes op(a, b) and writes it into a (which keeps its identity and storage).
+template <typename Fn>
+PyObject* inplace_operator(PyObject* a, PyObject* b, Fn&& fn) {
+  LOOM_PY_BEGIN
+  std::optional<Arg> y = operand(b);
+  if (!is_tensor(a) || !y) Py_RETURN_NOTIMPLEMENTED;
+  TensorImpl& self = impl_of(a);
+  assign(self, fn(Arg(&self), *y));
+  return Py_NewRef(a);
+  LOOM_PY_END(nullptr)
+}
+
+template <OpId op>
+PyObject* op_inplace(PyObject* a, PyObject* b) {
+  return inplace_operator(a, b, [](const Arg& x, const Arg& y) { return ops::binary(op, x, y); });
+}
+PyObject* op_iadd(PyObject* a, PyObject* b) { return inplace_operator(a, b, [](const auto& x, const auto& y) { return ops::add(x, y); }); }
+PyObject* op_isub(PyObject* a, PyObject* b) { return inplace_operator(a, b, [](const auto& x, const auto& y) { return ops::sub(x, y); }); }
+PyObject* op_idiv(PyObject* a, PyObject* b) { return inplace_operator(a, b, [](const auto& x, const auto& y) { return ops::div(x, y); }); }
+PyObject* op_ipow(PyObject* a, PyObject* b, PyObject*) {
+  return inplace_operator(a, b, [](const auto& x, const auto& y) { return ops::pow(x, y); });
+}
+
+}  // namespace
+
+PyObject* tensor_richcompare(PyObject* a, PyObject* b, int cmp) {
+  static constexpr OpId kOps[] = {OpId::Lt, OpId::Le, OpId::Eq, OpId::Ne, OpId::Gt, OpId::Ge};
+  return binary_operator(a, b, [cmp](const Arg& x, const Arg& y) { return ops::binary(kOps[cmp], x, y); });
+}
+
+void fill_number_methods(PyNumberMethods& n) {
+  n.nb_add = op_add;
+  n.nb_subtract = op_sub;
+  n.nb_multiply = op_binary<OpId::Mul>;
+  n.nb_true_divide = op_div;
+  n.nb_floor_divide = op_binary<OpId::FloorDiv>;
+  n.nb_remainder = op_binary<OpId::Remainder>;
+  n.nb_power = op_pow;
+  n.nb_matrix_multiply = op_matmul;
+  n.nb_negative = op_unary<OpId::Neg>;
+  n.nb_positive = op_positive;
+  n.nb_absolute = op_unary<OpId::Abs>;
+  n.nb_invert = op_invert;
+  n.nb_and = op_logical<OpId::LogicalAnd>;
+  n.nb_or = op_logical<OpId::LogicalOr>;
+  n.nb_xor = op_logical<OpId::Ne>;
+  n.nb_inplace_add = op_iadd;
+  n.nb_inplace_subtract = op_isub;
+  n.nb_inplace_multiply = op_inplace<OpId::Mul>;
+  n.nb_inplace_true_divide = op_idiv;
+  n.nb_inplace_floor_divide = op_inplace<OpId::FloorDiv>;
+  n.nb_inplace_remainder = op_inplace<OpId::Remainder>;
+  n.nb_inplace_power = op_ipow;
+}
+
+}  // namespace loom::py

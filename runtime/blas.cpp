@@ -1,0 +1,87 @@
+#include "runtime/blas.h"
+
+#include "runtime/error.h"
+
+#ifdef LOOM_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
+namespace loom::blas {
+namespace {
+
+template <typename T, typename Acc>
+void naive_gemm(int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, T* out, int64_t ldc) {
+  const T* A = static_cast<const T*>(a.data);
+  const T* B = static_cast<const T*>(b.data);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      Acc acc = 0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += static_cast<Acc>(A[i * a.row_stride + p * a.col_stride]) *
+               static_cast<Acc>(B[p * b.row_stride + j * b.col_stride]);
+      out[i * ldc + j] = static_cast<T>(acc);
+    }
+}
+
+#ifdef LOOM_HAVE_OPENBLAS
+// A strided matrix as BLAS sees it (row-major): untransposed with lda = row stride, or
+// transposed with lda = column stride.
+struct BlasOperand {
+  CBLAS_TRANSPOSE trans;
+  int64_t ld;
+};
+
+BlasOperand as_blas(Matrix x, int64_t cols) {
+  if (x.col_stride == 1 && x.row_stride >= cols) return {CblasNoTrans, std::max<int64_t>(x.row_stride, 1)};
+  return {CblasTrans, std::max<int64_t>(x.col_stride, 1)};
+}
+#endif
+
+}  // namespace
+
+bool uses_openblas() noexcept {
+#ifdef LOOM_HAVE_OPENBLAS
+  return true;
+#else
+  return false;
+#endif
+}
+
+void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  switch (dtype) {
+#ifdef LOOM_HAVE_OPENBLAS
+    case DType::Float32:
+    case DType::Float64: {
+      LOOM_CHECK((a.col_stride == 1 || a.row_stride == 1) && (b.col_stride == 1 || b.row_stride == 1), Runtime,
+                 "internal: gemm operands need a unit stride");
+      if (k == 0) {
+        // BLAS leaves C untouched for K = 0; the product of empty matrices is zeros.
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            if (dtype == DType::Float32) static_cast<float*>(out)[i * ldc + j] = 0;
+            else static_cast<double*>(out)[i * ldc + j] = 0;
+          }
+        return;
+      }
+      BlasOperand A = as_blas(a, k), B = as_blas(b, n);
+      if (dtype == DType::Float32)
+        cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, static_cast<const float*>(a.data), A.ld,
+                    static_cast<const float*>(b.data), B.ld, 0.0f, static_cast<float*>(out), ldc);
+      else
+        cblas_dgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0, static_cast<const double*>(a.data), A.ld,
+                    static_cast<const double*>(b.data), B.ld, 0.0, static_cast<double*>(out), ldc);
+      return;
+    }
+#else
+    case DType::Float32: return naive_gemm<float, double>(m, n, k, a, b, static_cast<float*>(out), ldc);
+    case DType::Float64: return naive_gemm<double, double>(m, n, k, a, b, static_cast<double*>(out), ldc);
+#endif
+    case DType::Int32: return naive_gemm<int32_t, int64_t>(m, n, k, a, b, static_cast<int32_t*>(out), ldc);
+    case DType::Int64: return naive_gemm<int64_t, int64_t>(m, n, k, a, b, static_cast<int64_t*>(out), ldc);
+    case DType::UInt8: return naive_gemm<uint8_t, int64_t>(m, n, k, a, b, static_cast<uint8_t*>(out), ldc);
+    default: LOOM_FAIL(Runtime, "internal: gemm on ", dtype_name(dtype));
+  }
+}
+
+}  // namespace loom::blas

@@ -1,0 +1,30 @@
+// Matrix products on the host: C = A @ B for row-major strided matrices.
+//
+// float32 and float64 go to OpenBLAS when loom was built with it (Debian's libopenblas); other
+// builds, and integer types, use a plain blocked loop. float16 and bfloat16 are multiplied in
+// float32 by the caller (as PyTorch's CPU backend does).
+#pragma once
+
+#include <cstdint>
+
+#include "runtime/dtype.h"
+
+namespace loom::blas {
+
+// One matrix operand: element (i, j) is at data[i * row_stride + j * col_stride]. For float32
+// and float64 it must be row-major (col_stride 1, row_stride >= cols) or column-major
+// (row_stride 1, col_stride >= rows); callers copy other layouts.
+struct Matrix {
+  const void* data;
+  int64_t row_stride;
+  int64_t col_stride;
+};
+
+// out (M x N, row-major with leading dimension ldc) = A (M x K) @ B (K x N). dtype is float32,
+// float64, int32, int64 or uint8.
+void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc);
+
+// True when OpenBLAS serves float32 / float64 products.
+bool uses_openblas() noexcept;
+
+}  // namespace loom::blas

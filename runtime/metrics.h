@@ -1,0 +1,32 @@
+// Process-wide counters of what the engine did (DESIGN decision 13): loom.metrics() reads them,
+// tests assert on them (a second run of a step compiles nothing), the perf harness reports them.
+// Every layer increments the counters it owns; they are relaxed atomics, so counting is cheap
+// enough for hot paths.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace loom {
+
+struct Metrics {
+  std::atomic<int64_t> traces{0};                  // syncs that executed a non-empty trace
+  std::atomic<int64_t> graph_cache_hits{0};        // traces whose executable graph was cached
+  std::atomic<int64_t> graph_cache_misses{0};      // traces lowered anew
+  std::atomic<int64_t> kernels_compiled{0};        // kernels produced by run-time compilation
+  std::atomic<int64_t> modules_loaded_from_disk{0};
+  std::atomic<int64_t> kernel_launches{0};         // kernels run, eager and lazy
+  std::atomic<int64_t> graph_replays{0};           // executable graphs launched
+  std::atomic<int64_t> compile_nanoseconds{0};
+  std::atomic<int64_t> nodes_recorded{0};          // lazy IR nodes created
+
+  void reset() noexcept;
+};
+
+Metrics& metrics() noexcept;
+
+inline void count(std::atomic<int64_t>& counter, int64_t n = 1) noexcept {
+  counter.fetch_add(n, std::memory_order_relaxed);
+}
+
+}  // namespace loom
