@@ -2,6 +2,9 @@
 // conversions between them and the runtime's values.
 #pragma once
 
+#include <string>
+
+#include "lazy/dispatch.h"
 #include "pyext/common.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
@@ -15,13 +18,26 @@ PyObject* dtype_object(DType dtype);  // borrowed
 // and numpy dtypes and scalar types. Raises TypeError naming the unknown value.
 DType dtype_from_py(PyObject* obj);
 
-// loom.device: a device type and an optional index.
+// loom.device: a physical device ("cpu", "cuda:1"), or lazy mode on one ("lazy:cpu",
+// "lazy:cuda:0"; plain "lazy" means the first GPU if there is one, else the CPU).
+struct DeviceName {
+  bool lazy = false;
+  bool backend_given = true;  // false for plain "lazy"
+  DeviceSpec backend{DeviceType::CPU, -1};
+  Placement placement() const;  // defaults resolved
+  std::string str() const;
+};
+
 extern PyTypeObject DeviceType_;
-PyObject* device_object(DeviceSpec spec);  // new reference
-PyObject* device_object(Device device);     // new reference; CPU devices have index None
-// Accepts loom.device, "cpu" / "cuda" / "cuda:1", and an int (a CUDA ordinal), as PyTorch does.
-DeviceSpec device_spec_from_py(PyObject* obj);
-inline Device device_from_py(PyObject* obj) { return device_spec_from_py(obj).resolve(); }
+PyObject* device_object(const DeviceName& name);  // new reference
+PyObject* device_object(Device device, bool lazy = false);  // of a tensor; CPU has index None
+// Accepts loom.device, strings ("cpu", "cuda:1", "lazy", "lazy:cuda"), and an int (a CUDA
+// ordinal), as PyTorch does. Raises RuntimeError naming a string that does not parse.
+DeviceName device_name_from_py(PyObject* obj);
+// Where a creation op or .to() puts its result; None means the CPU, eager.
+Placement placement_from_py(PyObject* obj);
+// The physical device named (the backend of a lazy device).
+inline Device device_from_py(PyObject* obj) { return device_name_from_py(obj).placement().device; }
 
 // loom.Size: a tuple subclass, as torch.Size.
 extern PyTypeObject SizeType;

@@ -1,0 +1,263 @@
+"""Shared helpers for the op-library suites (test_ops_*.py): the `device` fixture, input layouts,
+and comparison of loom results with PyTorch's.
+
+Every op test runs once per device in DEVICES. "lazy" is skipped while loom.zeros(1,
+device="lazy") raises (lazy mode is not exposed in Python yet); when it runs, each result is also
+compared with the same program run eagerly on "cpu".
+"""
+
+import numpy as np
+import pytest
+
+import loom
+from conftest import DTYPE_NAMES
+
+torch = pytest.importorskip("torch")
+
+DEVICES = ["cpu", "lazy"]
+
+# numpy dtype -> loom dtype, for the dtypes the op suites exercise.
+NP_TO_LOOM = {
+    np.dtype(np.bool_): loom.bool,
+    np.dtype(np.uint8): loom.uint8,
+    np.dtype(np.int32): loom.int32,
+    np.dtype(np.int64): loom.int64,
+    np.dtype(np.float32): loom.float32,
+    np.dtype(np.float64): loom.float64,
+}
+
+FLOAT_DTYPES = ["float32", "float64"]
+INT_DTYPES = ["uint8", "int32", "int64"]
+ALL_DTYPES = ["bool"] + INT_DTYPES + FLOAT_DTYPES
+
+# (rtol, atol) by result dtype.
+TOLERANCES = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13), "float16": (1e-3, 1e-3)}
+
+
+def lazy_available():
+    try:
+        loom.zeros(1, device="lazy")
+    except Exception:
+        return False
+    return True
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    if request.param == "lazy" and not lazy_available():
+        pytest.skip("lazy device not available yet")
+    return request.param
+
+
+def rng(seed=0):
+    return np.random.default_rng(seed)
+
+
+def random_array(shape, dtype, seed=0, low=None, high=None, nonzero=False):
+    """Random values of a numpy dtype: normal floats, small integers, random bools."""
+    g = rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return np.asarray(g.random(shape) < 0.5)
+    if dtype.kind in "iu":
+        lo = low if low is not None else (0 if dtype.kind == "u" else -5)
+        hi = high if high is not None else 6
+        a = g.integers(lo, hi, size=shape).astype(dtype)
+        if nonzero:
+            a[a == 0] = 1
+        return a
+    a = g.standard_normal(shape).astype(dtype)
+    if low is not None or high is not None:
+        lo = 0.0 if low is None else low
+        hi = 1.0 if high is None else high
+        a = (lo + (hi - lo) * g.random(shape)).astype(dtype)
+    if nonzero:
+        a[a == 0] = 1
+    return np.asarray(a, dtype=dtype)
+
+
+LAYOUTS = ["contiguous", "transposed", "strided", "expanded"]
+
+
+def make(values, device, layout="contiguous"):
+    """A loom tensor on `device` with the given memory layout, and the numpy values it holds.
+
+    contiguous: loom.tensor(values); transposed: the last two dims of a contiguous tensor swapped
+    (so the result is not contiguous); strided: every other element of a larger tensor (slices
+    with step 2); expanded: the first entry along dim 0 broadcast with expand() (stride 0), which
+    changes the values to that broadcast."""
+    values = np.asarray(values)
+    if layout == "contiguous" or values.ndim == 0:
+        return loom.tensor(values, device=device), values
+    if layout == "transposed":
+        if values.ndim < 2:
+            return loom.tensor(values, device=device), values
+        t = loom.tensor(np.ascontiguousarray(np.swapaxes(values, -1, -2)), device=device).transpose(-1, -2)
+        return t, values
+    if layout == "strided":
+        big = np.zeros(tuple(2 * s + 1 for s in values.shape), dtype=values.dtype)
+        index = (slice(1, None, 2),) * values.ndim
+        big[index] = values
+        return loom.tensor(big, device=device)[index], values
+    if layout == "expanded":
+        first = values[:1]
+        t = loom.tensor(np.ascontiguousarray(first), device=device).expand(*values.shape)
+        return t, np.ascontiguousarray(np.broadcast_to(first, values.shape))
+    raise ValueError(layout)
+
+
+def dtype_name(dt):
+    """'float32' for loom.float32, torch.float32, np.float32 or 'float32'."""
+    if isinstance(dt, str):
+        return dt
+    if isinstance(dt, loom.dtype):
+        return DTYPE_NAMES[dt]
+    if isinstance(dt, torch.dtype):
+        return str(dt).split(".", 1)[1]
+    return np.dtype(dt).name
+
+
+def tolerance(name, rtol=None, atol=None):
+    r, a = TOLERANCES.get(name, (0, 0))
+    return (r if rtol is None else rtol), (a if atol is None else atol)
+
+
+def to_np(x):
+    if isinstance(x, loom.Tensor):
+        if x.dtype is loom.bfloat16:
+            x = x.float()
+        return np.array(x.numpy(), copy=True)
+    if isinstance(x, torch.Tensor):
+        return x.detach().numpy().copy()
+    return np.asarray(x)
+
+
+def assert_close(actual, expected, rtol=None, atol=None, check_dtype=True):
+    """loom tensor `actual` equals `expected` (a torch tensor, a loom tensor or a numpy array) in
+    shape, dtype and values: exactly for integers and bools, with the result dtype's tolerance
+    for floats (NaN equal to NaN, infinities equal only to themselves)."""
+    assert isinstance(actual, loom.Tensor), type(actual)
+    exp_shape = tuple(expected.shape)
+    assert tuple(actual.shape) == exp_shape, (tuple(actual.shape), exp_shape)
+    a_name = dtype_name(actual.dtype)
+    e_name = dtype_name(expected.dtype)
+    if check_dtype:
+        assert a_name == e_name, f"dtype {a_name} != expected {e_name}"
+    a = to_np(actual)
+    e = to_np(expected)
+    if a_name.startswith("float") or a_name == "bfloat16" or e_name.startswith("float"):
+        r, t = tolerance(a_name, rtol, atol)
+        np.testing.assert_allclose(a.astype(np.float64), e.astype(np.float64), rtol=r, atol=t, equal_nan=True)
+    else:
+        np.testing.assert_array_equal(a, e)
+
+
+def assert_tree_close(actual, expected, rtol=None, atol=None):
+    """assert_close over (nested) tuples / lists of tensors, or plain Python values."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)), type(actual)
+        assert len(actual) == len(expected), (len(actual), len(expected))
+        for a, e in zip(actual, expected):
+            assert_tree_close(a, e, rtol, atol)
+    elif isinstance(expected, (torch.Tensor, loom.Tensor, np.ndarray)):
+        assert_close(actual, expected, rtol, atol)
+    else:
+        assert actual == expected or (actual != actual and expected != expected), (actual, expected)
+
+
+def materialize(x):
+    """Reads results back (a sync point in lazy mode), so errors found only when running surface."""
+    if isinstance(x, loom.Tensor):
+        x.tolist()
+    elif isinstance(x, (tuple, list)):
+        for v in x:
+            materialize(v)
+    return x
+
+
+def _build(inputs, device, layouts):
+    loom_args, torch_args = [], []
+    for i, x in enumerate(inputs):
+        if isinstance(x, np.ndarray):
+            layout = layouts[i] if layouts else "contiguous"
+            t, v = make(x, device, layout)
+            loom_args.append(t)
+            torch_args.append(torch.from_numpy(np.array(v, copy=True)))
+        else:
+            loom_args.append(x)
+            torch_args.append(x)
+    return loom_args, torch_args
+
+
+def check(device, fn, *inputs, torch_fn=None, layouts=None, rtol=None, atol=None):
+    """Runs fn(loom, *loom_inputs) and (torch_fn or fn)(torch, *torch_inputs) and compares them.
+
+    Numpy-array inputs become tensors (with the layouts given, one per input); other inputs
+    (Python numbers, strings, None) are passed as they are. On the lazy device the result is
+    also compared with the same program run on the cpu. If torch raises, loom must raise too
+    (an exception of the same type). Returns (loom result, torch result)."""
+    loom_args, torch_args = _build(inputs, device, layouts)
+    tfn = torch_fn or fn
+    try:
+        ref = tfn(torch, *torch_args)
+    except Exception as e:  # PyTorch rejects this input: so must loom
+        with pytest.raises(type(e)):
+            materialize(fn(loom, *loom_args))
+        return None, e
+    out = fn(loom, *loom_args)
+    assert_tree_close(out, ref, rtol, atol)
+    if device == "lazy":
+        cpu_args, _ = _build(inputs, "cpu", layouts)
+        assert_tree_close(out, fn(loom, *cpu_args), rtol, atol)
+    return out, ref
+
+
+def check_raises(device, fn, *inputs, exc=RuntimeError, match=None, torch_fn=None, torch_too=True):
+    """fn raises `exc` on loom (and, when torch_too, on torch: the expectation is PyTorch's)."""
+    loom_args, torch_args = _build(inputs, device, None)
+    if torch_too:
+        with pytest.raises(exc):
+            (torch_fn or fn)(torch, *torch_args)
+    with pytest.raises(exc, match=match):
+        materialize(fn(loom, *loom_args))
+
+
+def loom_dtype(name):
+    return getattr(loom, name)
+
+
+def torch_dtype(name):
+    return getattr(torch, name)
+
+
+class SubChecks:
+    """Runs several checks in one test and reports every failing one (not just the first):
+
+        sub = SubChecks()
+        for case in cases:
+            with sub(case):
+                check(...)
+        sub.finish()
+    """
+
+    def __init__(self):
+        self.failures = []
+        self._label = None
+
+    def __call__(self, label):
+        self._label = label
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None or issubclass(exc_type, KeyboardInterrupt):
+            return False
+        text = str(exc).strip().splitlines()
+        self.failures.append(f"{self._label}: {exc_type.__name__}: {' | '.join(text[:6])[:400]}")
+        return True
+
+    def finish(self):
+        if self.failures:
+            pytest.fail(f"{len(self.failures)} failing case(s):\n" + "\n".join(self.failures), pytrace=False)

@@ -1,0 +1,367 @@
+"""Op errors have PyTorch's exception types (and the key words of its messages).
+
+Each case runs on loom (per device) and, unless marked loom-only, the same call on torch, which
+must raise the same exception type: the expectations are PyTorch's. Cases: shape mismatches,
+matmul inner-size mismatches, dims out of range, integer tensors given to float-only ops, in-place
+results that cannot be cast back to self's dtype, bool negation / subtraction, integer division
+by zero, bad arguments of data ops, and mixing lazy with eager tensors."""
+
+import numpy as np
+import pytest
+import torch.nn.functional as F
+
+import loom
+from _ops_helpers import device, lazy_available, materialize, torch  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+def _maker(m, device):
+    """T(values, dtype=None): a tensor of module m (on `device` for loom)."""
+    def T(values, dtype=None):
+        a = np.asarray(values, dtype=dtype)
+        if m is torch:
+            return torch.from_numpy(a.copy())
+        return loom.tensor(a, device=device)
+    return T
+
+
+def F_(m, name):
+    """torch.nn.functional.<name> for torch, loom.<name> for loom."""
+    return getattr(F, name) if m is torch else getattr(m, name)
+
+
+f32 = np.float32
+i64 = np.int64
+
+# (id, call(m, T), exception type, message regex for loom)
+CASES = [
+    # -- shapes that do not broadcast --
+    ("add_shapes", lambda m, T: T(np.ones((2, 3))) + T(np.ones(2)), RuntimeError, "must match the size"),
+    ("mul_shapes", lambda m, T: m.mul(T(np.ones((4, 1))), T(np.ones((3, 2)))), RuntimeError, "must match"),
+    ("maximum_shapes", lambda m, T: m.maximum(T(np.ones(3)), T(np.ones(4))), RuntimeError, "must match"),
+    ("eq_shapes", lambda m, T: T(np.ones((2, 3))) == T(np.ones((3, 2))), RuntimeError, "must match"),
+    ("where_shapes", lambda m, T: m.where(T([True, False, True]), T(np.ones(2)), 0.0), RuntimeError, "must match"),
+    ("lerp_shapes", lambda m, T: m.lerp(T(np.ones(3)), T(np.ones(2)), 0.5), RuntimeError, ""),
+    ("addcmul_shapes", lambda m, T: m.addcmul(T(np.ones(3)), T(np.ones(2)), T(np.ones(2))), RuntimeError, ""),
+    ("add_inplace_grows", lambda m, T: T(np.ones(3)).add_(T(np.ones((2, 3)))), RuntimeError, ""),
+    ("iadd_grows", lambda m, T: T(np.ones(1)).__iadd__(T(np.ones(3))), RuntimeError, ""),
+    ("copy_shapes", lambda m, T: T(np.ones((2, 3))).copy_(T(np.ones(2))), RuntimeError, ""),
+    ("masked_fill_mask_shape", lambda m, T: T(np.ones((2, 3))).masked_fill(T(np.ones(2, bool)), 1.0),
+     RuntimeError, ""),
+    ("clamp_tensor_bound_shape", lambda m, T: m.clamp(T(np.ones(3)), T(np.ones(2))), RuntimeError, ""),
+    # -- matrix products --
+    ("mm_inner", lambda m, T: m.mm(T(np.ones((2, 3))), T(np.ones((2, 2)))), RuntimeError, "cannot be multiplied"),
+    ("matmul_inner", lambda m, T: T(np.ones((2, 3))) @ T(np.ones((4, 2))), RuntimeError, "cannot be multiplied"),
+    ("matmul_vec_mat", lambda m, T: T(np.ones(3)) @ T(np.ones((2, 2))), RuntimeError, ""),
+    ("matmul_mat_vec", lambda m, T: T(np.ones((2, 3))) @ T(np.ones(2)), RuntimeError, ""),
+    ("matmul_dot", lambda m, T: m.matmul(T(np.ones(3)), T(np.ones(2))), RuntimeError, "inconsistent tensor size"),
+    ("matmul_batched_inner", lambda m, T: T(np.ones((2, 2, 3))) @ T(np.ones((2, 4, 2))), RuntimeError, ""),
+    ("matmul_batch_broadcast", lambda m, T: T(np.ones((2, 2, 3))) @ T(np.ones((3, 3, 2))), RuntimeError,
+     "must match"),
+    ("matmul_0d", lambda m, T: m.matmul(T(1.0), T(np.ones(3))), RuntimeError, "at least 1D"),
+    ("matmul_dtypes", lambda m, T: T(np.ones((2, 2), i64)) @ T(np.ones((2, 2), f32)), RuntimeError, ""),
+    ("mm_1d", lambda m, T: m.mm(T(np.ones(3)), T(np.ones((3, 2)))), RuntimeError, "matrix"),
+    ("mm_3d", lambda m, T: m.mm(T(np.ones((1, 2, 3))), T(np.ones((3, 2)))), RuntimeError, "matrix"),
+    ("bmm_2d", lambda m, T: m.bmm(T(np.ones((2, 3))), T(np.ones((3, 2)))), RuntimeError, "3D"),
+    ("bmm_batch", lambda m, T: m.bmm(T(np.ones((2, 2, 3))), T(np.ones((3, 3, 2)))), RuntimeError, ""),
+    ("bmm_inner", lambda m, T: m.bmm(T(np.ones((2, 2, 3))), T(np.ones((2, 2, 2)))), RuntimeError, ""),
+    ("addmm_inner", lambda m, T: m.addmm(T(np.ones((2, 2))), T(np.ones((2, 3))), T(np.ones((2, 2)))),
+     RuntimeError, "cannot be multiplied"),
+    ("addmm_input_shape", lambda m, T: m.addmm(T(np.ones((3, 3))), T(np.ones((2, 3))), T(np.ones((3, 2)))),
+     RuntimeError, ""),
+    ("linear_inner", lambda m, T: F_(m, "linear")(T(np.ones((2, 3))), T(np.ones((4, 2)))), RuntimeError,
+     "cannot be multiplied"),
+    ("matmul_bool", lambda m, T: T(np.ones((2, 2), bool)) @ T(np.ones((2, 2), bool)), RuntimeError, ""),
+    # -- dims out of range --
+    *[(f"dim_{name}", call, IndexError, "Dimension out of range") for name, call in [
+        ("sum", lambda m, T: T(np.ones((2, 3))).sum(2)),
+        ("sum_neg", lambda m, T: m.sum(T(np.ones((2, 3))), -3)),
+        ("sum_tuple", lambda m, T: T(np.ones((2, 3))).sum((0, 5))),
+        ("mean", lambda m, T: T(np.ones((2, 3))).mean(2)),
+        ("prod", lambda m, T: T(np.ones((2, 3))).prod(2)),
+        ("amax", lambda m, T: m.amax(T(np.ones((2, 3))), 2)),
+        ("amin", lambda m, T: m.amin(T(np.ones((2, 3))), -3)),
+        ("argmax", lambda m, T: T(np.ones((2, 3))).argmax(2)),
+        ("argmin", lambda m, T: m.argmin(T(np.ones((2, 3))), -3)),
+        ("max_dim", lambda m, T: T(np.ones((2, 3))).max(2)),
+        ("min_dim", lambda m, T: m.min(T(np.ones((2, 3))), -3)),
+        ("var", lambda m, T: T(np.ones((2, 3))).var(2)),
+        ("std", lambda m, T: m.std(T(np.ones((2, 3))), (0, 2))),
+        ("logsumexp", lambda m, T: m.logsumexp(T(np.ones((2, 3))), 2)),
+        ("all", lambda m, T: T(np.ones((2, 3))).all(2)),
+        ("any", lambda m, T: T(np.ones((2, 3))).any(-3)),
+        ("norm", lambda m, T: T(np.ones((2, 3))).norm(dim=2)),
+        ("softmax", lambda m, T: T(np.ones((2, 3))).softmax(2)),
+        ("log_softmax", lambda m, T: m.log_softmax(T(np.ones((2, 3))), -3)),
+        ("cumsum", lambda m, T: T(np.ones((2, 3))).cumsum(2)),
+        ("cumsum_0d", lambda m, T: T(1.0).cumsum(1)),
+        ("sum_0d", lambda m, T: T(1.0).sum(1)),
+        ("softmax_0d", lambda m, T: T(1.0).softmax(-2)),
+        ("cat", lambda m, T: m.cat([T(np.ones((2, 3))), T(np.ones((2, 3)))], 2)),
+        ("stack", lambda m, T: m.stack([T(np.ones((2, 3)))], 3)),
+        ("split", lambda m, T: T(np.ones((2, 3))).split(1, 2)),
+        ("chunk", lambda m, T: T(np.ones((2, 3))).chunk(2, -3)),
+        ("unbind", lambda m, T: T(np.ones((2, 3))).unbind(2)),
+        ("index_select", lambda m, T: T(np.ones((2, 3))).index_select(2, T([0]))),
+        ("gather", lambda m, T: T(np.ones((2, 3))).gather(2, T(np.zeros((2, 3), i64)))),
+        ("scatter_add", lambda m, T: T(np.ones((2, 3))).scatter_add(2, T(np.zeros((2, 3), i64)),
+                                                                    T(np.ones((2, 3))))),
+        ("take_along_dim", lambda m, T: m.take_along_dim(T(np.ones((2, 3))), T(np.zeros((2, 3), i64)), 2)),
+    ]],
+    ("sum_duplicate_dims", lambda m, T: T(np.ones((2, 3))).sum((0, -2)), RuntimeError, "multiple times"),
+    # -- integer tensors given to float-only ops --
+    ("mean_int", lambda m, T: T([1, 2]).mean(), RuntimeError, "floating point"),
+    ("mean_int_dim", lambda m, T: m.mean(T([[1, 2]]), 1), RuntimeError, "floating point"),
+    ("mean_dtype_int", lambda m, T: T([1.0, 2.0]).mean(dtype=m.int64), RuntimeError, ""),
+    ("var_int", lambda m, T: T([1, 2]).var(), RuntimeError, "floating point"),
+    ("std_int", lambda m, T: m.std(T([1, 2])), RuntimeError, "floating point"),
+    ("var_bool", lambda m, T: T([True, False]).var(), RuntimeError, ""),
+    ("softmax_int", lambda m, T: T([1, 2]).softmax(0), RuntimeError, ""),
+    ("log_softmax_int", lambda m, T: m.log_softmax(T([1, 2]), 0), RuntimeError, ""),
+    ("norm_int", lambda m, T: T([1, 2]).norm(), RuntimeError, "floating point"),
+    ("addcdiv_int", lambda m, T: m.addcdiv(T([1.0]), T([1]), T([2])), RuntimeError, "Integer division"),
+    # -- in-place results that cannot be cast back to self's dtype --
+    ("int_add_float_scalar", lambda m, T: T([1, 2]).add_(1.5), RuntimeError, "can't be cast"),
+    ("int_iadd_float_scalar", lambda m, T: T([1, 2]).__iadd__(1.5), RuntimeError, "can't be cast"),
+    ("int_add_float_tensor", lambda m, T: T([1, 2]).add_(T([1.0, 2.0])), RuntimeError, "can't be cast"),
+    ("int_mul_0d_float", lambda m, T: T([1, 2]).mul_(T(2.0)), RuntimeError, "can't be cast"),
+    ("int_imul_float", lambda m, T: T([1, 2], np.int32).__imul__(0.5), RuntimeError, "can't be cast"),
+    ("int_div_", lambda m, T: T([1, 2]).div_(2), RuntimeError, "can't be cast"),
+    ("int_itruediv", lambda m, T: T([1, 2]).__itruediv__(T([2, 2])), RuntimeError, "can't be cast"),
+    ("int_sub_float", lambda m, T: T([1, 2], np.uint8).sub_(0.5), RuntimeError, "can't be cast"),
+    ("int_ipow_float", lambda m, T: T([4, 9]).__ipow__(0.5), RuntimeError, ""),
+    ("int_clamp_float", lambda m, T: T([1, 2]).clamp_(0.5), RuntimeError, "can't be cast"),
+    ("int_addcmul_float", lambda m, T: T([1, 2]).addcmul_(T([1.0, 1.0]), T([1.0, 1.0])), RuntimeError,
+     "can't be cast"),
+    ("bool_add_int", lambda m, T: T([True]).add_(1), RuntimeError, "can't be cast"),
+    ("bool_iadd_int_tensor", lambda m, T: T([True]).__iadd__(T([1])), RuntimeError, "can't be cast"),
+    ("bool_mul_float", lambda m, T: T([True]).mul_(1.5), RuntimeError, "can't be cast"),
+    # -- bool negation and subtraction --
+    ("neg_bool_operator", lambda m, T: -T([True, False]), RuntimeError, ""),
+    ("neg_bool", lambda m, T: m.neg(T([True])), RuntimeError, ""),
+    ("negative_bool", lambda m, T: T([True]).negative(), RuntimeError, ""),
+    ("neg_bool_inplace", lambda m, T: T([True]).neg_(), RuntimeError, ""),
+    ("sub_bool_bool", lambda m, T: T([True]) - T([False]), RuntimeError, ""),
+    ("sub_bool_bool_fn", lambda m, T: m.sub(T([True]), T([True])), RuntimeError, ""),
+    ("sub_bool_bool_inplace", lambda m, T: T([True]).sub_(T([False])), RuntimeError, ""),
+    ("sub_bool_scalar_bool", lambda m, T: T([True]) - True, RuntimeError, ""),
+    # -- integer arithmetic errors --
+    ("int_pow_negative_scalar", lambda m, T: T([2, 3]) ** -1, RuntimeError, "negative integer powers"),
+    ("int_pow_negative_fn", lambda m, T: m.pow(T([2, 3], np.int32), -2), RuntimeError, "negative integer powers"),
+    ("int_floordiv_zero", lambda m, T: T([4, 5]) // 0, RuntimeError, "ZeroDivisionError"),
+    ("int_mod_zero", lambda m, T: T([4, 5]) % 0, RuntimeError, "ZeroDivisionError"),
+    ("int_floordiv_zero_tensor", lambda m, T: m.floor_divide(T([4, 5]), T([1, 0])), RuntimeError,
+     "ZeroDivisionError"),
+    ("int_remainder_zero_tensor", lambda m, T: m.remainder(T([4, 5], np.int32), T([0, 1], np.int32)),
+     RuntimeError, "ZeroDivisionError"),
+    ("bool_floordiv", lambda m, T: T([True]) // T([True]), RuntimeError, ""),
+    ("bool_pow_bool", lambda m, T: T([True]) ** T([True]), RuntimeError, ""),
+    # -- unary ops PyTorch rejects on bool --
+    ("abs_bool", lambda m, T: m.abs(T([True])), RuntimeError, ""),
+    ("relu_bool", lambda m, T: m.relu(T([True])), RuntimeError, ""),
+    ("floor_bool", lambda m, T: m.floor(T([True])), RuntimeError, ""),
+    ("round_bool", lambda m, T: T([True]).round(), RuntimeError, ""),
+    # -- bad arguments of data ops --
+    ("where_cond_float", lambda m, T: m.where(T([1.0, 0.0]), T([1.0, 2.0]), T([3.0, 4.0])), RuntimeError,
+     "boolean"),
+    ("where_cond_int", lambda m, T: m.where(T([1, 0]), 1.0, 0.0), RuntimeError, "boolean"),
+    ("clamp_no_bounds", lambda m, T: m.clamp(T([1.0])), RuntimeError, "At least one of 'min' or 'max'"),
+    ("clamp_none_none", lambda m, T: T([1.0]).clamp(None, None), RuntimeError, "At least one"),
+    ("cat_empty_list", lambda m, T: m.cat([]), RuntimeError, "non-empty"),
+    ("cat_0d", lambda m, T: m.cat([T(1.0), T(2.0)]), RuntimeError, "zero-dimensional"),
+    ("cat_rank", lambda m, T: m.cat([T(np.ones((2, 3))), T(np.ones((2, 3, 1)))]), RuntimeError, ""),
+    ("cat_sizes", lambda m, T: m.cat([T(np.ones((2, 3))), T(np.ones((2, 4)))], 0), RuntimeError, "Sizes of tensors"),
+    ("stack_empty_list", lambda m, T: m.stack([]), RuntimeError, ""),
+    ("stack_sizes", lambda m, T: m.stack([T(np.ones(2)), T(np.ones(3))]), RuntimeError, "equal size"),
+    ("split_sizes_sum", lambda m, T: T(np.ones(5)).split([1, 2]), RuntimeError, "sum exactly"),
+    ("split_negative", lambda m, T: T(np.ones(5)).split(-1), RuntimeError, "non-negative"),
+    ("split_zero_size", lambda m, T: T(np.ones(5)).split(0), RuntimeError, ""),
+    ("split_0d", lambda m, T: m.split(T(1.0), 1), RuntimeError, ""),
+    ("chunk_zero", lambda m, T: T(np.ones(5)).chunk(0), RuntimeError, "greater than 0"),
+    ("chunk_0d", lambda m, T: T(1.0).chunk(2), RuntimeError, ""),
+    ("unbind_0d", lambda m, T: T(1.0).unbind(0), IndexError, ""),
+    ("index_select_2d_index", lambda m, T: T(np.ones((3, 3))).index_select(0, T([[0]])), IndexError, "vector"),
+    ("index_select_oob", lambda m, T: T(np.ones((3, 3))).index_select(0, T([3])), IndexError, ""),
+    ("gather_rank", lambda m, T: T(np.ones((3, 3))).gather(1, T([0])), RuntimeError, "same number of dimensions"),
+    ("gather_index_too_big", lambda m, T: T(np.ones((3, 3))).gather(1, T(np.zeros((4, 1), i64))), RuntimeError,
+     ""),
+    ("take_along_dim_rank", lambda m, T: m.take_along_dim(T(np.ones((3, 3))), T([0]), 1), RuntimeError, ""),
+    ("scatter_add_dtype", lambda m, T: T(np.zeros(3)).scatter_add(0, T([0]), T([1], np.int64)), RuntimeError,
+     "dtype"),
+    ("scatter_add_rank", lambda m, T: T(np.zeros((3, 3))).scatter_add(0, T([0]), T([1.0])), RuntimeError, ""),
+    ("masked_fill_value_1d", lambda m, T: T(np.zeros(2)).masked_fill(T([True, False]), T([1.0])), RuntimeError,
+     "0-dimensional"),
+    ("fill_value_1d", lambda m, T: T(np.zeros(2)).fill_(T([1.0])), RuntimeError, "0-dimension"),
+    ("one_hot_float", lambda m, T: F_(m, "one_hot")(T([1.0, 2.0])), RuntimeError, "index tensor"),
+    ("one_hot_empty_infer", lambda m, T: F_(m, "one_hot")(T(np.zeros(0, i64))), RuntimeError, ""),
+    ("pad_odd", lambda m, T: F_(m, "pad")(T(np.ones(3)), (1,)), RuntimeError, "divisible by 2"),
+    ("pad_too_long", lambda m, T: F_(m, "pad")(T(np.ones(3)), (1, 1, 1, 1)), RuntimeError, ""),
+    ("tril_triu_0d", lambda m, T: m.triu(T(1.0)), (RuntimeError, IndexError), ""),
+    ("logsumexp_no_dim", lambda m, T: m.logsumexp(T(np.ones(3))), TypeError, ""),
+    ("cumsum_no_dim", lambda m, T: m.cumsum(T(np.ones(3))), TypeError, ""),
+    ("gelu_bad_approximate", lambda m, T: F_(m, "gelu")(T(np.ones(3)), approximate="fast"), RuntimeError, ""),
+    ("int64_scalar_overflow", lambda m, T: T([1]) + 2**70, RuntimeError, ""),
+    ("pow_three_args", lambda m, T: pow(T(np.ones(3)), 2, 3), TypeError, ""),
+    ("matmul_with_scalar", lambda m, T: T(np.ones((2, 2))) @ 2, TypeError, ""),
+    ("add_string", lambda m, T: T(np.ones(2)) + "a", TypeError, ""),
+    ("radd_list", lambda m, T: [1] + T(np.ones(2)), TypeError, ""),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_error(device, case):
+    _, call, exc, match = case
+    with pytest.raises(exc):
+        materialize(call(torch, _maker(torch, device)))
+    with pytest.raises(exc, match=match or None):
+        materialize(call(loom, _maker(loom, device)))
+
+
+# ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
+
+XFAIL_CASES = [
+    ("sub_bool_int_tensor", lambda m, T: T([True]) - T([1]), RuntimeError,
+     "BUG: bool tensor - int tensor does not raise (PyTorch: 'Subtraction, the `-` operator, with a bool tensor is "
+     "not supported'); loom only rejects a bool result dtype"),
+    ("sub_int_tensor_bool", lambda m, T: T([1]) - T([True]), RuntimeError,
+     "BUG: int tensor - bool tensor does not raise (PyTorch rejects any subtraction involving a bool tensor)"),
+    ("rsub_int_bool", lambda m, T: 1 - T([True]), RuntimeError,
+     "BUG: 1 - bool_tensor does not raise (PyTorch rejects bool subtraction)"),
+    ("sub_bool_int_scalar", lambda m, T: T([True, False]) - 1, RuntimeError,
+     "BUG: bool_tensor - 1 returns int64 instead of raising (PyTorch rejects bool subtraction)"),
+    ("sub_bool_float_tensor", lambda m, T: T([True]) - T([1.5]), RuntimeError,
+     "BUG: bool tensor - float tensor does not raise (PyTorch rejects bool subtraction)"),
+    ("sub_bool_alpha", lambda m, T: m.sub(T([2]), T([True]), alpha=2), RuntimeError,
+     "BUG: sub(int, bool, alpha=2) does not raise (PyTorch rejects bool subtraction)"),
+    ("isub_int_bool", lambda m, T: T([2]).__isub__(T([True])), RuntimeError,
+     "BUG: int_tensor -= bool_tensor does not raise (PyTorch rejects bool subtraction)"),
+    ("gelu_int", lambda m, T: F_(m, "gelu")(T([1, 2])), RuntimeError,
+     "BUG: gelu of an integer tensor returns float32; PyTorch raises (GeluKernelImpl not implemented for Long)"),
+    ("silu_int", lambda m, T: F_(m, "silu")(T([1, 2])), RuntimeError,
+     "BUG: silu of an integer tensor returns float32; PyTorch raises"),
+    ("softplus_int", lambda m, T: F_(m, "softplus")(T([1, 2])), RuntimeError,
+     "BUG: softplus of an integer tensor returns float32; PyTorch raises"),
+    ("gelu_bool", lambda m, T: F_(m, "gelu")(T([True])), RuntimeError,
+     "BUG: gelu of a bool tensor returns float32; PyTorch raises"),
+    ("lerp_int", lambda m, T: m.lerp(T([1, 2]), T([3, 4]), 0.5), RuntimeError,
+     "BUG: lerp of integer tensors returns float32; PyTorch raises (lerp_kernel_scalar not implemented for Long)"),
+    ("round_decimals_int", lambda m, T: T([1, 2]).round(decimals=1), RuntimeError,
+     "BUG: round(int_tensor, decimals=1) returns float32 (changes the dtype); PyTorch raises"),
+    ("add_int_float_alpha", lambda m, T: m.add(T([1, 2]), T([1, 2]), alpha=0.5), RuntimeError,
+     "BUG: add(int, int, alpha=0.5) returns float32; PyTorch raises ('For integral input tensors, argument alpha "
+     "must not be a floating point number')"),
+    ("inplace_on_expanded", lambda m, T: T(np.ones(1)).expand(3).add_(1), RuntimeError,
+     "BUG: an in-place op on an expanded tensor (elements sharing memory) is accepted; PyTorch raises 'unsupported "
+     "operation: more than one element of the written-to tensor refers to a single memory location'"),
+    ("fill_on_expanded", lambda m, T: T(np.zeros((1, 3))).expand(2, 3).mul_(2), RuntimeError,
+     "BUG: mul_ on an expanded tensor is accepted; PyTorch raises (internal overlap)"),
+    ("one_hot_class_too_large", lambda m, T: F_(m, "one_hot")(T([0, 3]), 3), RuntimeError,
+     "BUG: one_hot with a class >= num_classes silently gives an all-zero row; PyTorch raises 'Class values must be "
+     "smaller than num_classes'"),
+    ("one_hot_negative_class", lambda m, T: F_(m, "one_hot")(T([-1]), 3), RuntimeError,
+     "BUG: one_hot with a negative class silently gives an all-zero row; PyTorch raises 'Class values must be "
+     "non-negative'"),
+    ("gather_index_oob_type", lambda m, T: T(np.ones((2, 3))).gather(1, T([[3]])), RuntimeError,
+     "BUG: gather with an out-of-range index raises IndexError; PyTorch raises RuntimeError"),
+    ("scatter_add_index_oob_type", lambda m, T: T(np.zeros(3)).scatter_add(0, T([3]), T([1.0])), RuntimeError,
+     "BUG: scatter_add with an out-of-range index raises IndexError; PyTorch raises RuntimeError"),
+    ("gather_float_index_type", lambda m, T: T(np.ones(3)).gather(0, T([0.0])), RuntimeError,
+     "BUG: gather with a float index raises IndexError; PyTorch raises RuntimeError ('Expected dtype int64 for "
+     "index')"),
+    ("index_select_float_index_type", lambda m, T: T(np.ones(3)).index_select(0, T([0.0])), RuntimeError,
+     "BUG: index_select with a float index raises IndexError; PyTorch raises RuntimeError"),
+    ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
+     "BUG: div with an unknown rounding_mode raises ValueError; PyTorch raises RuntimeError"),
+    ("max_of_empty_type", lambda m, T: T(np.zeros(0)).max(), RuntimeError,
+     "BUG: max() of an empty tensor raises IndexError; PyTorch raises RuntimeError ('Expected reduction dim to be "
+     "specified for input.numel() == 0')"),
+    ("clamp_max_out_of_range", lambda m, T: T([1, 200], np.int32).clamp(max=2**40), RuntimeError,
+     "BUG: int32_tensor.clamp(max=2**40) converts the bound to int32 with wrap-around (0) and returns [0, 0]; PyTorch "
+     "raises 'value cannot be converted to type int without overflow'"),
+    ("fill_out_of_range", lambda m, T: T([1, 2], np.uint8).fill_(300), RuntimeError,
+     "BUG: uint8_tensor.fill_(300) wraps to 44; PyTorch raises 'value cannot be converted to type uint8_t without "
+     "overflow'"),
+    ("masked_fill_out_of_range", lambda m, T: T([1, 2], np.uint8).masked_fill(T([True, False]), 300), RuntimeError,
+     "BUG: masked_fill(uint8, 300) wraps to 44; PyTorch raises (value cannot be converted without overflow)"),
+    ("where_scalar_out_of_range", lambda m, T: m.where(T([True, False]), T([1, 2], np.int32), 2**40), RuntimeError,
+     "BUG: where(cond, int32_tensor, 2**40) wraps the scalar to 0; PyTorch raises"),
+    ("pad_value_out_of_range", lambda m, T: F_(m, "pad")(T([1, 2], np.uint8), (1, 0), value=300), RuntimeError,
+     "BUG: pad(uint8, value=300) pads with 44; PyTorch raises"),
+    ("gather_negative_index", lambda m, T: T(np.ones((2, 3))).gather(1, T([[-1]])), RuntimeError,
+     "BUG: gather accepts a negative index (wraps it); PyTorch raises 'index -1 is out of bounds'"),
+    ("scatter_add_negative_index", lambda m, T: T(np.zeros(3)).scatter_add(0, T([-1]), T([1.0])), RuntimeError,
+     "BUG: scatter_add accepts a negative index (wraps it); PyTorch raises 'index -1 is out of bounds'"),
+]
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(reason=c[3], strict=True), id=c[0])
+                                  for c in XFAIL_CASES])
+def test_error_deviation(device, case):
+    _, call, exc, _ = case
+    with pytest.raises(exc):
+        materialize(call(torch, _maker(torch, device)))
+    with pytest.raises(exc):
+        materialize(call(loom, _maker(loom, device)))
+
+
+def test_failed_inplace_leaves_self_unchanged(device):
+    """An in-place op that raises (shape or dtype) leaves self's values as they were."""
+    T = _maker(loom, device)
+    x = T([1, 2, 3])
+    with pytest.raises(RuntimeError):
+        x.add_(1.5)
+    with pytest.raises(RuntimeError):
+        x.mul_(T(np.ones((2, 3), i64)))
+    with pytest.raises(RuntimeError):
+        x.div_(2)
+    assert x.tolist() == [1, 2, 3] and x.dtype is loom.int64
+
+
+# ---- mixing lazy and eager tensors ----
+
+def _real_lazy():
+    """Lazy tensors exist (and say so in their device), not just the 'lazy' device string."""
+    if not lazy_available():
+        return False
+    return str(loom.zeros(1, device="lazy").device).startswith("lazy")
+
+
+MIXES = [
+    ("add", lambda x, y: x + y),
+    ("radd", lambda x, y: y + x),
+    ("mul_fn", lambda x, y: loom.mul(y, x)),
+    ("matmul", lambda x, y: x.view(1, 3) @ y.view(3, 1)),
+    ("where_cond", lambda x, y: loom.where(y > 0, x, x)),
+    ("where_other", lambda x, y: loom.where(x > 0, x, y)),
+    ("cat", lambda x, y: loom.cat([x, y])),
+    ("add_inplace", lambda x, y: x.add_(y)),
+    ("iadd", lambda x, y: x.__iadd__(y)),
+    ("masked_fill_mask", lambda x, y: x.masked_fill(y > 0, 1.0)),
+    ("clamp_tensor_bound", lambda x, y: loom.clamp(x, min=y)),
+    ("index_select_index", lambda x, y: x.index_select(0, y.long())),
+]
+
+
+@pytest.mark.parametrize("case", MIXES, ids=[c[0] for c in MIXES])
+def test_mixing_lazy_and_eager_raises(device, case):
+    """A tensor on `device` and one in the other mode (lazy / eager) in one op raise, like cpu and
+    cuda tensors in PyTorch (copy_ and .to() move values between them)."""
+    if not _real_lazy():
+        pytest.skip("lazy device not available yet")
+    x = loom.ones(3, device=device)
+    y = loom.ones(3, device="cpu" if device == "lazy" else "lazy")
+    with pytest.raises(RuntimeError, match="same device"):
+        materialize(case[1](x, y))
+
+
+def test_copy_between_lazy_and_eager_is_allowed(device):
+    if not _real_lazy():
+        pytest.skip("lazy device not available yet")
+    lz = loom.zeros(3, device="lazy")
+    ea = loom.tensor([1.0, 2.0, 3.0], device=device)
+    lz.copy_(ea)
+    assert lz.tolist() == [1.0, 2.0, 3.0]
+    ea2 = loom.zeros(3)
+    ea2.copy_(lz * 2)
+    assert ea2.tolist() == [2.0, 4.0, 6.0]

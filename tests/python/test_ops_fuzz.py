@@ -1,0 +1,306 @@
+"""Property test: random small programs of elementwise, reduction, view, matmul, data and in-place
+ops, built identically in loom and PyTorch, agree on every intermediate value, shape and dtype.
+
+Hypothesis draws the inputs (shapes with broadcastable companions, float64 or int64 values) and a
+program: each step picks an op whose operands (earlier values of the program) it accepts. The
+program is drawn by running it on torch, then replayed on loom on the device under test (and, for
+the lazy device, also on the cpu). All intermediates are compared at the end, so on the lazy device
+one sync evaluates the whole program."""
+
+import numpy as np
+import pytest
+
+hypothesis = pytest.importorskip("hypothesis")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+import loom  # noqa: E402
+from _ops_helpers import assert_close, device, torch  # noqa: E402,F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+# Float values are kept below this magnitude (a tanh squashes them when they grow), so that
+# summation order cannot matter beyond the tolerance.
+BOUND = 100.0
+
+
+def _is_float(t):
+    return t.dtype.is_floating_point if isinstance(t, torch.Tensor) else t.is_floating_point()
+
+
+# ---- ops: each is (name, applies(tensors, shapes) -> list of candidate params, run(m, env, params)) ----
+# `env` is the list of values so far (tensors of one library); params index into it.
+
+def _dims(t):
+    return list(range(-t.dim(), t.dim())) if t.dim() else []
+
+
+def _unary(name, f, floats_only=False, ints_only=False):
+    def cands(env):
+        return [(i,) for i, t in enumerate(env) if (not floats_only or _is_float(t)) and
+                (not ints_only or not _is_float(t))]
+    return name, cands, lambda m, env, p: f(m, env[p[0]])
+
+
+def _broadcastable(a, b):
+    try:
+        torch.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except RuntimeError:
+        return False
+    return True
+
+
+def _binary(name, f, floats_only=False):
+    def cands(env):
+        return [(i, j) for i, a in enumerate(env) for j, b in enumerate(env)
+                if a.dtype == b.dtype and _broadcastable(a, b) and (not floats_only or _is_float(a))]
+    return name, cands, lambda m, env, p: f(m, env[p[0]], env[p[1]])
+
+
+def _along_dim(name, f, floats_only=False, needs_nonempty=False, keepdim_choices=(False, True)):
+    def cands(env):
+        out = []
+        for i, t in enumerate(env):
+            if floats_only and not _is_float(t):
+                continue
+            for d in _dims(t) or ([0] if name in ("sum", "cumsum", "softmax") else []):
+                if needs_nonempty and t.dim() and t.shape[d] == 0:
+                    continue
+                for k in keepdim_choices:
+                    out.append((i, d, k))
+        return out
+    return name, cands, lambda m, env, p: f(m, env[p[0]], p[1], p[2])
+
+
+def _view_cands(env):
+    out = []
+    for i, t in enumerate(env):
+        n = t.dim()
+        for d0 in range(n):
+            for d1 in range(n):
+                out.append(("transpose", i, d0, d1))
+            out.append(("unsqueeze", i, d0, 0))
+            if t.shape[d0] == 1:
+                out.append(("squeeze", i, d0, 0))
+                out.append(("expand", i, d0, 3))
+            if t.shape[d0] > 1:
+                out.append(("step", i, d0, 2))
+                out.append(("select", i, d0, t.shape[d0] - 1))
+                out.append(("narrow", i, d0, 1))
+        out.append(("flatten", i, 0, 0))
+        if n >= 2:
+            out.append(("permute", i, 0, 0))
+            out.append(("t_mT", i, 0, 0))
+        if n == 0:
+            out.append(("unsqueeze", i, 0, 0))
+    return out
+
+
+def _view_run(m, env, p):
+    kind, i, a, b = p
+    t = env[i]
+    if kind == "transpose":
+        return t.transpose(a, b)
+    if kind == "unsqueeze":
+        return t.unsqueeze(a)
+    if kind == "squeeze":
+        return t.squeeze(a)
+    if kind == "expand":
+        sizes = list(t.shape)
+        sizes[a] = b
+        return t.expand(*sizes)
+    if kind == "step":
+        index = [slice(None)] * t.dim()
+        index[a] = slice(None, None, b)
+        return t[tuple(index)]
+    if kind == "select":
+        return t.select(a, b)
+    if kind == "narrow":
+        return t.narrow(a, b, t.shape[a] - b)
+    if kind == "flatten":
+        return t.reshape(-1)
+    if kind == "permute":
+        return t.permute(*reversed(range(t.dim())))
+    if kind == "t_mT":
+        return t.mT
+    raise AssertionError(kind)
+
+
+def _matmul_cands(env):
+    out = []
+    for i, a in enumerate(env):
+        for j, b in enumerate(env):
+            if a.dtype != b.dtype or a.dim() == 0 or b.dim() == 0 or a.dtype == torch.bool:
+                continue
+            k_a = a.shape[-1]
+            k_b = b.shape[-2] if b.dim() >= 2 else b.shape[0]
+            if k_a != k_b:
+                if a.dim() >= 1 and b.dim() >= 1 and a.shape[-1] == b.shape[-1] and b.dim() >= 2:
+                    out.append((i, j, True))  # a @ b.mT
+                continue
+            try:
+                torch.matmul(a, b)
+            except RuntimeError:
+                continue
+            out.append((i, j, False))
+    return out
+
+
+def _matmul_run(m, env, p):
+    a, b = env[p[0]], env[p[1]]
+    return a @ (b.mT if p[2] else b)
+
+
+def _inplace_cands(env):
+    out = []
+    for i, t in enumerate(env):
+        if t.dim() and t.shape[0] > 0:
+            for j, o in enumerate(env):
+                if o.dtype == t.dtype and _broadcastable(t[0], o) and \
+                        torch.broadcast_shapes(tuple(t[0].shape), tuple(o.shape)) == tuple(t[0].shape):
+                    out.append((i, j))
+    return out
+
+
+def _inplace_run(m, env, p):
+    """A fresh copy of env[i], whose first row gets env[j] added in place, then is scaled in place."""
+    c = env[p[0]] * 1
+    c[0].add_(env[p[1]])
+    c.mul_(2)
+    return c
+
+
+def _cat_cands(env):
+    out = []
+    for i, a in enumerate(env):
+        for j, b in enumerate(env):
+            if a.dtype == b.dtype and a.dim() == b.dim() and a.dim() > 0:
+                for d in range(a.dim()):
+                    if all(a.shape[k] == b.shape[k] for k in range(a.dim()) if k != d):
+                        out.append((i, j, d))
+    return out
+
+
+OPS = [
+    _unary("neg", lambda m, x: -x),
+    _unary("abs", lambda m, x: m.abs(x)),
+    _unary("tanh", lambda m, x: m.tanh(x), floats_only=True),
+    _unary("sigmoid", lambda m, x: x.sigmoid(), floats_only=True),
+    _unary("sin", lambda m, x: m.sin(x), floats_only=True),
+    _unary("exp_tanh", lambda m, x: m.exp(m.tanh(x)), floats_only=True),
+    _unary("relu", lambda m, x: m.relu(x)),
+    _unary("scale", lambda m, x: x * 3 - 1),
+    _unary("half", lambda m, x: x * 0.5, floats_only=True),
+    _unary("clamp", lambda m, x: x.clamp(-2, 3)),
+    _unary("floordiv", lambda m, x: x // 3),
+    _unary("mod", lambda m, x: x % 4),
+    _unary("rsub", lambda m, x: 2 - x),
+    _unary("cmp_where", lambda m, x: m.where(x > 0, x, x * -2)),
+    _unary("float_cast", lambda m, x: x.double(), ints_only=True),
+    _binary("add", lambda m, a, b: a + b),
+    _binary("sub", lambda m, a, b: m.sub(a, b, alpha=2)),
+    _binary("mul", lambda m, a, b: a * b),
+    _binary("maximum", lambda m, a, b: m.maximum(a, b)),
+    _binary("minimum", lambda m, a, b: a.minimum(b)),
+    _binary("where", lambda m, a, b: m.where(a > b, a, b)),
+    _binary("div", lambda m, a, b: a / (b.abs() + 1), floats_only=True),
+    _binary("eq_mask", lambda m, a, b: (a >= b) & (b >= 0)),
+    _binary("lerp", lambda m, a, b: m.lerp(a, b, 0.25), floats_only=True),
+    _along_dim("sum", lambda m, x, d, k: x.sum(d, keepdim=k)),
+    _along_dim("mean", lambda m, x, d, k: m.mean(x, d, keepdim=k), floats_only=True),
+    _along_dim("amax", lambda m, x, d, k: x.amax(d, keepdim=k), needs_nonempty=True),
+    _along_dim("amin", lambda m, x, d, k: m.amin(x, d, keepdim=k), needs_nonempty=True),
+    _along_dim("max_dim", lambda m, x, d, k: x.max(d, keepdim=k).values, needs_nonempty=True),
+    _along_dim("argmin", lambda m, x, d, k: x.argmin(d, keepdim=k), needs_nonempty=True),
+    _along_dim("prod", lambda m, x, d, k: m.prod(m.tanh(x), d, keepdim=k), floats_only=True),
+    _along_dim("var", lambda m, x, d, k: x.var(d, keepdim=k), floats_only=True),
+    _along_dim("std", lambda m, x, d, k: m.std(x, d, correction=0, keepdim=k), floats_only=True),
+    _along_dim("logsumexp", lambda m, x, d, k: m.logsumexp(x, d, keepdim=k), floats_only=True,
+               needs_nonempty=True),
+    _along_dim("norm", lambda m, x, d, k: x.norm(2, d, k), floats_only=True),
+    _along_dim("softmax", lambda m, x, d, k: m.softmax(x, d) if k else m.log_softmax(x, d), floats_only=True,
+               needs_nonempty=True),
+    _along_dim("cumsum", lambda m, x, d, k: m.cumsum(x, d), keepdim_choices=(False,)),
+    ("view", _view_cands, _view_run),
+    ("view2", _view_cands, _view_run),  # views twice as often: chains of them
+    ("matmul", _matmul_cands, _matmul_run),
+    ("inplace", _inplace_cands, _inplace_run),
+    ("cat", _cat_cands, lambda m, env, p: m.cat([env[p[0]], env[p[1]]], p[2])),
+    ("stack", lambda env: [(i, j) for i, a in enumerate(env) for j, b in enumerate(env)
+                           if a.shape == b.shape and a.dtype == b.dtype],
+     lambda m, env, p: m.stack([env[p[0]], env[p[1]]], -1)),
+    ("all_reduce", lambda env: [(i,) for i in range(len(env))], lambda m, env, p: env[p[0]].sum()),
+]
+OPS_BY_NAME = {name: (cands, run) for name, cands, run in OPS}
+
+
+def _squash(m, x):
+    return m.tanh(x / BOUND) * BOUND
+
+
+@st.composite
+def programs(draw):
+    dtype = draw(st.sampled_from(["float64", "int64"]))
+    ndim = draw(st.integers(0, 3))
+    shape = tuple(draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, 4)) for _ in range(ndim))
+    n_inputs = draw(st.integers(1, 3))
+    shapes = [shape] + [tuple(1 if draw(st.booleans()) else s for s in shape)[draw(st.integers(0, ndim)):]
+                        for _ in range(n_inputs - 1)]
+    seed = draw(st.integers(0, 2**31 - 1))
+    g = np.random.default_rng(seed)
+    if dtype == "float64":
+        inputs = [g.standard_normal(s) * 3 for s in shapes]
+    else:
+        inputs = [g.integers(-5, 6, size=s).astype(np.int64) for s in shapes]
+    inputs = [np.asarray(a) for a in inputs]
+    env = [torch.from_numpy(a.copy()) for a in inputs]
+    steps = []
+    for _ in range(draw(st.integers(1, 10))):
+        name = draw(st.sampled_from(sorted(OPS_BY_NAME)))
+        cands, run = OPS_BY_NAME[name]
+        options = cands(env)
+        if not options:
+            continue
+        params = draw(st.sampled_from(options))
+        try:
+            result = run(torch, env, params)
+        except RuntimeError:
+            continue  # a combination torch rejects (rare): not part of the program
+        if _is_float(result) and result.numel() and result.abs().nan_to_num(0, 0, 0).max() > BOUND:
+            steps.append((name, params, True))
+            result = _squash(torch, result)
+        else:
+            steps.append((name, params, False))
+        env.append(result)
+    return inputs, steps
+
+
+def run_program(m, device, inputs, steps):
+    if m is torch:
+        env = [torch.from_numpy(a.copy()) for a in inputs]
+    else:
+        env = [loom.tensor(a, device=device) for a in inputs]
+    for name, params, squash in steps:
+        result = OPS_BY_NAME[name][1](m, env, params)
+        env.append(_squash(m, result) if squash else result)
+    return env
+
+
+def _compare(out, ref, steps, n_inputs):
+    for k, (o, r) in enumerate(zip(out, ref)):
+        where = "input" if k < n_inputs else f"after {steps[:k - n_inputs + 1]}"
+        try:
+            assert_close(o, r, rtol=1e-9, atol=1e-9 * BOUND)
+        except AssertionError as e:
+            raise AssertionError(f"value {k} ({where}): {e}") from None
+
+
+@settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@given(program=programs())
+def test_random_programs(device, program):
+    inputs, steps = program
+    ref = run_program(torch, None, inputs, steps)
+    out = run_program(loom, device, inputs, steps)
+    _compare(out, ref, steps, len(inputs))
+    if device == "lazy":
+        _compare(run_program(loom, "cpu", inputs, steps), out, steps, len(inputs))
