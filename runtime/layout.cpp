@@ -76,9 +76,10 @@ Layout Layout::contiguous(IntSpan sizes, int64_t offset) {
 }
 
 bool Layout::is_contiguous() const noexcept {
+  // Any size-0 dim makes the tensor empty, whatever the strides of the dims after it (as in PyTorch).
+  if (std::ranges::find(sizes, 0) != sizes.end()) return true;
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] == 0) return true;
     if (sizes[i] == 1) continue;
     if (strides[i] != expected) return false;
     expected *= sizes[i];

@@ -37,6 +37,10 @@ BOOST_AUTO_TEST_CASE(contiguous_layouts) {
   BOOST_TEST(Layout::contiguous(D({0, 5})).storage_end() == 0);
   // Size-1 dims do not break contiguity whatever their stride.
   BOOST_TEST((Layout{D({2, 1, 3}), D({3, 99, 1}), 0}.is_contiguous()));
+  // Empty layouts are contiguous whatever their strides, even where a later dim's stride is off.
+  BOOST_TEST((Layout{D({0, 2}), D({3, 2}), 0}.is_contiguous()));
+  BOOST_TEST((Layout{D({0, 2}), D({1, 0}), 0}.is_contiguous()));
+  BOOST_TEST((Layout{D({3, 0, 2}), D({1, 3, 3}), 0}.is_contiguous()));
 }
 
 BOOST_AUTO_TEST_CASE(permute_and_transpose) {
