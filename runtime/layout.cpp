@@ -141,7 +141,10 @@ Layout expand(const Layout& l, IntSpan sizes) {
       LOOM_CHECK(target >= 0, Runtime, "The expanded size of the tensor (", target,
                  ") isn't allowed in a leading, non-existing dimension ", i);
       out.sizes[i] = target;
-      out.strides[i] = 0;
+      // A new size-1 dim gets the stride a contiguous layout would give it (size * stride of the
+      // dim after it), as PyTorch's inferExpandGeometry does, so expand(1, n) of a contiguous
+      // tensor has contiguous strides; PyTorch gives every dim of an expanded 0-d tensor stride 0.
+      out.strides[i] = target == 1 && old > 0 ? out.sizes[i + 1] * out.strides[i + 1] : 0;
       continue;
     }
     int64_t have = l.sizes[j];

@@ -53,7 +53,7 @@ struct Layout {
 
 Layout permute(const Layout& l, IntSpan dims);
 Layout transpose(const Layout& l, int64_t dim0, int64_t dim1);
-// sizes may hold -1 to keep a dimension; new leading dimensions get stride 0.
+// sizes may hold -1 to keep a dimension; broadcast dimensions (new ones included) get stride 0.
 Layout expand(const Layout& l, IntSpan sizes);
 Layout squeeze(const Layout& l);
 Layout squeeze(const Layout& l, int64_t dim);

@@ -72,6 +72,19 @@ BOOST_AUTO_TEST_CASE(expand_broadcasts_with_stride_zero) {
   expect_error([&] { expand(l, D({-1, 3, 1})); }, ErrorKind::Runtime, "leading, non-existing dimension 0");
 }
 
+BOOST_AUTO_TEST_CASE(expand_new_unit_dims_take_contiguous_strides) {
+  // PyTorch's inferExpandGeometry: a new size-1 dim's stride is size * stride of the dim after it.
+  BOOST_TEST((expand(Layout::contiguous(D({2})), D({1, 2})).strides == D({2, 1})));
+  BOOST_TEST((expand(Layout::contiguous(D({2})), D({3, 1, 2})).strides == D({0, 2, 1})));
+  BOOST_TEST((expand(Layout::contiguous(D({2})), D({1, 1, 2})).strides == D({2, 2, 1})));
+  BOOST_TEST((expand(slice(Layout::contiguous(D({4})), 0, std::nullopt, std::nullopt, 2), D({1, 2})).strides ==
+              D({4, 2})));
+  BOOST_TEST((expand(Layout::contiguous(D({2, 1})), D({1, 2, 3})).strides == D({2, 1, 0})));
+  BOOST_TEST((expand(Layout::contiguous(D({1})), D({1, 5})).strides == D({0, 0})));  // after a broadcast dim
+  BOOST_TEST((expand(Layout::contiguous(D({0})), D({1, 0})).strides == D({0, 1})));
+  BOOST_TEST((expand(Layout::contiguous(D({})), D({1, 1})).strides == D({0, 0})));  // 0-d: all stride 0
+}
+
 BOOST_AUTO_TEST_CASE(squeeze_unsqueeze) {
   Layout l = Layout::contiguous(D({1, 3, 1, 2}));
   BOOST_TEST((squeeze(l).sizes == D({3, 2})));

@@ -307,11 +307,12 @@ def test_size1_and_empty_strides_that_match():
         assert make(loom).stride() == make(torch).stride()
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence, size-1 dims only): expand() gives a new leading dim of size 1 "
-                          "stride 0; torch gives it size*stride of the next dim (loom.zeros(2).expand(1, 2).stride() "
-                          "is (0, 1), torch's (2, 1))", strict=True)
 def test_size1_and_empty_strides_expand_new_unit_dim():
     assert loom.zeros(2).expand(1, 2).stride() == torch.zeros(2).expand(1, 2).stride() == (2, 1)
+    for make in (lambda m: m.zeros(2).expand(3, 1, 2), lambda m: m.zeros(4)[::2].expand(1, 1, 2),
+                 lambda m: m.zeros(2, 3).t().expand(1, 3, 2), lambda m: m.zeros(1).expand(1, 5),
+                 lambda m: m.zeros(0).expand(1, 0), lambda m: m.tensor(1.0).expand(1, 1)):
+        assert make(loom).stride() == make(torch).stride()
 
 
 @pytest.mark.xfail(reason="BUG (PyTorch divergence): flatten(d, d) returns a new tensor instead of self, and "
