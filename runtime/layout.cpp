@@ -246,6 +246,12 @@ Layout select(const Layout& l, int64_t dim, int64_t index) {
 std::optional<Layout> view(const Layout& l, IntSpan sizes) {
   Layout out{Dims(sizes), Dims(sizes.size()), l.offset};
   int64_t numel = l.numel();
+  if (numel == 0 && l.sizes == out.sizes) {
+    // Any strides would do for an empty tensor; PyTorch (like numpy) keeps them when the shape
+    // does not change.
+    out.strides = l.strides;
+    return out;
+  }
   if (numel == 0 || l.ndim() == 0) {
     // Nothing to address, or one element: any strides work; contiguous ones are canonical.
     out.strides = contiguous_strides(sizes);

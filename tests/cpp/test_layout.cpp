@@ -152,6 +152,10 @@ BOOST_AUTO_TEST_CASE(view_without_copy) {
   BOOST_TEST((view(Layout::contiguous(D({})), D({1, 1}))->sizes == D({1, 1})));
   BOOST_TEST((view(Layout::contiguous(D({1, 1})), D({}))->sizes == D({})));
   BOOST_TEST((view(Layout::contiguous(D({0, 3})), D({3, 0}))->strides == D({1, 1})));
+  // An empty tensor viewed as its own shape keeps its strides, as in PyTorch.
+  Layout empty_t = transpose(Layout::contiguous(D({0, 4})), 0, 1);
+  BOOST_TEST((view(empty_t, D({4, 0}))->strides == D({1, 4})));
+  BOOST_TEST((view(empty_t, D({0, 4}))->strides == D({4, 1})));
 }
 
 BOOST_AUTO_TEST_CASE(infer_size_rules) {
