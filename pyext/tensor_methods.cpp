@@ -260,6 +260,8 @@ PyObject* m_flatten(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
   int64_t end = wrap_dim(a.has(1) ? to_int64(a[1], "end_dim") : -1, n);
   LOOM_CHECK(start <= end, Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
   if (n == 0) return reshape_to(self, Dims{1});
+  // Nothing to merge: PyTorch returns the tensor itself, strides and all.
+  if (start == end) return Py_NewRef(self);
   Dims shape;
   for (int64_t d = 0; d < start; ++d) shape.push_back(arr.sizes()[d]);
   int64_t merged = 1;

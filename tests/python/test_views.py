@@ -315,9 +315,6 @@ def test_size1_and_empty_strides_expand_new_unit_dim():
         assert make(loom).stride() == make(torch).stride()
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): flatten(d, d) returns a new tensor instead of self, and "
-                          "recomputes strides (empty tensors get contiguous strides: loom.zeros(0).unsqueeze(0)"
-                          ".flatten(0, 0).stride() is (1, 1), torch's (0, 1))", strict=True)
 def test_size1_and_empty_strides_flatten_single_dim_is_self():
     t, ref = loom.zeros(2, 3), torch.zeros(2, 3)
     assert ref.flatten(1, 1) is ref
