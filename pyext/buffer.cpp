@@ -99,7 +99,7 @@ PyObject* tensor_numpy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   // force=True copies to the host (and bfloat16 to float32) when sharing is impossible.
   if (a.has(0) && to_bool(a[0], "force") && (!arr.device().is_cpu() || arr.dtype == DType::BFloat16)) {
     DType dtype = arr.dtype == DType::BFloat16 ? DType::Float32 : arr.dtype;
-    PyRef host = PyRef::checked(wrap(copy_to(arr, dtype, kCPU)));
+    PyRef host = PyRef::checked(wrap(copy_to(arr, dtype, kCPU, MemoryFormat::Preserve)));
     return shared_ndarray(host.get(), nullptr);
   }
   require_cpu(arr, "numpy");

@@ -221,8 +221,9 @@ PyObject* f_randint(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwname
   LOOM_PY_END(nullptr)
 }
 
-// *_like(input, <extra>, dtype=None, device=None): input's shape, and by default its dtype and
-// device. Each function's parser lists "input", its extra arguments, then "dtype" and "device".
+// *_like(input, <extra>, dtype=None, device=None): input's shape and dim order (PyTorch's
+// preserve_format), and by default its dtype and device. Each function's parser lists "input",
+// its extra arguments, then "dtype" and "device".
 struct LikeArgs {
   const Array* input;
   DType dtype;
@@ -244,7 +245,7 @@ LikeArgs parse_like(const ArgParser& parser, size_t n_extra, FastArgs args, Py_s
 }
 
 PyObject* filled_like(const LikeArgs& l, Scalar value) {
-  Array a = empty(l.input->sizes(), l.dtype, l.device);
+  Array a = empty_like(*l.input, l.dtype, l.device);
   fill_(a, value);
   return wrap(std::move(a));
 }
@@ -276,7 +277,7 @@ PyObject* f_empty_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwn
   LOOM_PY_BEGIN
   static ArgParser parser("empty_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  return wrap(empty(l.input->sizes(), l.dtype, l.device));
+  return wrap(empty_like(*l.input, l.dtype, l.device));
   LOOM_PY_END(nullptr)
 }
 
@@ -284,7 +285,7 @@ PyObject* f_rand_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   LOOM_PY_BEGIN
   static ArgParser parser("rand_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  Array a = empty(l.input->sizes(), floating_dtype(l.dtype, "rand_like"), l.device);
+  Array a = empty_like(*l.input, floating_dtype(l.dtype, "rand_like"), l.device);
   uniform_(a, 0.0, 1.0, default_generator(l.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
@@ -294,7 +295,7 @@ PyObject* f_randn_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwn
   LOOM_PY_BEGIN
   static ArgParser parser("randn_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  Array a = empty(l.input->sizes(), floating_dtype(l.dtype, "randn_like"), l.device);
+  Array a = empty_like(*l.input, floating_dtype(l.dtype, "randn_like"), l.device);
   normal_(a, 0.0, 1.0, default_generator(l.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
@@ -309,7 +310,7 @@ PyObject* f_randint_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* k
   PyObject* high = l.extra[1];
   if (!high && nargs == 2) std::swap(low, high);
   LOOM_CHECK(high, Type, "randint_like() missing required argument 'high'");
-  Array a = empty(l.input->sizes(), l.dtype, l.device);
+  Array a = empty_like(*l.input, l.dtype, l.device);
   random_int_(a, low ? to_int64(low, "low") : 0, to_int64(high, "high"), default_generator(l.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
@@ -340,7 +341,7 @@ PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   if (is_tensor(a[0])) {
     const Array& t = array_of(a[0]);
     if ((!dtype || *dtype == t.dtype) && (!device || *device == t.device())) return Py_NewRef(a[0]);
-    return wrap(copy_to(t, dtype.value_or(t.dtype), device.value_or(t.device())));
+    return wrap(copy_to(t, dtype.value_or(t.dtype), device.value_or(t.device()), MemoryFormat::Preserve));
   }
   if (PyObject_CheckBuffer(a[0])) {
     SharedBuffer shared = array_from_buffer(a[0]);
@@ -348,7 +349,7 @@ PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
     // Read-only memory (bytes, read-only arrays) is copied: a writable alias would let tensor
     // writes corrupt objects Python assumes immutable.
     if (!shared.readonly && (!dtype || *dtype == arr.dtype) && (!device || device->is_cpu())) return wrap(arr);
-    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(kCPU)));
+    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(kCPU), MemoryFormat::Preserve));
   }
   return wrap(array_from_data(a[0], dtype, device.value_or(kCPU)));
   LOOM_PY_END(nullptr)

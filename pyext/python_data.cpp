@@ -125,6 +125,11 @@ SharedBuffer array_from_buffer(PyObject* obj) {
     layout.sizes.push_back(v.shape[d]);
     layout.strides.push_back(stride / item);
   }
+  // numpy exports a C-contiguous array with strides recomputed through its sizes, so an empty one
+  // claims stride 0 left of its size-0 dim ((0, 12, 4) for shape (2, 0, 3)); copies made in the
+  // buffer's memory format would keep that. The canonical contiguous strides are what a
+  // reshaped numpy array really has.
+  if (PyBuffer_IsContiguous(&v, 'C')) layout.strides = contiguous_strides(layout.sizes);
   size_t nbytes = static_cast<size_t>(layout.storage_end()) * static_cast<size_t>(item);
   Ref<Storage> storage = Storage::wrap(v.buf, nbytes, kCPU, release_buffer, owner.get());
   owner.release();  // the storage owns it now
@@ -134,11 +139,11 @@ SharedBuffer array_from_buffer(PyObject* obj) {
 Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device) {
   if (is_tensor(data)) {
     const Array& a = array_of(data);
-    return copy_to(a, dtype.value_or(a.dtype), device);
+    return copy_to(a, dtype.value_or(a.dtype), device, MemoryFormat::Preserve);
   }
   if (PyObject_CheckBuffer(data) && !PyUnicode_Check(data)) {
     Array shared = array_from_buffer(data).array;
-    return copy_to(shared, dtype.value_or(shared.dtype), device);
+    return copy_to(shared, dtype.value_or(shared.dtype), device, MemoryFormat::Preserve);
   }
   if (!is_nested_sequence(data) && PyObject_HasAttrString(data, "__array__") && !PyNumber_Check(data)) {
     // Objects that convert to numpy (torch tensors, pandas columns): go through their array.

@@ -36,14 +36,20 @@ struct Array {
   Array view_as(Layout l) const { return Array{storage, std::move(l), dtype}; }
 };
 
+// How a new array made from another lays out its elements: row-major, or in the other's dim
+// order (PyTorch's preserve_format, the default of clone, to and the *_like functions).
+enum class MemoryFormat : uint8_t { Contiguous, Preserve };
+
 // A new contiguous array with uninitialized contents.
 Array empty(IntSpan sizes, DType dtype, Device device);
+// A new array with like's sizes and strides from preserved_strides, uninitialized.
+Array empty_like(const Array& like, DType dtype, Device device);
 
 // Writes src into dst element by element: src broadcasts to dst's shape, converts to dst's dtype
 // and may live on another device. dst must not overlap src unless they are the same view.
 void copy_(const Array& dst, const Array& src);
-// A new contiguous array holding src's values as `dtype` on `device`.
-Array copy_to(const Array& src, DType dtype, Device device);
+// A new array holding src's values as `dtype` on `device`.
+Array copy_to(const Array& src, DType dtype, Device device, MemoryFormat format = MemoryFormat::Contiguous);
 // src itself when already contiguous, else a contiguous copy.
 Array contiguous(const Array& src);
 

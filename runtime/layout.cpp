@@ -87,6 +87,26 @@ bool Layout::is_contiguous() const noexcept {
   return true;
 }
 
+bool Layout::is_non_overlapping_and_dense() const noexcept {
+  if (is_contiguous()) return true;
+  // Visit the dims of size >= 2 from the smallest stride up: each must step over exactly the
+  // block the previous ones span. Size-0/1 dims address nothing extra, so sort them last.
+  Dims order(sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
+    return strides[a] < strides[b];
+  });
+  int64_t expected = 1;
+  for (int64_t d : order) {
+    if (sizes[d] < 2) break;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
+  }
+  return true;
+}
+
 int64_t Layout::storage_end() const noexcept {
   int64_t end = offset + 1;
   for (size_t i = 0; i < sizes.size(); ++i) {
@@ -94,6 +114,46 @@ int64_t Layout::storage_end() const noexcept {
     end += (sizes[i] - 1) * strides[i];
   }
   return end;
+}
+
+bool same_dense_order(const Layout& a, const Layout& b) noexcept {
+  return (a.is_contiguous() && b.is_contiguous()) || (a.strides == b.strides && a.is_non_overlapping_and_dense());
+}
+
+Dims preserved_strides(const Layout& l) {
+  if (l.is_non_overlapping_and_dense()) return l.strides;
+  // PyTorch's infer_dense_strides, which orders dims as TensorIterator does so every op agrees on
+  // output layouts: a stable insertion sort of the dims, innermost first, by stride (equal
+  // strides: the smaller size inner). A stride-0 dim compares equal to everything, so broadcast
+  // dims stay where a contiguous layout has them.
+  int64_t n = l.ndim();
+  Dims perm(static_cast<size_t>(n));  // perm[0] is the innermost dim
+  for (int64_t i = 0; i < n; ++i) perm[i] = n - 1 - i;
+  auto should_swap = [&l](int64_t d0, int64_t d1) {
+    int64_t s0 = l.strides[d0], s1 = l.strides[d1];
+    if (s0 == 0 || s1 == 0) return 0;
+    if (s0 != s1) return s0 < s1 ? -1 : 1;
+    return l.sizes[d0] > l.sizes[d1] ? 1 : 0;
+  };
+  for (int64_t i = 1; i < n; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  Dims strides(static_cast<size_t>(n));
+  int64_t stride = 1;
+  for (int64_t d : perm) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(l.sizes[d], 1);
+  }
+  return strides;
 }
 
 Layout permute(const Layout& l, IntSpan dims) {

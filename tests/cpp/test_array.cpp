@@ -51,6 +51,32 @@ BOOST_AUTO_TEST_CASE(copy_transposed_with_conversion) {
   BOOST_TEST((contiguous(t).storage.get() != a.storage.get()));
 }
 
+BOOST_AUTO_TEST_CASE(copies_can_preserve_the_source_dim_order) {
+  Array a = iota(D({2, 3}), DType::Int64);
+  Array t = a.view_as(transpose(a.layout, 0, 1));
+  Array c = copy_to(t, DType::Float32, kCPU, MemoryFormat::Preserve);
+  BOOST_TEST((c.layout.strides == D({1, 3})));
+  BOOST_TEST(c.layout.offset == 0);
+  BOOST_TEST(c.storage->nbytes() == 24u);
+  BOOST_TEST((values<float>(c) == std::vector<float>{0, 3, 1, 4, 2, 5}));
+  // Not dense: dense strides in the source's order, storage for exactly its elements.
+  Array every_other_row = t.view_as(slice(t.layout, 0, std::nullopt, std::nullopt, 2));
+  Array d = copy_to(every_other_row, DType::Int64, kCPU, MemoryFormat::Preserve);
+  BOOST_TEST((d.layout.strides == D({1, 2})));
+  BOOST_TEST(d.storage->nbytes() == 32u);
+  BOOST_TEST((values<int64_t>(d) == std::vector<int64_t>{0, 3, 2, 5}));
+  Array e = empty_like(a.view_as(expand(Layout::contiguous(D({1})), D({4, 5}))), DType::Bool, kCPU);
+  BOOST_TEST(e.is_contiguous());
+  BOOST_TEST(e.storage->nbytes() == 20u);
+  // Random fills give element i (row-major) the same value whatever the strides.
+  Generator g1(3), g2(3);
+  Array permuted = empty_like(t, DType::Float32, kCPU);
+  Array plain = empty(D({3, 2}), DType::Float32, kCPU);
+  normal_(permuted, 0.0, 1.0, g1);
+  normal_(plain, 0.0, 1.0, g2);
+  BOOST_TEST((values<float>(permuted) == values<float>(plain)));
+}
+
 BOOST_AUTO_TEST_CASE(copy_broadcasts_source) {
   Array dst = empty(D({2, 3}), DType::Float32, kCPU);
   Array row = iota(D({3}), DType::Int32);

@@ -482,11 +482,20 @@ def test_random_like():
         loom.rand_like(loom.zeros(2, dtype=loom.int64))
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): *_like functions ignore torch.preserve_format and always "
-                          "return contiguous strides; torch.zeros_like(x.t()) keeps x.t()'s strides", strict=True)
 def test_like_preserves_strides(torch):
     src = loom.zeros(3, 4).t()
     assert loom.zeros_like(src).stride() == torch.zeros_like(torch.zeros(3, 4).t()).stride() == (1, 4)
+
+
+@pytest.mark.parametrize("make", [lambda: np.arange(12.0).reshape(3, 4).T, lambda: np.arange(24.0).reshape(4, 6).T[::2],
+                                  lambda: np.arange(24.0).reshape(2, 3, 4).transpose(1, 2, 0),
+                                  lambda: np.arange(0.0).reshape(2, 0, 3), lambda: np.arange(6.0)[::2]],
+                         ids=["transposed", "transposed_sliced", "permuted", "empty", "stepped"])
+def test_tensor_from_numpy_preserves_format_like_torch(torch, make):
+    # torch.tensor(array) is from_numpy(array).to(copy=True): the copy keeps the array's dim order.
+    a = make()
+    assert_matches_torch(loom.tensor(a), torch.tensor(a))
+    assert_matches_torch(loom.tensor(a, dtype=loom.float32), torch.tensor(a, dtype=torch.float32))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -227,12 +227,66 @@ def test_clone_is_a_copy():
     assert sc.tolist() == s.tolist() and sc.storage_offset() == 0
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): clone() ignores torch.preserve_format; "
-                          "torch keeps the strides of a dense non-contiguous tensor (torch.zeros(3, 4).t().clone().stride() "
-                          "== (1, 4)) while loom always returns contiguous strides ((3, 1))", strict=True)
 def test_clone_preserves_strides_like_torch():
     base, tbase = pair(3, 4)
     assert base.t().clone().stride() == tbase.t().clone().stride()
+
+
+# Layouts for PyTorch's preserve_format rule: dense ones (any dim order, size-1 and empty dims)
+# keep their strides; others get dense strides in their dims' stride order (infer_dense_strides).
+PRESERVE_CASES = [
+    ("contiguous", (3, 4), lambda x: x),
+    ("transposed", (3, 4), lambda x: x.t()),
+    ("permuted", (2, 3, 4), lambda x: x.permute(2, 0, 1)),
+    ("sliced_rows_of_transposed", (4, 6), lambda x: x.t()[::2]),
+    ("sliced_cols_of_transposed", (4, 6), lambda x: x.t()[:, ::2]),
+    ("sliced_permuted", (2, 3, 4), lambda x: x.permute(2, 0, 1)[:, :, ::2]),
+    ("reversed_dims_sliced", (2, 3, 4), lambda x: x.permute(2, 1, 0)[1:]),
+    ("offset", (4, 5), lambda x: x[1:, 1:]),
+    ("offset_transposed", (5, 4), lambda x: x[1:].t()),
+    ("step", (6,), lambda x: x[::2]),
+    ("expanded", (3, 1), lambda x: x.expand(3, 4)),
+    ("expanded_transposed", (3,), lambda x: x.expand(4, 3).t()),
+    ("size1_column", (3, 4), lambda x: x[:, :1]),
+    ("size1_row", (3, 4), lambda x: x[:1]),
+    ("size1_transposed", (4, 1), lambda x: x.t()),
+    ("empty_stepped", (0, 3), lambda x: x[:, ::2]),
+    ("empty_transposed", (0, 3), lambda x: x.t()),
+    ("empty_3d", (2, 0, 3), lambda x: x.transpose(0, 2)),
+    ("channels_last", (2, 4, 5, 3), lambda x: x.permute(0, 3, 1, 2)),
+    ("channels_last_sliced_w", (2, 4, 5, 3), lambda x: x.permute(0, 3, 1, 2)[..., ::2]),
+    ("channels_last_sliced_c", (2, 4, 5, 3), lambda x: x.permute(0, 3, 1, 2)[:, ::2]),
+    ("scalar", (), lambda x: x),
+]
+
+
+@pytest.mark.parametrize("shape,op", [c[1:] for c in PRESERVE_CASES], ids=[c[0] for c in PRESERVE_CASES])
+def test_copies_preserve_format_like_torch(shape, op):
+    base, tbase = pair(*shape)
+    t, ref = op(base), op(tbase)
+    assert_matches_torch(t.clone(), ref.clone())
+    assert_matches_torch(t.double(), ref.double())
+    assert_matches_torch(t.to(loom.float32, copy=True), ref.to(torch.float32, copy=True))
+    for name in ("empty_like", "zeros_like", "ones_like", "rand_like", "randn_like"):
+        assert getattr(loom, name)(t).stride() == getattr(torch, name)(ref).stride(), name
+    assert loom.full_like(t, 2.0).stride() == torch.full_like(ref, 2.0).stride()
+    assert loom.randint_like(t, 5).stride() == torch.randint_like(ref, 5).stride()
+
+
+def test_random_like_values_follow_row_major_order_whatever_the_strides():
+    # Element i (row-major) of a random result is the same whether the result is laid out
+    # contiguously or in a permuted input's order.
+    x = loom.zeros(2, 3, 4).permute(2, 0, 1)
+    for like, plain in ((loom.rand_like, loom.rand), (loom.randn_like, loom.randn)):
+        loom.manual_seed(7)
+        permuted = like(x)
+        loom.manual_seed(7)
+        assert not permuted.is_contiguous()
+        assert permuted.tolist() == plain(x.shape).tolist()
+    loom.manual_seed(7)
+    permuted = loom.randint_like(x, 100)
+    loom.manual_seed(7)
+    assert permuted.tolist() == loom.randint(100, x.shape).tolist()
 
 
 def test_detach_shares_storage():
