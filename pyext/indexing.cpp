@@ -84,7 +84,7 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   Array src = is_tensor(value) ? array_of(value) : array_from_data(value, target.dtype, kCPU);
   // Reading and writing overlapping memory element by element would read values already
   // overwritten: read from a snapshot instead.
-  if (src.storage == target.storage) src = copy_to(src, src.dtype, src.device());
+  if (may_overlap(src, target)) src = copy_to(src, src.dtype, src.device());
   // Like PyTorch, leading size-1 dims of the value are dropped: t[0] = ones(1, 4) is fine.
   Layout l = src.layout;
   while (l.ndim() > target.ndim() && l.sizes[0] == 1) l = squeeze(l, 0);

@@ -1,5 +1,7 @@
 #include "runtime/array.h"
 
+#include <utility>
+
 #include "runtime/cpu/kernels.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/error.h"
@@ -96,6 +98,18 @@ Array copy_to(const Array& src, DType dtype, Device device, MemoryFormat format)
 
 Array contiguous(const Array& src) {
   return src.is_contiguous() ? src : copy_to(src, src.dtype, src.device());
+}
+
+bool may_overlap(const Array& a, const Array& b) noexcept {
+  if (a.device() != b.device()) return false;
+  auto bytes = [](const Array& x) {
+    auto begin = reinterpret_cast<uintptr_t>(x.data());
+    auto size = static_cast<uintptr_t>(x.layout.storage_end() - x.layout.offset) * itemsize(x.dtype);
+    return std::pair{begin, begin + size};
+  };
+  auto [a_begin, a_end] = bytes(a);
+  auto [b_begin, b_end] = bytes(b);
+  return a_begin < a_end && b_begin < b_end && a_begin < b_end && b_begin < a_end;
 }
 
 void fill_(const Array& dst, Scalar value) {

@@ -52,6 +52,10 @@ void copy_(const Array& dst, const Array& src);
 Array copy_to(const Array& src, DType dtype, Device device, MemoryFormat format = MemoryFormat::Contiguous);
 // src itself when already contiguous, else a contiguous copy.
 Array contiguous(const Array& src);
+// Whether a and b may address common memory: their byte ranges intersect on one device. Storage
+// identity is not enough: the same memory can be wrapped twice (two from_numpy of one array).
+// Conservative for interleaved views (t[::2] and t[1::2] report an overlap).
+bool may_overlap(const Array& a, const Array& b) noexcept;
 
 void fill_(const Array& dst, Scalar value);
 // dst (contiguous, 1-d) = start + i * step; in integers when dst is integral and both are ints.

@@ -119,6 +119,25 @@ BOOST_AUTO_TEST_CASE(conversions_follow_cast_rules) {
   BOOST_TEST((h == std::vector<float>{-1.7001953125f, 0.0f, 2.5f, 300.0f}));
 }
 
+BOOST_AUTO_TEST_CASE(overlap_is_found_by_address) {
+  Array a = iota(D({10}), DType::Float64);
+  auto view = [&](const Array& base, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) {
+    return base.view_as(slice(base.layout, 0, start, stop, step));
+  };
+  // A second Storage over the same memory, as from_numpy twice of one array makes.
+  Array alias{Storage::wrap(a.data(), a.storage->nbytes(), kCPU, nullptr, nullptr), a.layout, a.dtype};
+  BOOST_TEST(may_overlap(view(a, 2, std::nullopt, 2), view(alias, std::nullopt, -2, 2)));
+  BOOST_TEST(!may_overlap(view(a, std::nullopt, 5), view(alias, 5, std::nullopt)));
+  BOOST_TEST(may_overlap(view(a, 4, 5), view(alias, 4, 6)));
+  BOOST_TEST(!may_overlap(view(a, 4, 4), a));  // empty views address nothing
+  BOOST_TEST(!may_overlap(a, iota(D({10}), DType::Float64)));
+  // Conservative: interleaved views share a range but no element.
+  BOOST_TEST(may_overlap(view(a, 0, std::nullopt, 2), view(a, 1, std::nullopt, 2)));
+  // Reinterpreting the bytes with another dtype still overlaps.
+  Array bytes{a.storage, Layout::contiguous(D({8})), DType::UInt8};
+  BOOST_TEST(may_overlap(bytes, a));
+}
+
 BOOST_AUTO_TEST_CASE(arange_and_linspace) {
   Array a = empty(D({5}), DType::Float32, kCPU);
   arange_(a, Scalar(1.0), Scalar(0.5));

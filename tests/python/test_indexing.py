@@ -234,9 +234,6 @@ def test_setitem_overlapping_same_tensor_2d(case):
     assert_equal_np(t, a)
 
 
-@pytest.mark.xfail(reason="BUG: overlap between assignment source and target is detected only when both views use "
-                          "the same Storage object; a source aliasing the same memory through another Storage "
-                          "(from_numpy/from_dlpack of the same buffer) is read after being overwritten", strict=True)
 def test_setitem_overlapping_alias_of_same_memory():
     a = np.arange(10.0)
     t = loom.from_numpy(a)
