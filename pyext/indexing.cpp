@@ -23,9 +23,20 @@ ItemKind classify(PyObject* item) {
             type_name(item), "); indexing with tensors, lists and bool masks is not supported yet");
 }
 
-std::optional<int64_t> slice_bound(PyObject* v, const char* what) {
+// A slice's start, stop or step read as PySlice_Unpack reads them: any object with __index__,
+// clamped to the int64 range, so t[:2**64] is all of t as it is for lists and numpy arrays.
+int64_t slice_index(PyObject* v) {
+  static_assert(sizeof(Py_ssize_t) == sizeof(int64_t));
+  if (!PyIndex_Check(v)) LOOM_FAIL(Type, "slice indices must be integers or None or have an __index__ method");
+  PyRef index = PyRef::checked(PyNumber_Index(v));
+  Py_ssize_t i = PyNumber_AsSsize_t(index.get(), nullptr);  // no exception type: clamp on overflow
+  if (i == -1 && PyErr_Occurred()) throw PythonError{};
+  return i;
+}
+
+std::optional<int64_t> slice_bound(PyObject* v) {
   if (v == Py_None) return std::nullopt;
-  return to_int64(v, what);
+  return slice_index(v);
 }
 
 Layout apply_index(const Layout& base, PyObject* index) {
@@ -55,8 +66,8 @@ Layout apply_index(const Layout& base, PyObject* index) {
       case ItemKind::Int: out = select(out, dim, to_int64(item, "index")); break;
       case ItemKind::Slice: {
         auto* s = reinterpret_cast<PySliceObject*>(item);
-        int64_t step = s->step == Py_None ? 1 : to_int64(s->step, "slice step");
-        out = slice(out, dim, slice_bound(s->start, "slice start"), slice_bound(s->stop, "slice stop"), step);
+        int64_t step = s->step == Py_None ? 1 : slice_index(s->step);
+        out = slice(out, dim, slice_bound(s->start), slice_bound(s->stop), step);
         ++dim;
         break;
       }

@@ -96,13 +96,27 @@ def test_getitem_int_gives_zero_dim_view():
     assert t.tolist() == [[1, 2], [30, 4]]
 
 
-@pytest.mark.xfail(reason="BUG: slice bounds beyond int64 raise RuntimeError 'slice stop is too large for a 64-bit "
-                          "integer'; Python, numpy and torch clamp them (t[:2**64] is all of t)", strict=True)
 def test_getitem_huge_slice_bounds():
     a = np.arange(5)
     t = loom.tensor(a)
     assert_equal_np(t[: 2**64], a[: 2**64])
     assert_equal_np(t[-(2**70):], a[-(2**70):])
+    assert_equal_np(t[2**64:], a[2**64:])
+    assert_equal_np(t[:-(2**64)], a[:-(2**64)])
+    assert_equal_np(t[1 :: 2**70], a[1 :: 2**70])
+    t[: 2**64] = 7
+    assert t.tolist() == [7] * 5
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        t[:: -(2**70)]
+
+
+def test_getitem_slice_bounds_with_index_objects():
+    a = np.arange(6)
+    t = loom.tensor(a)
+    assert_equal_np(t[np.int64(1) : np.int32(4)], a[1:4])
+    assert_equal_np(t[loom.tensor(2) :], a[2:])  # as torch: integer tensors have __index__
+    with pytest.raises(TypeError, match="slice indices must be integers"):
+        t[1.5:]
 
 
 # ---------------------------------------------------------------------------------------------
