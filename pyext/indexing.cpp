@@ -53,17 +53,25 @@ Layout apply_index(const Layout& base, PyObject* index) {
       seen_ellipsis = true;
     }
   }
-  LOOM_CHECK(consumed <= base.ndim(), Index, "too many indices for tensor of dimension ", base.ndim());
-  if (base.ndim() == 0 && consumed > 0) {
-    LOOM_FAIL(Index, "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or `tensor.item<T>()` in "
-                     "C++ to convert a 0-dim tensor to a number");
-  }
+  // PyTorch applies a lone int or slice (not in a tuple) directly, so on a 0-d tensor it reports
+  // what that index cannot do rather than "too many indices".
+  bool lone = !PyTuple_Check(index);
+  LOOM_CHECK(consumed <= base.ndim() || lone, Index, "too many indices for tensor of dimension ", base.ndim());
   Layout out = base;
   int64_t dim = 0;  // the output dim the next item applies to
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PyTuple_GET_ITEM(items.get(), i);
     switch (classify(item)) {
-      case ItemKind::Int: out = select(out, dim, to_int64(item, "index")); break;
+      case ItemKind::Int: {
+        int64_t index = to_int64(item, "index");
+        if (out.ndim() == 0) {  // a lone int on a 0-d tensor; PyTorch's messages for it
+          LOOM_CHECK(index != 0, Index, "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                                        "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
+          LOOM_FAIL(Index, "index ", index, " is out of bounds for dimension 0 with size 0");
+        }
+        out = select(out, dim, index);
+        break;
+      }
       case ItemKind::Slice: {
         auto* s = reinterpret_cast<PySliceObject*>(item);
         int64_t step = s->step == Py_None ? 1 : slice_index(s->step);

@@ -306,14 +306,22 @@ def test_index_zero_dim_with_int():
         loom.tensor(1.0)[:]
 
 
-@pytest.mark.xfail(reason="BUG (message): t[0] on a 0-d tensor says 'too many indices for tensor of dimension 0'; "
-                          "the PyTorch message 'invalid index of a 0-dim tensor. Use `tensor.item()`...' in "
-                          "apply_index is unreachable because the too-many-indices check runs first", strict=True)
 def test_index_zero_dim_with_int_message(torch):
     with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
         torch.tensor(1.0)[0]
     with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
         loom.tensor(1.0)[0]
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        loom.tensor(1.0)[0] = 2.0
+
+
+@pytest.mark.parametrize("index", [1, -1, (0,), (0, 0), slice(None), slice(0, 1), (Ellipsis, 0), (None, 0)], ids=repr)
+def test_index_zero_dim_messages_match_torch(torch, index):
+    with pytest.raises(IndexError) as expected:
+        torch.tensor(1.0)[index]
+    with pytest.raises(IndexError) as actual:
+        loom.tensor(1.0)[index]
+    assert str(actual.value) == str(expected.value)
 
 
 @pytest.mark.parametrize("step", [-1, -2, 0])
