@@ -595,14 +595,26 @@ def test_size_pickle_round_trip():
     assert back == s and type(back) is loom.Size
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): slicing, concatenating or repeating a loom.Size returns a "
-                          "plain tuple; torch.Size returns torch.Size for all three", strict=True)
 def test_size_operations_keep_type(torch):
     s = loom.Size([2, 3, 4])
     assert type(torch.Size([2, 3, 4])[1:]) is torch.Size
     assert type(s[1:]) is loom.Size
     assert type(s + (5,)) is loom.Size
     assert type(s * 2) is loom.Size
+
+
+def test_size_operations_match_torch(torch):
+    s, ts = loom.Size([2, 3, 4]), torch.Size([2, 3, 4])
+    for op in (lambda x: x[::2], lambda x: x[5:], lambda x: x[:], lambda x: x + x, lambda x: 2 * x, lambda x: x * 0,
+               lambda x: x[1], lambda x: (5,) + x, lambda x: x + ()):
+        result, expected = op(s), op(ts)
+        assert result == expected
+        assert type(result).__name__ == type(expected).__name__
+    with pytest.raises(TypeError):
+        s + (1.5,)  # the result must still be a size
+    with pytest.raises(TypeError):
+        s + [1]
+    assert loom.zeros(s[1:]).shape == (3, 4)
 
 
 def test_size_accepted_as_shape():
