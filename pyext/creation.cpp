@@ -21,15 +21,15 @@ std::optional<DType> optional_dtype(PyObject* obj) {
 Device device_or_default(PyObject* obj) { return obj && obj != Py_None ? device_from_py(obj) : kCPU; }
 
 // Creation functions taking sizes as varargs: zeros(2, 3, dtype=...) or zeros((2, 3)) or
-// zeros(size=(2, 3)).
+// zeros(size=(2, 3)). Each function's parser, named after it, lists "size", "dtype", "device".
 struct SizedArgs {
   Dims sizes;
   std::optional<DType> dtype;
   Device device;
 };
 
-SizedArgs parse_sized(const char* fname, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  static ArgParser parser("creation", {"size", "dtype", "device"}, 0);
+SizedArgs parse_sized(const ArgParser& parser, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  const char* fname = parser.name();
   Args<3> a;
   parser.parse(args + nargs, 0, kwnames, a.v);
   SizedArgs out;
@@ -69,7 +69,8 @@ Scalar scalar_from_py(PyObject* value, const char* what) {
 
 PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("zeros", args, nargs, kwnames);
+  static ArgParser parser("zeros", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
   fill_(a, Scalar(int64_t{0}));
   return wrap(std::move(a));
@@ -78,7 +79,8 @@ PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames)
 
 PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("ones", args, nargs, kwnames);
+  static ArgParser parser("ones", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
   fill_(a, Scalar(int64_t{1}));
   return wrap(std::move(a));
@@ -87,14 +89,16 @@ PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
 
 PyObject* f_empty(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("empty", args, nargs, kwnames);
+  static ArgParser parser("empty", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   return wrap(empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("rand", args, nargs, kwnames);
+  static ArgParser parser("rand", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, floating_dtype(s.dtype, "rand"), s.device);
   uniform_(a, 0.0, 1.0, default_generator(s.device));
   return wrap(std::move(a));
@@ -103,7 +107,8 @@ PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
 
 PyObject* f_randn(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("randn", args, nargs, kwnames);
+  static ArgParser parser("randn", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, floating_dtype(s.dtype, "randn"), s.device);
   normal_(a, 0.0, 1.0, default_generator(s.device));
   return wrap(std::move(a));
