@@ -72,12 +72,6 @@ int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
 
 void tensor_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<ExportedShape*>(view->internal); }
 
-PyObject* numpy_module() {
-  static PyObject* numpy = nullptr;
-  if (!numpy) numpy = check(PyImport_ImportModule("numpy"));
-  return numpy;
-}
-
 // numpy.asarray(memoryview(t)): an ndarray whose base keeps the tensor alive.
 PyObject* shared_ndarray(PyObject* self, PyObject* dtype) {
   PyRef view = PyRef::checked(PyMemoryView_FromObject(self));

@@ -274,10 +274,21 @@ def test_dtype_argument_forms():
         assert loom.ones(1, dtype=np.dtype(np_dt)).dtype is dt
 
 
-@pytest.mark.xfail(reason="BUG: numpy's scalar type np.bool_ is rejected as a dtype (its __name__ is 'bool_'), "
-                          "though np.dtype('bool') and every other numpy scalar type are accepted", strict=True)
 def test_dtype_numpy_bool_scalar_type():
     assert loom.zeros(2, dtype=np.bool_).dtype is loom.bool
+
+
+@pytest.mark.parametrize("np_dtype,expected", [(np.bool_, loom.bool), (np.dtype("bool"), loom.bool), (np.longlong, loom.int64),
+                                               (np.intc, loom.int32), (np.half, loom.float16), (np.double, loom.float64),
+                                               (np.ubyte, loom.uint8), (np.dtype(">f4"), loom.float32)], ids=repr)
+def test_dtype_numpy_spellings(np_dtype, expected):
+    assert loom.zeros(2, dtype=np_dtype).dtype is expected
+
+
+@pytest.mark.parametrize("np_dtype", [np.int16, np.dtype("complex64"), np.object_], ids=repr)
+def test_dtype_numpy_without_loom_equivalent(np_dtype):
+    with pytest.raises(TypeError, match="has no loom equivalent"):
+        loom.zeros(2, dtype=np_dtype)
 
 
 @pytest.mark.parametrize("value,dtype", [(1.5, None), (7, None), (True, None), (False, None), (-3, None),
