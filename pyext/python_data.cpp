@@ -12,31 +12,34 @@ namespace {
 
 bool is_nested_sequence(PyObject* obj) { return PyList_Check(obj) || PyTuple_Check(obj); }
 
-// The category a Python leaf value contributes to dtype inference.
-ScalarKind leaf_kind(PyObject* leaf) {
-  if (PyBool_Check(leaf)) return ScalarKind::Bool;
-  if (PyFloat_Check(leaf)) return ScalarKind::Float;
+// One number of nested data, and the dtype it asks the tensor for.
+struct Leaf {
+  Scalar value;
+  DType dtype;
+};
+
+// Reads a leaf as torch.tensor infers it: Python bools, ints and floats ask for bool, int64 and
+// the default float dtype; numpy scalars and 0-d tensors for their own dtype.
+Leaf read_leaf(PyObject* leaf) {
+  if (PyBool_Check(leaf)) return {Scalar(leaf == Py_True), DType::Bool};
+  if (PyFloat_CheckExact(leaf)) return {Scalar(PyFloat_AS_DOUBLE(leaf)), default_float_dtype()};
+  if (PyLong_CheckExact(leaf)) return {Scalar(to_int64(leaf, "value")), DType::Int64};
   if (is_tensor(leaf)) {
     const Array& a = array_of(leaf);
     LOOM_CHECK(a.ndim() == 0, Value, "only 0-d tensors can be elements of nested data, got a tensor of shape ",
                format_dims(a.sizes()));
-    DTypeCategory c = dtype_info(a.dtype).category;
-    return c == DTypeCategory::Bool ? ScalarKind::Bool : c == DTypeCategory::Integral ? ScalarKind::Int : ScalarKind::Float;
+    return {item(a), a.dtype};
   }
-  if (is_index_like(leaf)) return ScalarKind::Int;
-  // Other numbers (numpy floats, Fractions...) convert through __float__.
-  if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return ScalarKind::Float;
+  // numpy scalars export 0-d buffers and, unlike arrays, are not sequences. They must come before
+  // the number checks: np.float64 is a float, and np.bool_ has an __index__.
+  if (PyObject_CheckBuffer(leaf) && !PySequence_Check(leaf)) {
+    Array a = array_from_buffer(leaf).array;
+    return {item(a), a.dtype};
+  }
+  if (is_index_like(leaf)) return {Scalar(to_int64(leaf, "value")), DType::Int64};
+  // Other numbers (float subclasses, Fractions...) convert through __float__.
+  if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return {Scalar(to_double(leaf, "value")), default_float_dtype()};
   LOOM_FAIL(Type, "new(): invalid data type '", type_name(leaf), "'");
-}
-
-Scalar leaf_value(PyObject* leaf, ScalarKind kind) {
-  if (is_tensor(leaf)) return item(array_of(leaf));
-  switch (kind) {
-    case ScalarKind::Bool: return Scalar(leaf == Py_True);
-    case ScalarKind::Int: return Scalar(to_int64(leaf, "value"));
-    case ScalarKind::Float: return Scalar(to_double(leaf, "value"));
-  }
-  __builtin_unreachable();
 }
 
 // Walks the first element at every depth to find the shape the data claims to have.
@@ -53,17 +56,19 @@ Dims infer_shape(PyObject* data) {
   return shape;
 }
 
-// Checks that data has exactly `shape`, collecting its leaves (owned, in row-major order) and the
-// widest leaf kind. Each level is read through a tuple snapshot, so a leaf's __float__ or
-// __index__ that mutates the lists cannot change what is being converted.
-void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<PyRef>& leaves, ScalarKind& widest) {
+// Checks that data has exactly `shape`, collecting its values in row-major order and promoting
+// the dtypes they ask for, as PyTorch does (promote_types: [np.uint8(1), 300] is int64). Each
+// level is read through a tuple snapshot, so a leaf's __float__ or __index__ that mutates a list
+// cannot make the walk read past what it checked.
+void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<Scalar>& values,
+                    std::optional<DType>& dtype) {
   if (depth == shape.size()) {
     if (is_nested_sequence(obj)) {
       LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ", PySequence_Size(obj));
     }
-    ScalarKind k = leaf_kind(obj);
-    widest = leaves.empty() ? k : std::max(widest, k);
-    leaves.push_back(PyRef::borrow(obj));
+    Leaf leaf = read_leaf(obj);
+    dtype = dtype ? promote_types(*dtype, leaf.dtype) : leaf.dtype;
+    values.push_back(leaf.value);
     return;
   }
   if (!is_nested_sequence(obj)) {
@@ -73,11 +78,7 @@ void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<PyRe
   Py_ssize_t n = PyTuple_GET_SIZE(items.get());
   LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", n,
              ")");
-  for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, leaves, widest);
-}
-
-DType default_for(ScalarKind kind) {
-  return kind == ScalarKind::Bool ? DType::Bool : kind == ScalarKind::Int ? DType::Int64 : default_float_dtype();
+  for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, values, dtype);
 }
 
 // Holds an exported buffer; releasing it needs the GIL.
@@ -151,15 +152,15 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
     return array_from_data(arr.get(), dtype, device);
   }
   Dims shape = infer_shape(data);
-  std::vector<PyRef> leaves;
-  ScalarKind widest = ScalarKind::Bool;
-  collect_leaves(data, shape, 0, leaves, widest);
-  DType out_dtype = dtype.value_or(leaves.empty() ? default_float_dtype() : default_for(widest));
+  std::vector<Scalar> values;
+  std::optional<DType> inferred;
+  collect_leaves(data, shape, 0, values, inferred);
+  DType out_dtype = dtype ? *dtype : inferred.value_or(default_float_dtype());
   Array host = empty(shape, out_dtype, kCPU);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = static_cast<T*>(host.data());
-    for (const PyRef& leaf : leaves) *out++ = leaf_value(leaf.get(), leaf_kind(leaf.get())).template to<T>();
+    for (const Scalar& v : values) *out++ = v.template to<T>();
   });
   return device.is_cpu() ? host : copy_to(host, out_dtype, device);
 }

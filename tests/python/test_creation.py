@@ -145,20 +145,32 @@ def test_tensor_from_numpy_views_and_zero_dim():
     assert_equal_np(loom.tensor(np.zeros((0, 3), np.int32)), np.zeros((0, 3), np.int32))
 
 
-@pytest.mark.xfail(reason="BUG: numpy bools inside a list infer int64 (loom.tensor([np.bool_(True)]) is tensor([1])); "
-                          "np.bool_ has a (deprecated) __index__, so is_index_like claims it before the bool check; "
-                          "torch gives a bool tensor", strict=True)
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_tensor_from_list_of_numpy_bools(torch):
     assert_matches_torch(loom.tensor([np.bool_(True), np.bool_(False)]), torch.tensor([np.bool_(True), np.bool_(False)]))
+    for data in ([np.bool_(True), 1], [True, np.bool_(False)], [np.bool_(True), np.uint8(2)]):
+        assert_matches_torch(loom.tensor(data), torch.tensor(data))
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): numpy scalars inside lists are typed as Python numbers "
-                          "(loom.tensor([np.float64(1.5)]) is float32, [np.uint8(3)] is int64); torch.tensor takes their "
-                          "numpy dtype (float64, uint8)", strict=True)
 @pytest.mark.parametrize("data", [[np.float64(1.5)], [np.float16(1.5)], [np.uint8(3)], [np.float64(1.0), 2]], ids=repr)
 def test_tensor_from_list_of_numpy_scalars_dtype(torch, data):
     assert_matches_torch(loom.tensor(data), torch.tensor(data))
+
+
+# torch.tensor promotes the dtypes its leaves ask for (promote_types, no "weak" Python numbers).
+@pytest.mark.parametrize("data", [[np.float16(1.0), 2.5], [np.uint8(3), 300], [np.uint8(3), np.int32(-1)],
+                                  [np.uint8(3), 1.5], [np.int32(3), np.float16(1)], [np.float32(1), np.float64(1)],
+                                  [np.float16(1), np.float32(1)], [np.uint8(1), True], [[np.uint8(1)], [2]],
+                                  [2, np.float64(1.0)], [np.int64(-4), np.int32(2)]], ids=repr)
+def test_tensor_promotes_numpy_scalar_dtypes_like_torch(torch, data):
+    assert_matches_torch(loom.tensor(data), torch.tensor(data))
+
+
+def test_tensor_promotes_zero_dim_tensor_dtypes_like_torch(torch):
+    for make in (lambda m: [m.tensor(1.5, dtype=m.float64), 2.5], lambda m: [m.tensor(1, dtype=m.uint8)],
+                 lambda m: [m.tensor(1, dtype=m.uint8), 300], lambda m: [m.tensor(1.0, dtype=m.float16), 2.5],
+                 lambda m: [m.tensor(1, dtype=m.int32), m.tensor(True)]):
+        assert_matches_torch(loom.tensor(make(loom)), torch.tensor(make(torch)))
 
 
 @pytest.mark.xfail(reason="BUG (PyTorch divergence): a list of numpy arrays raises TypeError ('only integer scalar "
