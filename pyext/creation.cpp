@@ -60,13 +60,6 @@ DType dtype_of_value(PyObject* value) {
   return default_float_dtype();
 }
 
-Scalar scalar_from_py(PyObject* value, const char* what) {
-  if (PyBool_Check(value)) return Scalar(value == Py_True);
-  if (is_tensor(value)) return item(array_of(value));
-  if (is_index_like(value)) return Scalar(to_int64(value, what));
-  return Scalar(to_double(value, what));
-}
-
 PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("zeros", {"size", "dtype", "device"}, 0);

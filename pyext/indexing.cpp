@@ -100,6 +100,13 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   LOOM_CHECK(value, Type, "loom tensors do not support deleting elements");
   const Array& a = array_of(self);
   Array target = a.view_as(apply_index(a.layout, index));
+  // Like PyTorch, a Python number is a fill, whose value must fit the dtype (t[0] = 300 raises
+  // for uint8) where nested data converts as tensor() does.
+  if (PyBool_Check(value) || PyLong_Check(value) || PyFloat_Check(value)) {
+    fill_(target, scalar_from_py(value, "value"));
+    a.storage->bump_version();
+    return 0;
+  }
   Array src = is_tensor(value) ? array_of(value) : array_from_data(value, target.dtype, kCPU);
   // Reading and writing overlapping memory element by element would read values already
   // overwritten: read from a snapshot instead.

@@ -18,12 +18,24 @@ struct Leaf {
   DType dtype;
 };
 
+// A Python int. One beyond int64 is kept as the nearest double: float and bool tensors take it,
+// as in PyTorch, and integer tensors report the overflow when it is stored.
+Scalar int_value(PyObject* obj) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (v == -1 && PyErr_Occurred()) throw PythonError{};
+  if (!overflow) return Scalar(static_cast<int64_t>(v));
+  double d = PyLong_AsDouble(obj);
+  if (d == -1.0 && PyErr_Occurred()) throw PythonError{};
+  return Scalar(d);
+}
+
 // Reads a leaf as torch.tensor infers it: Python bools, ints and floats ask for bool, int64 and
 // the default float dtype; numpy scalars and 0-d tensors for their own dtype.
 Leaf read_leaf(PyObject* leaf) {
   if (PyBool_Check(leaf)) return {Scalar(leaf == Py_True), DType::Bool};
   if (PyFloat_CheckExact(leaf)) return {Scalar(PyFloat_AS_DOUBLE(leaf)), default_float_dtype()};
-  if (PyLong_CheckExact(leaf)) return {Scalar(to_int64(leaf, "value")), DType::Int64};
+  if (PyLong_CheckExact(leaf)) return {int_value(leaf), DType::Int64};
   if (is_tensor(leaf)) {
     const Array& a = array_of(leaf);
     LOOM_CHECK(a.ndim() == 0, Value, "only 0-d tensors can be elements of nested data, got a tensor of shape ",
@@ -36,7 +48,7 @@ Leaf read_leaf(PyObject* leaf) {
     Array a = array_from_buffer(leaf).array;
     return {item(a), a.dtype};
   }
-  if (is_index_like(leaf)) return {Scalar(to_int64(leaf, "value")), DType::Int64};
+  if (is_index_like(leaf)) return {int_value(PyRef::checked(PyNumber_Index(leaf)).get()), DType::Int64};
   // Other numbers (float subclasses, Fractions...) convert through __float__.
   if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return {Scalar(to_double(leaf, "value")), default_float_dtype()};
   LOOM_FAIL(Type, "new(): invalid data type '", type_name(leaf), "'");
@@ -79,6 +91,21 @@ void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<Scal
   LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", n,
              ")");
   for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, values, dtype);
+}
+
+// A value stored in a T tensor as torch.tensor stores nested data (its store_scalar): integer
+// types check the range (a negative int then wraps into uint8 as a cast does), floating types
+// take the value through a double without a check (1e40 is inf in float32), bool takes truthiness.
+template <typename T>
+T stored(const Scalar& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.to<bool>();
+  } else if constexpr (!std::is_integral_v<T>) {
+    return convert<T>(v.as_double());
+  } else {
+    v.check_fits(dtype_of<T>);
+    return v.to<T>();
+  }
 }
 
 // Holds an exported buffer; releasing it needs the GIL.
@@ -160,9 +187,16 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
   visit_dtype(out_dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = static_cast<T*>(host.data());
-    for (const Scalar& v : values) *out++ = v.template to<T>();
+    for (const Scalar& v : values) *out++ = stored<T>(v);
   });
   return device.is_cpu() ? host : copy_to(host, out_dtype, device);
+}
+
+Scalar scalar_from_py(PyObject* value, const char* what) {
+  if (PyBool_Check(value)) return Scalar(value == Py_True);
+  if (is_tensor(value)) return item(array_of(value));
+  if (is_index_like(value)) return Scalar(to_int64(value, what));
+  return Scalar(to_double(value, what));
 }
 
 PyObject* scalar_to_py(Scalar value) {

@@ -25,6 +25,9 @@ struct SharedBuffer {
 };
 SharedBuffer array_from_buffer(PyObject* obj);
 
+// A number argument (full's fill_value, t[i] = value): a bool, an int (RuntimeError beyond int64),
+// a one-element tensor's value, or anything else as a float through __float__.
+Scalar scalar_from_py(PyObject* value, const char* what);
 // Python scalars: bool, int or float, as the dtype's category says.
 PyObject* scalar_to_py(Scalar value);
 // Tensor.tolist(): nested lists of Python scalars (a scalar for a 0-d array).

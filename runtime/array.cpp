@@ -113,6 +113,7 @@ bool may_overlap(const Array& a, const Array& b) noexcept {
 }
 
 void fill_(const Array& dst, Scalar value) {
+  value.check_fits(dst.dtype);
   fill_anywhere(dst, [&](const Array& a) { cpu::fill(a, value); });
 }
 

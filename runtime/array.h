@@ -57,6 +57,8 @@ Array contiguous(const Array& src);
 // Conservative for interleaved views (t[::2] and t[1::2] report an overlap).
 bool may_overlap(const Array& a, const Array& b) noexcept;
 
+// Raises RuntimeError, as PyTorch's fill_ does, when the value overflows dst's dtype
+// (Scalar::check_fits).
 void fill_(const Array& dst, Scalar value);
 // dst (contiguous, 1-d) = start + i * step; in integers when dst is integral and both are ints.
 void arange_(const Array& dst, Scalar start, Scalar step);

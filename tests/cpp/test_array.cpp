@@ -2,6 +2,8 @@
 // layouts, fills, and storage lifetime.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "runtime/array.h"
@@ -136,6 +138,48 @@ BOOST_AUTO_TEST_CASE(overlap_is_found_by_address) {
   // Reinterpreting the bytes with another dtype still overlaps.
   Array bytes{a.storage, Layout::contiguous(D({8})), DType::UInt8};
   BOOST_TEST(may_overlap(bytes, a));
+}
+
+BOOST_AUTO_TEST_CASE(fill_checks_the_value_range_like_pytorch) {
+  // Ints: the type's range, but negative ints wrap into uint8 while their magnitude fits.
+  BOOST_TEST(!Scalar(int64_t{-1}).overflows(DType::UInt8));
+  BOOST_TEST(!Scalar(int64_t{-255}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{-256}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{256}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{INT64_MIN}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{2147483648}).overflows(DType::Int32));
+  BOOST_TEST(!Scalar(int64_t{INT64_MAX}).overflows(DType::Int64));
+  BOOST_TEST(Scalar(int64_t{65505}).overflows(DType::Float16));
+  BOOST_TEST(!Scalar(int64_t{INT64_MAX}).overflows(DType::BFloat16));
+  // Floats: exactly [lowest, max]; integer types take no NaN or infinity, floating ones both.
+  BOOST_TEST(Scalar(-0.5).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(255.5).overflows(DType::UInt8));
+  BOOST_TEST(!Scalar(255.0).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(2147483647.5).overflows(DType::Int32));
+  BOOST_TEST(Scalar(0x1p63).overflows(DType::Int64));
+  BOOST_TEST(!Scalar(-0x1p63).overflows(DType::Int64));
+  BOOST_TEST(Scalar(std::nan("")).overflows(DType::Int32));
+  BOOST_TEST(!Scalar(std::nan("")).overflows(DType::Float16));
+  BOOST_TEST(!Scalar(-HUGE_VAL).overflows(DType::Float32));
+  BOOST_TEST(Scalar(65519.0).overflows(DType::Float16));  // would round to 65504, but is above it
+  BOOST_TEST(Scalar(3.4e38).overflows(DType::BFloat16));
+  BOOST_TEST(Scalar(3.5e38).overflows(DType::Float32));
+  BOOST_TEST(!Scalar(1e300).overflows(DType::Float64));
+  BOOST_TEST(!Scalar(1e300).overflows(DType::Bool));
+  BOOST_TEST(!Scalar(true).overflows(DType::UInt8));
+
+  Array u8 = empty(D({3}), DType::UInt8, kCPU);
+  fill_(u8, Scalar(int64_t{-1}));
+  BOOST_TEST((values<uint8_t>(u8) == std::vector<uint8_t>{255, 255, 255}));
+  try {
+    fill_(u8, Scalar(int64_t{300}));
+    BOOST_FAIL("fill_ should reject 300 for uint8");
+  } catch (const Error& e) {
+    BOOST_TEST((e.kind() == ErrorKind::Runtime));
+    BOOST_TEST(std::string(e.what()) == "value cannot be converted to type uint8 without overflow");
+  }
+  BOOST_TEST((values<uint8_t>(u8) == std::vector<uint8_t>{255, 255, 255}));  // nothing written
+  BOOST_CHECK_THROW(fill_(empty(D({0}), DType::Float16, kCPU), Scalar(1e5)), Error);
 }
 
 BOOST_AUTO_TEST_CASE(arange_and_linspace) {
