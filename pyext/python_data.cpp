@@ -12,6 +12,10 @@ namespace {
 
 bool is_nested_sequence(PyObject* obj) { return PyList_Check(obj) || PyTuple_Check(obj); }
 
+// Buffers in nested data (numpy arrays and scalars) are read as arrays. Tensors export buffers
+// too, but torch.tensor takes tensors in nested data as numbers.
+bool is_nested_buffer(PyObject* obj) { return PyObject_CheckBuffer(obj) && !is_tensor(obj); }
+
 // One number of nested data, and the dtype it asks the tensor for.
 struct Leaf {
   Scalar value;
@@ -31,7 +35,7 @@ Scalar int_value(PyObject* obj) {
 }
 
 // Reads a leaf as torch.tensor infers it: Python bools, ints and floats ask for bool, int64 and
-// the default float dtype; numpy scalars and 0-d tensors for their own dtype.
+// the default float dtype, 0-d tensors for their own. (numpy scalars are buffers, read before.)
 Leaf read_leaf(PyObject* leaf) {
   if (PyBool_Check(leaf)) return {Scalar(leaf == Py_True), DType::Bool};
   if (PyFloat_CheckExact(leaf)) return {Scalar(PyFloat_AS_DOUBLE(leaf)), default_float_dtype()};
@@ -42,16 +46,21 @@ Leaf read_leaf(PyObject* leaf) {
                format_dims(a.sizes()));
     return {item(a), a.dtype};
   }
-  // numpy scalars export 0-d buffers and, unlike arrays, are not sequences. They must come before
-  // the number checks: np.float64 is a float, and np.bool_ has an __index__.
-  if (PyObject_CheckBuffer(leaf) && !PySequence_Check(leaf)) {
-    Array a = array_from_buffer(leaf).array;
-    return {item(a), a.dtype};
-  }
   if (is_index_like(leaf)) return {int_value(PyRef::checked(PyNumber_Index(leaf)).get()), DType::Int64};
   // Other numbers (float subclasses, Fractions...) convert through __float__.
   if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return {Scalar(to_double(leaf, "value")), default_float_dtype()};
   LOOM_FAIL(Type, "new(): invalid data type '", type_name(leaf), "'");
+}
+
+// The dims torch.tensor finds in a nested array: it walks first elements, so it stops at a size-0
+// dim ([np.zeros((2, 0, 3))] has shape (1, 2, 0)).
+Dims walked_dims(const Array& a) {
+  Dims dims;
+  for (int64_t s : a.sizes()) {
+    dims.push_back(s);
+    if (s == 0) break;
+  }
+  return dims;
 }
 
 // Walks the first element at every depth to find the shape the data claims to have.
@@ -62,10 +71,36 @@ Dims infer_shape(PyObject* data) {
     Py_ssize_t n = PySequence_Size(obj.get());
     check_status(static_cast<int>(n < 0 ? -1 : 0));
     shape.push_back(n);
-    if (n == 0) break;
+    if (n == 0) return shape;
     obj = PyRef::checked(PySequence_GetItem(obj.get(), 0));
   }
+  if (is_nested_buffer(obj.get()))
+    for (int64_t s : walked_dims(array_from_buffer(obj.get()).array)) shape.push_back(s);
   return shape;
+}
+
+void promote_into(std::optional<DType>& acc, DType dtype) { acc = acc ? promote_types(*acc, dtype) : dtype; }
+
+// A buffer nested in the data: torch.tensor reads numpy arrays as sequences and numpy scalars as
+// numbers (loom reads array.array and memoryview the same way), each asking for its own dtype.
+void collect_buffer(const Array& a, IntSpan shape, size_t depth, std::vector<Scalar>& values,
+                    std::optional<DType>& dtype) {
+  Dims dims = walked_dims(a);
+  for (size_t i = 0; i <= dims.size(); ++i) {
+    size_t d = depth + i;
+    if (i == dims.size()) {
+      LOOM_CHECK(d == shape.size(), Value, "expected sequence of length ", shape[d], " at dim ", d, " (got a number)");
+    } else {
+      LOOM_CHECK(d < shape.size(), Value, "expected a number at dim ", d, " but got a sequence of length ", dims[i]);
+      LOOM_CHECK(dims[i] == shape[d], Value, "expected sequence of length ", shape[d], " at dim ", d, " (got ",
+                 dims[i], ")");
+    }
+  }
+  promote_into(dtype, a.dtype);
+  Array dense = contiguous(a);
+  const char* p = static_cast<const char*>(dense.data());
+  size_t item = itemsize(a.dtype);
+  for (int64_t i = 0; i < dense.numel(); ++i, p += item) values.push_back(Scalar::load(p, a.dtype));
 }
 
 // Checks that data has exactly `shape`, collecting its values in row-major order and promoting
@@ -74,23 +109,27 @@ Dims infer_shape(PyObject* data) {
 // cannot make the walk read past what it checked.
 void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<Scalar>& values,
                     std::optional<DType>& dtype) {
-  if (depth == shape.size()) {
-    if (is_nested_sequence(obj)) {
+  if (is_nested_sequence(obj)) {
+    if (depth == shape.size()) {
       LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ", PySequence_Size(obj));
     }
-    Leaf leaf = read_leaf(obj);
-    dtype = dtype ? promote_types(*dtype, leaf.dtype) : leaf.dtype;
-    values.push_back(leaf.value);
+    PyRef items = PyRef::checked(PySequence_Tuple(obj));
+    Py_ssize_t n = PyTuple_GET_SIZE(items.get());
+    LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ",
+               n, ")");
+    // An empty sequence asks for the default dtype, as in PyTorch: [np.array([], np.int64), []] is float.
+    if (n == 0) promote_into(dtype, default_float_dtype());
+    for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, values, dtype);
     return;
   }
-  if (!is_nested_sequence(obj)) {
+  // Buffers before numbers: np.float64 is a float, and np.bool_ has an __index__.
+  if (is_nested_buffer(obj)) return collect_buffer(array_from_buffer(obj).array, shape, depth, values, dtype);
+  if (depth < shape.size()) {
     LOOM_FAIL(Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", type_name(obj), ")");
   }
-  PyRef items = PyRef::checked(PySequence_Tuple(obj));
-  Py_ssize_t n = PyTuple_GET_SIZE(items.get());
-  LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", n,
-             ")");
-  for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, values, dtype);
+  Leaf leaf = read_leaf(obj);
+  promote_into(dtype, leaf.dtype);
+  values.push_back(leaf.value);
 }
 
 // A value stored in a T tensor as torch.tensor stores nested data (its store_scalar): integer

@@ -11,8 +11,8 @@ namespace loom::py {
 
 // loom.tensor(data): a new array holding a copy of data. Without a dtype, it is inferred as
 // PyTorch does: Python bools, ints and floats ask for bool, int64 and the default float dtype,
-// numpy scalars and 0-d tensors for their own, and nested data promotes them; buffers keep their
-// own dtype.
+// numpy scalars and arrays and 0-d tensors for their own, and nested data promotes them. Lists
+// may hold numpy arrays (read as nested sequences); tensors in them must be 0-d, as in torch.
 Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device);
 
 // An array over the memory of a buffer-protocol object (zero-copy), keeping the object alive

@@ -215,13 +215,56 @@ def test_tensor_promotes_zero_dim_tensor_dtypes_like_torch(torch):
         assert_matches_torch(loom.tensor(make(loom)), torch.tensor(make(torch)))
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): a list of numpy arrays raises TypeError ('only integer scalar "
-                          "arrays can be converted to a scalar index'); torch.tensor([np.array([1, 2]), np.array([3, 4])]) "
-                          "stacks them", strict=True)
 @pytest.mark.filterwarnings("ignore::UserWarning")  # torch warns that this path is slow
 def test_tensor_from_list_of_numpy_arrays(torch):
     data = [np.array([1, 2]), np.array([3, 4])]
     assert_matches_torch(loom.tensor(data), torch.tensor(data))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch reads np.bool_ elements through __index__
+@pytest.mark.parametrize("make", [
+    lambda: [np.array([1, 2], np.uint8), np.array([3, 4])],
+    lambda: [np.array([1.0, 2.0], np.float32), [3, 4]],
+    lambda: [[3, 4], np.array([1, 2], np.uint8)],
+    lambda: [np.array([True, False]), np.array([2, 3], np.uint8)],
+    lambda: [np.array([1, 2]), [np.float16(3), 4]],
+    lambda: [np.arange(6.0).reshape(2, 3).T[::2]],
+    lambda: [np.array([[1, 2]]).T],
+    lambda: [np.array([]), np.array([])],
+    lambda: [np.zeros((2, 0, 3))],
+    lambda: [np.array([], np.int64), []],
+    lambda: ([np.arange(4).reshape(2, 2)] * 3, [np.arange(4).reshape(2, 2)] * 3),
+], ids=["uint8_and_int64", "float32_and_list", "list_and_uint8", "bool_and_uint8", "int64_and_float16_list",
+        "strided", "column", "empty", "size0_dim_stops_the_walk", "empty_int64_and_empty_list", "nested_tuples"])
+def test_tensor_from_nested_numpy_arrays_like_torch(torch, make):
+    assert_matches_torch(loom.tensor(make()), torch.tensor(make()))
+    assert_matches_torch(loom.tensor(make(), dtype=loom.float64), torch.tensor(make(), dtype=torch.float64))
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_tensor_from_nested_numpy_arrays_errors(torch):
+    with pytest.raises(ValueError, match="expected sequence of length 2 at dim 1"):
+        loom.tensor([np.array([1, 2]), np.array([3])])
+    with pytest.raises(ValueError, match="expected a number at dim 1"):
+        loom.tensor([3, np.array([1, 2])])
+    with pytest.raises(ValueError, match="expected sequence of length 2 at dim 1"):
+        loom.tensor([np.array([1, 2]), 3])
+    # Values are stored as numbers of nested data are: integer targets check their range.
+    with pytest.raises(RuntimeError, match="overflow"):
+        torch.tensor([np.array([300, 2])], dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="overflow"):
+        loom.tensor([np.array([300, 2])], dtype=loom.uint8)
+
+
+def test_tensor_from_list_of_tensors_raises_like_torch(torch):
+    # torch.tensor reads tensors in nested data as numbers, so only one-element ones fit; stacking
+    # is torch.stack's job.
+    for make in (lambda m: [m.tensor([1, 2]), m.tensor([3, 4])], lambda m: [m.tensor([1.0, 2.0]), m.tensor([3.0, 4.0])]):
+        with pytest.raises((TypeError, ValueError)):
+            torch.tensor(make(torch))
+        with pytest.raises(ValueError, match="only 0-d tensors"):
+            loom.tensor(make(loom))
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.tensor(np.bool_) warns in torch itself
