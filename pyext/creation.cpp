@@ -325,8 +325,8 @@ PyObject* f_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames
   LOOM_PY_END(nullptr)
 }
 
-// loom.as_tensor(data, dtype=None, device=None): shares memory with tensors and CPU buffers when
-// dtype and device already match, else copies.
+// loom.as_tensor(data, dtype=None, device=None): shares memory with tensors, buffers and other
+// libraries' tensors (shared_array) when dtype and device already match, else copies.
 PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("as_tensor", {"data", "dtype", "device"}, 3);
@@ -336,18 +336,14 @@ PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   std::optional<DType> dtype = optional_dtype(a[1]);
   std::optional<Device> device;
   if (a.has(2)) device = device_from_py(a[2]);
-  if (is_tensor(a[0])) {
-    const Array& t = array_of(a[0]);
-    if ((!dtype || *dtype == t.dtype) && (!device || *device == t.device())) return Py_NewRef(a[0]);
-    return wrap(copy_to(t, dtype.value_or(t.dtype), device.value_or(t.device()), MemoryFormat::Preserve));
-  }
-  if (PyObject_CheckBuffer(a[0])) {
-    SharedBuffer shared = array_from_buffer(a[0]);
-    const Array& arr = shared.array;
+  if (auto shared = shared_array(a[0])) {
+    const Array& arr = shared->array;
+    bool same = (!dtype || *dtype == arr.dtype) && (!device || *device == arr.device());
+    if (same && is_tensor(a[0])) return Py_NewRef(a[0]);
     // Read-only memory (bytes, read-only arrays) is copied: a writable alias would let tensor
     // writes corrupt objects Python assumes immutable.
-    if (!shared.readonly && (!dtype || *dtype == arr.dtype) && (!device || device->is_cpu())) return wrap(arr);
-    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(kCPU), MemoryFormat::Preserve));
+    if (same && !shared->readonly) return wrap(arr);
+    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(arr.device()), MemoryFormat::Preserve));
   }
   return wrap(array_from_data(a[0], dtype, device.value_or(kCPU)));
   LOOM_PY_END(nullptr)

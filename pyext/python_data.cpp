@@ -40,8 +40,9 @@ Leaf read_leaf(PyObject* leaf) {
   if (PyBool_Check(leaf)) return {Scalar(leaf == Py_True), DType::Bool};
   if (PyFloat_CheckExact(leaf)) return {Scalar(PyFloat_AS_DOUBLE(leaf)), default_float_dtype()};
   if (PyLong_CheckExact(leaf)) return {int_value(leaf), DType::Int64};
-  if (is_tensor(leaf)) {
-    const Array& a = array_of(leaf);
+  // Tensors, loom's or another library's, are numbers in nested data, so only 0-d ones fit.
+  if (auto shared = shared_array(leaf)) {
+    const Array& a = shared->array;
     LOOM_CHECK(a.ndim() == 0, Value, "only 0-d tensors can be elements of nested data, got a tensor of shape ",
                format_dims(a.sizes()));
     return {item(a), a.dtype};
@@ -203,19 +204,51 @@ SharedBuffer array_from_buffer(PyObject* obj) {
   return {Array{std::move(storage), std::move(layout), *dtype}, readonly};
 }
 
+namespace {
+
+SharedBuffer via_array_method(PyObject* data) {
+  PyRef arr = PyRef::checked(PyObject_CallMethod(data, "__array__", nullptr));
+  LOOM_CHECK(PyObject_CheckBuffer(arr.get()), Type, type_name(data), ".__array__() returned ", type_name(arr.get()),
+             ", not an array");
+  return array_from_buffer(arr.get());
+}
+
+}  // namespace
+
+std::optional<SharedBuffer> shared_array(PyObject* data) {
+  if (is_tensor(data)) return SharedBuffer{array_of(data), false};
+  if (PyObject_CheckBuffer(data)) {
+    if (!PySequence_Check(data)) return std::nullopt;  // a numpy scalar: a number
+    return array_from_buffer(data);
+  }
+  if (is_nested_sequence(data) || PyLong_Check(data) || PyFloat_Check(data)) return std::nullopt;
+  bool has_array = PyObject_HasAttrString(data, "__array__");
+  if (PyObject_HasAttrString(data, "__dlpack__")) {
+    try {
+      return import_dlpack(data, true);
+    } catch (const PythonError&) {
+      if (!has_array) throw;
+      // Should __array__ fail as well, the producer's DLPack error is the one to report.
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      PyRef saved[] = {PyRef::steal(type), PyRef::steal(value), PyRef::steal(traceback)};
+      try {
+        return via_array_method(data);
+      } catch (const PythonError&) {
+        PyErr_Restore(saved[0].release(), saved[1].release(), saved[2].release());
+        throw;
+      }
+    }
+  }
+  if (has_array) return via_array_method(data);
+  return std::nullopt;
+}
+
 Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device) {
-  if (is_tensor(data)) {
-    const Array& a = array_of(data);
+  // Copies keep the source's memory format, as torch.tensor(x) is x.to(copy=True) for arrays.
+  if (auto shared = shared_array(data)) {
+    const Array& a = shared->array;
     return copy_to(a, dtype.value_or(a.dtype), device, MemoryFormat::Preserve);
-  }
-  if (PyObject_CheckBuffer(data) && !PyUnicode_Check(data)) {
-    Array shared = array_from_buffer(data).array;
-    return copy_to(shared, dtype.value_or(shared.dtype), device, MemoryFormat::Preserve);
-  }
-  if (!is_nested_sequence(data) && PyObject_HasAttrString(data, "__array__") && !PyNumber_Check(data)) {
-    // Objects that convert to numpy (torch tensors, pandas columns): go through their array.
-    PyRef arr = PyRef::checked(PyObject_CallMethod(data, "__array__", nullptr));
-    return array_from_data(arr.get(), dtype, device);
   }
   Dims shape = infer_shape(data);
   std::vector<Scalar> values;

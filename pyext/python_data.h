@@ -24,6 +24,15 @@ struct SharedBuffer {
   bool readonly;
 };
 SharedBuffer array_from_buffer(PyObject* obj);
+// The memory of a DLPack producer (an object with __dlpack__, or an unconsumed capsule) as an
+// array, zero-copy (dlpack.cpp). Memory the producer marked read-only raises TypeError unless
+// allow_readonly. When the producer's __dlpack__ raises, its exception propagates (PythonError).
+SharedBuffer import_dlpack(PyObject* obj, bool allow_readonly);
+// The array data already is, zero-copy: an array exporting the buffer protocol (numpy scalars,
+// being numbers, excluded), or another library's tensor through DLPack (device-aware, bfloat16
+// included) or, where its producer refuses DLPack (torch has no bool in DLPack), numpy's
+// __array__. nullopt for nested data and numbers.
+std::optional<SharedBuffer> shared_array(PyObject* data);
 
 // A number argument (full's fill_value, t[i] = value): a bool, an int (RuntimeError beyond int64),
 // a one-element tensor's value, or anything else as a float through __float__.

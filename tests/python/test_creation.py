@@ -96,6 +96,18 @@ def test_tensor_in_range_or_floating_converts_like_torch(torch, data, dtype):
     assert_matches_torch(loom.tensor(data, dtype=dtype), torch.tensor(data, dtype=torch_dtype(dtype)))
 
 
+def test_numpy_scalars_are_numbers_and_arrays_are_arrays_like_torch(torch):
+    # A numpy scalar is stored as a number (integer targets check the range); a 0-d array is
+    # copied as an array (values wrap as in a cast).
+    for v in (np.int64(300), np.float64(-1.0)):
+        with pytest.raises(RuntimeError, match="overflow"):
+            torch.tensor(v, dtype=torch.uint8)
+        with pytest.raises(RuntimeError, match="overflow"):
+            loom.tensor(v, dtype=loom.uint8)
+    assert_matches_torch(loom.tensor(np.array(300), dtype=loom.uint8), torch.tensor(np.array(300), dtype=torch.uint8))
+    assert_matches_torch(loom.as_tensor(np.float16(1.5)), torch.as_tensor(np.float16(1.5)))
+
+
 OVERFLOW_PROBES = [-1, -255, -256, 255, 256, 2**31 - 1, 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 2**63, 2**64,
                    1.5, -1.5, -0.5, 255.9, 256.0, 300.5, 1e10, 1e20, 1e40, -1e40, float("inf"), float("-inf"),
                    float("nan"), 65504.0, 65519.0, 65520.0, 3.3895313892515355e38, 3.4e38, 3.5e38, True, False]
@@ -282,16 +294,46 @@ def test_tensor_from_numpy_negative_strides_raises_like_torch(torch):
         loom.tensor(a)
 
 
-@pytest.mark.xfail(reason="BUG: loom.tensor(torch_tensor) and loom.as_tensor(torch_tensor) raise TypeError 'only "
-                          "integer tensors of a single element can be converted to an index': array_from_data skips "
-                          "its __array__ path for objects with the number protocol (torch tensors have it) and reads "
-                          "the tensor as one scalar through __index__", strict=True)
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor:UserWarning")
 @pytest.mark.parametrize("make", [lambda t: t.arange(6, dtype=t.float64).reshape(2, 3).t(), lambda t: t.tensor(1.5)],
                          ids=["2d", "0d"])
 def test_tensor_from_torch_tensor(torch, make):
     ref = make(torch)
-    assert_matches_torch(loom.tensor(ref), ref.contiguous())
+    # torch.tensor(t) is t.to(copy=True): values, dtype and memory format of t.
+    assert_matches_torch(loom.tensor(ref), torch.tensor(ref))
     assert loom.as_tensor(ref).tolist() == ref.tolist()
+
+
+@pytest.mark.filterwarnings("ignore:To copy construct from a tensor:UserWarning")
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=DTYPE_NAMES.get)
+def test_tensor_and_as_tensor_from_torch_tensors_of_every_dtype(torch, dtype):
+    # DLPack where torch exports it (bfloat16 has no numpy dtype), numpy's __array__ where it
+    # does not (torch 1.13 has no bool in DLPack).
+    ref = torch.arange(6).reshape(2, 3).to(torch_dtype(dtype))
+    copy = loom.tensor(ref)
+    assert_matches_torch(copy, torch.tensor(ref))
+    ref[0, 0] = 1
+    assert copy.tolist()[0][0] == 0  # tensor() copies
+    shared = loom.as_tensor(ref)
+    assert_matches_torch(shared, ref)
+    assert shared.data_ptr() == ref.data_ptr()  # as_tensor shares
+    assert_matches_torch(loom.as_tensor(ref, dtype=loom.float64), torch.as_tensor(ref, dtype=torch.float64))
+    assert_matches_torch(loom.tensor(ref.t(), dtype=loom.int32), torch.tensor(ref.t(), dtype=torch.int32))
+
+
+def test_tensor_from_torch_tensor_errors(torch):
+    with pytest.raises(RuntimeError, match="require gradient"):
+        loom.tensor(torch.ones(2, requires_grad=True))
+    with pytest.raises(TypeError, match="unsupported DLPack dtype"):
+        loom.tensor(torch.ones(2, dtype=torch.int16))
+
+
+def test_torch_tensors_in_nested_data_are_numbers_like_torch(torch):
+    for make in (lambda m: [m.tensor(1.5), 2], lambda m: [m.tensor(1.5, dtype=m.float64)],
+                 lambda m: [m.tensor(3, dtype=m.uint8), m.tensor(True)], lambda m: [[m.tensor(1)], [m.tensor(2.5)]]):
+        assert_matches_torch(loom.tensor(make(torch)), torch.tensor(make(torch)))
+    with pytest.raises(ValueError, match="only 0-d tensors"):
+        loom.tensor([torch.tensor([1.0, 2.0])])
 
 
 def test_tensor_copies_loom_tensor():
