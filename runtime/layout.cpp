@@ -270,7 +270,12 @@ Layout slice(const Layout& l, int64_t dim, std::optional<int64_t> start, std::op
   Layout out = l;
   out.sizes[d] = end == begin ? 0 : (end - begin - 1) / step + 1;  // no overflow for huge steps
   out.offset += begin * l.strides[d];
-  out.strides[d] = l.strides[d] * step;
+  // Strides must stay countable in bytes (itemsizes are at most 8) for kernels and exporters. Only
+  // a step past the end of the dim breaks that, and it leaves at most one element, which any
+  // stride addresses: keep the dim's own stride then.
+  constexpr int64_t kMaxStride = INT64_MAX / 8;
+  if (__builtin_mul_overflow(l.strides[d], step, &out.strides[d]) || out.strides[d] > kMaxStride)
+    out.strides[d] = l.strides[d];
   return out;
 }
 

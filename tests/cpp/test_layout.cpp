@@ -167,6 +167,9 @@ BOOST_AUTO_TEST_CASE(slice_select_narrow) {
   expect_error([&] { narrow(l, 1, 3, 2); }, ErrorKind::Runtime, "exceeds dimension size");
   expect_error([&] { narrow(l, 1, 1, INT64_MAX); }, ErrorKind::Runtime, "exceeds dimension size");  // no overflow
   BOOST_TEST(slice(l, 0, 1, std::nullopt, INT64_MAX).sizes[0] == 1);  // huge steps do not overflow
+  BOOST_TEST(slice(l, 0, 1, std::nullopt, INT64_MAX).offset == 4);      // (nor does stride * step)
+  BOOST_TEST(slice(l, 1, 1, std::nullopt, INT64_MAX).strides[1] == 1);  // byte strides must fit too
+  BOOST_TEST(slice(l, 0, 0, std::nullopt, 20).strides[0] == 80);       // past the end, but PyTorch's
 }
 
 BOOST_AUTO_TEST_CASE(view_without_copy) {

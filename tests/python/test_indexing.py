@@ -104,6 +104,10 @@ def test_getitem_huge_slice_bounds():
     assert_equal_np(t[2**64:], a[2**64:])
     assert_equal_np(t[:-(2**64)], a[:-(2**64)])
     assert_equal_np(t[1 :: 2**70], a[1 :: 2**70])
+    m = np.arange(10).reshape(5, 2)
+    assert_equal_np(loom.tensor(m)[1 :: 2**70], m[1 :: 2**70])  # stride * step would overflow
+    assert_equal_np(loom.tensor(m)[:, 1 :: 2**62], m[:, 1 :: 2**62])  # byte strides would
+    assert repr(t[1 :: 2**70]) == "tensor([1])"
     t[: 2**64] = 7
     assert t.tolist() == [7] * 5
     with pytest.raises(ValueError, match="step must be greater than zero"):
