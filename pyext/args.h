@@ -18,6 +18,7 @@ class ArgParser {
  public:
   ArgParser(const char* fname, std::initializer_list<const char*> names, int max_positional);
 
+  const char* name() const noexcept { return fname_; }
   size_t size() const noexcept { return names_.size(); }
   // Fills out[0, size()). Callers that take varargs (zeros(2, 3)) consume those first and pass
   // the rest. Throws PythonError with a TypeError set on a bad call.

@@ -72,12 +72,6 @@ int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
 
 void tensor_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<ExportedShape*>(view->internal); }
 
-PyObject* numpy_module() {
-  static PyObject* numpy = nullptr;
-  if (!numpy) numpy = check(PyImport_ImportModule("numpy"));
-  return numpy;
-}
-
 // numpy.asarray(memoryview(t)): an ndarray whose base keeps the tensor alive.
 PyObject* shared_ndarray(PyObject* self, PyObject* dtype) {
   PyRef view = PyRef::checked(PyMemoryView_FromObject(self));
@@ -99,7 +93,7 @@ PyObject* tensor_numpy(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   // force=True copies to the host (and bfloat16 to float32) when sharing is impossible.
   if (a.has(0) && to_bool(a[0], "force") && (!arr.device().is_cpu() || arr.dtype == DType::BFloat16)) {
     DType dtype = arr.dtype == DType::BFloat16 ? DType::Float32 : arr.dtype;
-    PyRef host = PyRef::checked(wrap(copy_to(arr, dtype, kCPU)));
+    PyRef host = PyRef::checked(wrap(copy_to(arr, dtype, kCPU, MemoryFormat::Preserve)));
     return shared_ndarray(host.get(), nullptr);
   }
   require_cpu(arr, "numpy");

@@ -34,6 +34,12 @@ void set_python_error() noexcept {
 
 const char* type_name(PyObject* obj) noexcept { return Py_TYPE(obj)->tp_name; }
 
+PyObject* numpy_module() {
+  static PyObject* numpy = nullptr;
+  if (!numpy) numpy = check(PyImport_ImportModule("numpy"));
+  return numpy;
+}
+
 bool is_index_like(PyObject* obj) noexcept {
   if (PyLong_CheckExact(obj)) return true;
   if (PyBool_Check(obj) || PyFloat_Check(obj) || is_tensor(obj)) return false;

@@ -86,6 +86,9 @@ Dims sizes_from_args(PyObject* const* args, Py_ssize_t nargs, const char* fname)
 // A Python type name for messages: "list", "str".
 const char* type_name(PyObject* obj) noexcept;
 
+// The numpy module, imported on first use and kept for the process (borrowed).
+PyObject* numpy_module();
+
 }  // namespace loom::py
 
 // A PyMethodDef's function and flags for a METH_FASTCALL | METH_KEYWORDS function.

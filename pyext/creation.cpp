@@ -21,15 +21,15 @@ std::optional<DType> optional_dtype(PyObject* obj) {
 Device device_or_default(PyObject* obj) { return obj && obj != Py_None ? device_from_py(obj) : kCPU; }
 
 // Creation functions taking sizes as varargs: zeros(2, 3, dtype=...) or zeros((2, 3)) or
-// zeros(size=(2, 3)).
+// zeros(size=(2, 3)). Each function's parser, named after it, lists "size", "dtype", "device".
 struct SizedArgs {
   Dims sizes;
   std::optional<DType> dtype;
   Device device;
 };
 
-SizedArgs parse_sized(const char* fname, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  static ArgParser parser("creation", {"size", "dtype", "device"}, 0);
+SizedArgs parse_sized(const ArgParser& parser, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  const char* fname = parser.name();
   Args<3> a;
   parser.parse(args + nargs, 0, kwnames, a.v);
   SizedArgs out;
@@ -60,16 +60,10 @@ DType dtype_of_value(PyObject* value) {
   return default_float_dtype();
 }
 
-Scalar scalar_from_py(PyObject* value, const char* what) {
-  if (PyBool_Check(value)) return Scalar(value == Py_True);
-  if (is_tensor(value)) return item(array_of(value));
-  if (is_index_like(value)) return Scalar(to_int64(value, what));
-  return Scalar(to_double(value, what));
-}
-
 PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("zeros", args, nargs, kwnames);
+  static ArgParser parser("zeros", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
   fill_(a, Scalar(int64_t{0}));
   return wrap(std::move(a));
@@ -78,7 +72,8 @@ PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames)
 
 PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("ones", args, nargs, kwnames);
+  static ArgParser parser("ones", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
   fill_(a, Scalar(int64_t{1}));
   return wrap(std::move(a));
@@ -87,14 +82,16 @@ PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
 
 PyObject* f_empty(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("empty", args, nargs, kwnames);
+  static ArgParser parser("empty", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   return wrap(empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("rand", args, nargs, kwnames);
+  static ArgParser parser("rand", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, floating_dtype(s.dtype, "rand"), s.device);
   uniform_(a, 0.0, 1.0, default_generator(s.device));
   return wrap(std::move(a));
@@ -103,7 +100,8 @@ PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
 
 PyObject* f_randn(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  SizedArgs s = parse_sized("randn", args, nargs, kwnames);
+  static ArgParser parser("randn", {"size", "dtype", "device"}, 0);
+  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
   Array a = empty(s.sizes, floating_dtype(s.dtype, "randn"), s.device);
   normal_(a, 0.0, 1.0, default_generator(s.device));
   return wrap(std::move(a));
@@ -221,8 +219,9 @@ PyObject* f_randint(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwname
   LOOM_PY_END(nullptr)
 }
 
-// *_like(input, <extra>, dtype=None, device=None): input's shape, and by default its dtype and
-// device. Each function's parser lists "input", its extra arguments, then "dtype" and "device".
+// *_like(input, <extra>, dtype=None, device=None): input's shape and dim order (PyTorch's
+// preserve_format), and by default its dtype and device. Each function's parser lists "input",
+// its extra arguments, then "dtype" and "device".
 struct LikeArgs {
   const Array* input;
   DType dtype;
@@ -244,7 +243,7 @@ LikeArgs parse_like(const ArgParser& parser, size_t n_extra, FastArgs args, Py_s
 }
 
 PyObject* filled_like(const LikeArgs& l, Scalar value) {
-  Array a = empty(l.input->sizes(), l.dtype, l.device);
+  Array a = empty_like(*l.input, l.dtype, l.device);
   fill_(a, value);
   return wrap(std::move(a));
 }
@@ -276,7 +275,7 @@ PyObject* f_empty_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwn
   LOOM_PY_BEGIN
   static ArgParser parser("empty_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  return wrap(empty(l.input->sizes(), l.dtype, l.device));
+  return wrap(empty_like(*l.input, l.dtype, l.device));
   LOOM_PY_END(nullptr)
 }
 
@@ -284,7 +283,7 @@ PyObject* f_rand_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   LOOM_PY_BEGIN
   static ArgParser parser("rand_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  Array a = empty(l.input->sizes(), floating_dtype(l.dtype, "rand_like"), l.device);
+  Array a = empty_like(*l.input, floating_dtype(l.dtype, "rand_like"), l.device);
   uniform_(a, 0.0, 1.0, default_generator(l.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
@@ -294,7 +293,7 @@ PyObject* f_randn_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwn
   LOOM_PY_BEGIN
   static ArgParser parser("randn_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  Array a = empty(l.input->sizes(), floating_dtype(l.dtype, "randn_like"), l.device);
+  Array a = empty_like(*l.input, floating_dtype(l.dtype, "randn_like"), l.device);
   normal_(a, 0.0, 1.0, default_generator(l.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
@@ -309,7 +308,7 @@ PyObject* f_randint_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* k
   PyObject* high = l.extra[1];
   if (!high && nargs == 2) std::swap(low, high);
   LOOM_CHECK(high, Type, "randint_like() missing required argument 'high'");
-  Array a = empty(l.input->sizes(), l.dtype, l.device);
+  Array a = empty_like(*l.input, l.dtype, l.device);
   random_int_(a, low ? to_int64(low, "low") : 0, to_int64(high, "high"), default_generator(l.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
@@ -326,8 +325,8 @@ PyObject* f_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames
   LOOM_PY_END(nullptr)
 }
 
-// loom.as_tensor(data, dtype=None, device=None): shares memory with tensors and CPU buffers when
-// dtype and device already match, else copies.
+// loom.as_tensor(data, dtype=None, device=None): shares memory with tensors, buffers and other
+// libraries' tensors (shared_array) when dtype and device already match, else copies.
 PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("as_tensor", {"data", "dtype", "device"}, 3);
@@ -337,18 +336,14 @@ PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   std::optional<DType> dtype = optional_dtype(a[1]);
   std::optional<Device> device;
   if (a.has(2)) device = device_from_py(a[2]);
-  if (is_tensor(a[0])) {
-    const Array& t = array_of(a[0]);
-    if ((!dtype || *dtype == t.dtype) && (!device || *device == t.device())) return Py_NewRef(a[0]);
-    return wrap(copy_to(t, dtype.value_or(t.dtype), device.value_or(t.device())));
-  }
-  if (PyObject_CheckBuffer(a[0])) {
-    SharedBuffer shared = array_from_buffer(a[0]);
-    const Array& arr = shared.array;
+  if (auto shared = shared_array(a[0])) {
+    const Array& arr = shared->array;
+    bool same = (!dtype || *dtype == arr.dtype) && (!device || *device == arr.device());
+    if (same && is_tensor(a[0])) return Py_NewRef(a[0]);
     // Read-only memory (bytes, read-only arrays) is copied: a writable alias would let tensor
     // writes corrupt objects Python assumes immutable.
-    if (!shared.readonly && (!dtype || *dtype == arr.dtype) && (!device || device->is_cpu())) return wrap(arr);
-    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(kCPU)));
+    if (same && !shared->readonly) return wrap(arr);
+    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(arr.device()), MemoryFormat::Preserve));
   }
   return wrap(array_from_data(a[0], dtype, device.value_or(kCPU)));
   LOOM_PY_END(nullptr)

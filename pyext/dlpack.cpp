@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "pyext/args.h"
+#include "pyext/python_data.h"
 #include "pyext/tensor_object.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/error.h"
@@ -223,8 +224,7 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*) {
   return Py_BuildValue("(ii)", d.device_type, d.device_id);
 }
 
-PyObject* from_dlpack(PyObject*, PyObject* obj) {
-  LOOM_PY_BEGIN
+SharedBuffer import_dlpack(PyObject* obj, bool allow_readonly) {
   bool versioned = false;
   PyRef capsule = PyRef::checked(dlpack_capsule_of(obj, versioned));
   const char* name = versioned ? kVersionedCapsule : kCapsule;
@@ -233,21 +233,27 @@ PyObject* from_dlpack(PyObject*, PyObject* obj) {
     PyErr_Clear();
     LOOM_FAIL(Value, "from_dlpack: expected an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned')");
   }
-  Array array;
+  SharedBuffer out{Array{}, false};
   if (versioned) {
     auto* m = static_cast<dlpack::ManagedTensorVersioned*>(ptr);
     LOOM_CHECK(m->version.major == 1, Type, "from_dlpack: unsupported DLPack major version ", m->version.major);
-    LOOM_CHECK(!(m->flags & dlpack::kFlagReadOnly), Type,
+    out.readonly = (m->flags & dlpack::kFlagReadOnly) != 0;
+    LOOM_CHECK(allow_readonly || !out.readonly, Type,
                "from_dlpack: the producer marked this tensor read-only, and loom tensors are writable; copy it "
                "first (for numpy: array.copy())");
-    array = import_managed(m);
+    out.array = import_managed(m);
   } else {
-    array = import_managed(static_cast<dlpack::ManagedTensor*>(ptr));
+    out.array = import_managed(static_cast<dlpack::ManagedTensor*>(ptr));
   }
   // loom owns the tensor now: renaming marks the capsule consumed, so its destructor (which checks
   // the name, as the protocol requires) leaves the tensor alone.
   check_status(PyCapsule_SetName(capsule.get(), versioned ? kUsedVersionedCapsule : kUsedCapsule));
-  return wrap(std::move(array));
+  return out;
+}
+
+PyObject* from_dlpack(PyObject*, PyObject* obj) {
+  LOOM_PY_BEGIN
+  return wrap(import_dlpack(obj, false).array);
   LOOM_PY_END(nullptr)
 }
 

@@ -88,8 +88,11 @@ DType dtype_from_py(PyObject* obj) {
     throw PythonError{};
   }
   if (from_numpy(obj)) {
-    // numpy.dtype('float32').name and numpy.float32.__name__ both say "float32".
-    PyRef name = PyRef::steal(PyObject_GetAttrString(obj, PyType_Check(obj) ? "__name__" : "name"));
+    // numpy.dtype(obj).name is the canonical name for every spelling: dtype objects, scalar types
+    // (np.bool_, whose __name__ is "bool_") and aliases (np.longlong, np.intc).
+    PyRef np_dtype = PyRef::checked(PyObject_GetAttrString(numpy_module(), "dtype"));
+    PyRef normalized = PyRef::steal(PyObject_CallOneArg(np_dtype.get(), obj));
+    PyRef name = normalized ? PyRef::steal(PyObject_GetAttrString(normalized.get(), "name")) : PyRef();
     if (!name) PyErr_Clear();
     if (name) {
       if (auto d = from_name_object(name.get())) return *d;

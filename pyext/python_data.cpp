@@ -12,31 +12,56 @@ namespace {
 
 bool is_nested_sequence(PyObject* obj) { return PyList_Check(obj) || PyTuple_Check(obj); }
 
-// The category a Python leaf value contributes to dtype inference.
-ScalarKind leaf_kind(PyObject* leaf) {
-  if (PyBool_Check(leaf)) return ScalarKind::Bool;
-  if (PyFloat_Check(leaf)) return ScalarKind::Float;
-  if (is_tensor(leaf)) {
-    const Array& a = array_of(leaf);
+// Buffers in nested data (numpy arrays and scalars) are read as arrays. Tensors export buffers
+// too, but torch.tensor takes tensors in nested data as numbers.
+bool is_nested_buffer(PyObject* obj) { return PyObject_CheckBuffer(obj) && !is_tensor(obj); }
+
+// One number of nested data, and the dtype it asks the tensor for.
+struct Leaf {
+  Scalar value;
+  DType dtype;
+};
+
+// A Python int. One beyond int64 is kept as the nearest double: float and bool tensors take it,
+// as in PyTorch, and integer tensors report the overflow when it is stored.
+Scalar int_value(PyObject* obj) {
+  int overflow = 0;
+  long long v = PyLong_AsLongLongAndOverflow(obj, &overflow);
+  if (v == -1 && PyErr_Occurred()) throw PythonError{};
+  if (!overflow) return Scalar(static_cast<int64_t>(v));
+  double d = PyLong_AsDouble(obj);
+  if (d == -1.0 && PyErr_Occurred()) throw PythonError{};
+  return Scalar(d);
+}
+
+// Reads a leaf as torch.tensor infers it: Python bools, ints and floats ask for bool, int64 and
+// the default float dtype, 0-d tensors for their own. (numpy scalars are buffers, read before.)
+Leaf read_leaf(PyObject* leaf) {
+  if (PyBool_Check(leaf)) return {Scalar(leaf == Py_True), DType::Bool};
+  if (PyFloat_CheckExact(leaf)) return {Scalar(PyFloat_AS_DOUBLE(leaf)), default_float_dtype()};
+  if (PyLong_CheckExact(leaf)) return {int_value(leaf), DType::Int64};
+  // Tensors, loom's or another library's, are numbers in nested data, so only 0-d ones fit.
+  if (auto shared = shared_array(leaf)) {
+    const Array& a = shared->array;
     LOOM_CHECK(a.ndim() == 0, Value, "only 0-d tensors can be elements of nested data, got a tensor of shape ",
                format_dims(a.sizes()));
-    DTypeCategory c = dtype_info(a.dtype).category;
-    return c == DTypeCategory::Bool ? ScalarKind::Bool : c == DTypeCategory::Integral ? ScalarKind::Int : ScalarKind::Float;
+    return {item(a), a.dtype};
   }
-  if (is_index_like(leaf)) return ScalarKind::Int;
-  // Other numbers (numpy floats, Fractions...) convert through __float__.
-  if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return ScalarKind::Float;
+  if (is_index_like(leaf)) return {int_value(PyRef::checked(PyNumber_Index(leaf)).get()), DType::Int64};
+  // Other numbers (float subclasses, Fractions...) convert through __float__.
+  if (PyNumber_Check(leaf) && !PyUnicode_Check(leaf)) return {Scalar(to_double(leaf, "value")), default_float_dtype()};
   LOOM_FAIL(Type, "new(): invalid data type '", type_name(leaf), "'");
 }
 
-Scalar leaf_value(PyObject* leaf, ScalarKind kind) {
-  if (is_tensor(leaf)) return item(array_of(leaf));
-  switch (kind) {
-    case ScalarKind::Bool: return Scalar(leaf == Py_True);
-    case ScalarKind::Int: return Scalar(to_int64(leaf, "value"));
-    case ScalarKind::Float: return Scalar(to_double(leaf, "value"));
+// The dims torch.tensor finds in a nested array: it walks first elements, so it stops at a size-0
+// dim ([np.zeros((2, 0, 3))] has shape (1, 2, 0)).
+Dims walked_dims(const Array& a) {
+  Dims dims;
+  for (int64_t s : a.sizes()) {
+    dims.push_back(s);
+    if (s == 0) break;
   }
-  __builtin_unreachable();
+  return dims;
 }
 
 // Walks the first element at every depth to find the shape the data claims to have.
@@ -47,37 +72,80 @@ Dims infer_shape(PyObject* data) {
     Py_ssize_t n = PySequence_Size(obj.get());
     check_status(static_cast<int>(n < 0 ? -1 : 0));
     shape.push_back(n);
-    if (n == 0) break;
+    if (n == 0) return shape;
     obj = PyRef::checked(PySequence_GetItem(obj.get(), 0));
   }
+  if (is_nested_buffer(obj.get()))
+    for (int64_t s : walked_dims(array_from_buffer(obj.get()).array)) shape.push_back(s);
   return shape;
 }
 
-// Checks that data has exactly `shape`, collecting its leaves (owned, in row-major order) and the
-// widest leaf kind. Each level is read through a tuple snapshot, so a leaf's __float__ or
-// __index__ that mutates the lists cannot change what is being converted.
-void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<PyRef>& leaves, ScalarKind& widest) {
-  if (depth == shape.size()) {
-    if (is_nested_sequence(obj)) {
-      LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ", PySequence_Size(obj));
+void promote_into(std::optional<DType>& acc, DType dtype) { acc = acc ? promote_types(*acc, dtype) : dtype; }
+
+// A buffer nested in the data: torch.tensor reads numpy arrays as sequences and numpy scalars as
+// numbers (loom reads array.array and memoryview the same way), each asking for its own dtype.
+void collect_buffer(const Array& a, IntSpan shape, size_t depth, std::vector<Scalar>& values,
+                    std::optional<DType>& dtype) {
+  Dims dims = walked_dims(a);
+  for (size_t i = 0; i <= dims.size(); ++i) {
+    size_t d = depth + i;
+    if (i == dims.size()) {
+      LOOM_CHECK(d == shape.size(), Value, "expected sequence of length ", shape[d], " at dim ", d, " (got a number)");
+    } else {
+      LOOM_CHECK(d < shape.size(), Value, "expected a number at dim ", d, " but got a sequence of length ", dims[i]);
+      LOOM_CHECK(dims[i] == shape[d], Value, "expected sequence of length ", shape[d], " at dim ", d, " (got ",
+                 dims[i], ")");
     }
-    ScalarKind k = leaf_kind(obj);
-    widest = leaves.empty() ? k : std::max(widest, k);
-    leaves.push_back(PyRef::borrow(obj));
-    return;
   }
-  if (!is_nested_sequence(obj)) {
-    LOOM_FAIL(Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", type_name(obj), ")");
-  }
-  PyRef items = PyRef::checked(PySequence_Tuple(obj));
-  Py_ssize_t n = PyTuple_GET_SIZE(items.get());
-  LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", n,
-             ")");
-  for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, leaves, widest);
+  promote_into(dtype, a.dtype);
+  Array dense = contiguous(a);
+  const char* p = static_cast<const char*>(dense.data());
+  size_t item = itemsize(a.dtype);
+  for (int64_t i = 0; i < dense.numel(); ++i, p += item) values.push_back(Scalar::load(p, a.dtype));
 }
 
-DType default_for(ScalarKind kind) {
-  return kind == ScalarKind::Bool ? DType::Bool : kind == ScalarKind::Int ? DType::Int64 : default_float_dtype();
+// Checks that data has exactly `shape`, collecting its values in row-major order and promoting
+// the dtypes they ask for, as PyTorch does (promote_types: [np.uint8(1), 300] is int64). Each
+// level is read through a tuple snapshot, so a leaf's __float__ or __index__ that mutates a list
+// cannot make the walk read past what it checked.
+void collect_leaves(PyObject* obj, IntSpan shape, size_t depth, std::vector<Scalar>& values,
+                    std::optional<DType>& dtype) {
+  if (is_nested_sequence(obj)) {
+    if (depth == shape.size()) {
+      LOOM_FAIL(Value, "expected a number at dim ", depth, " but got a sequence of length ", PySequence_Size(obj));
+    }
+    PyRef items = PyRef::checked(PySequence_Tuple(obj));
+    Py_ssize_t n = PyTuple_GET_SIZE(items.get());
+    LOOM_CHECK(n == shape[depth], Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ",
+               n, ")");
+    // An empty sequence asks for the default dtype, as in PyTorch: [np.array([], np.int64), []] is float.
+    if (n == 0) promote_into(dtype, default_float_dtype());
+    for (Py_ssize_t i = 0; i < n; ++i) collect_leaves(PyTuple_GET_ITEM(items.get(), i), shape, depth + 1, values, dtype);
+    return;
+  }
+  // Buffers before numbers: np.float64 is a float, and np.bool_ has an __index__.
+  if (is_nested_buffer(obj)) return collect_buffer(array_from_buffer(obj).array, shape, depth, values, dtype);
+  if (depth < shape.size()) {
+    LOOM_FAIL(Value, "expected sequence of length ", shape[depth], " at dim ", depth, " (got ", type_name(obj), ")");
+  }
+  Leaf leaf = read_leaf(obj);
+  promote_into(dtype, leaf.dtype);
+  values.push_back(leaf.value);
+}
+
+// A value stored in a T tensor as torch.tensor stores nested data (its store_scalar): integer
+// types check the range (a negative int then wraps into uint8 as a cast does), floating types
+// take the value through a double without a check (1e40 is inf in float32), bool takes truthiness.
+template <typename T>
+T stored(const Scalar& v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v.to<bool>();
+  } else if constexpr (!std::is_integral_v<T>) {
+    return convert<T>(v.as_double());
+  } else {
+    v.check_fits(dtype_of<T>);
+    return v.to<T>();
+  }
 }
 
 // Holds an exported buffer; releasing it needs the GIL.
@@ -125,38 +193,82 @@ SharedBuffer array_from_buffer(PyObject* obj) {
     layout.sizes.push_back(v.shape[d]);
     layout.strides.push_back(stride / item);
   }
+  // numpy exports a C-contiguous array with strides recomputed through its sizes, so an empty one
+  // claims stride 0 left of its size-0 dim ((0, 12, 4) for shape (2, 0, 3)); copies made in the
+  // buffer's memory format would keep that. The canonical contiguous strides are what a
+  // reshaped numpy array really has.
+  if (PyBuffer_IsContiguous(&v, 'C')) layout.strides = contiguous_strides(layout.sizes);
   size_t nbytes = static_cast<size_t>(layout.storage_end()) * static_cast<size_t>(item);
   Ref<Storage> storage = Storage::wrap(v.buf, nbytes, kCPU, release_buffer, owner.get());
   owner.release();  // the storage owns it now
   return {Array{std::move(storage), std::move(layout), *dtype}, readonly};
 }
 
+namespace {
+
+SharedBuffer via_array_method(PyObject* data) {
+  PyRef arr = PyRef::checked(PyObject_CallMethod(data, "__array__", nullptr));
+  LOOM_CHECK(PyObject_CheckBuffer(arr.get()), Type, type_name(data), ".__array__() returned ", type_name(arr.get()),
+             ", not an array");
+  return array_from_buffer(arr.get());
+}
+
+}  // namespace
+
+std::optional<SharedBuffer> shared_array(PyObject* data) {
+  if (is_tensor(data)) return SharedBuffer{array_of(data), false};
+  if (PyObject_CheckBuffer(data)) {
+    if (!PySequence_Check(data)) return std::nullopt;  // a numpy scalar: a number
+    return array_from_buffer(data);
+  }
+  if (is_nested_sequence(data) || PyLong_Check(data) || PyFloat_Check(data)) return std::nullopt;
+  bool has_array = PyObject_HasAttrString(data, "__array__");
+  if (PyObject_HasAttrString(data, "__dlpack__")) {
+    try {
+      return import_dlpack(data, true);
+    } catch (const PythonError&) {
+      if (!has_array) throw;
+      // Should __array__ fail as well, the producer's DLPack error is the one to report.
+      PyObject *type, *value, *traceback;
+      PyErr_Fetch(&type, &value, &traceback);
+      PyRef saved[] = {PyRef::steal(type), PyRef::steal(value), PyRef::steal(traceback)};
+      try {
+        return via_array_method(data);
+      } catch (const PythonError&) {
+        PyErr_Restore(saved[0].release(), saved[1].release(), saved[2].release());
+        throw;
+      }
+    }
+  }
+  if (has_array) return via_array_method(data);
+  return std::nullopt;
+}
+
 Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device) {
-  if (is_tensor(data)) {
-    const Array& a = array_of(data);
-    return copy_to(a, dtype.value_or(a.dtype), device);
-  }
-  if (PyObject_CheckBuffer(data) && !PyUnicode_Check(data)) {
-    Array shared = array_from_buffer(data).array;
-    return copy_to(shared, dtype.value_or(shared.dtype), device);
-  }
-  if (!is_nested_sequence(data) && PyObject_HasAttrString(data, "__array__") && !PyNumber_Check(data)) {
-    // Objects that convert to numpy (torch tensors, pandas columns): go through their array.
-    PyRef arr = PyRef::checked(PyObject_CallMethod(data, "__array__", nullptr));
-    return array_from_data(arr.get(), dtype, device);
+  // Copies keep the source's memory format, as torch.tensor(x) is x.to(copy=True) for arrays.
+  if (auto shared = shared_array(data)) {
+    const Array& a = shared->array;
+    return copy_to(a, dtype.value_or(a.dtype), device, MemoryFormat::Preserve);
   }
   Dims shape = infer_shape(data);
-  std::vector<PyRef> leaves;
-  ScalarKind widest = ScalarKind::Bool;
-  collect_leaves(data, shape, 0, leaves, widest);
-  DType out_dtype = dtype.value_or(leaves.empty() ? default_float_dtype() : default_for(widest));
+  std::vector<Scalar> values;
+  std::optional<DType> inferred;
+  collect_leaves(data, shape, 0, values, inferred);
+  DType out_dtype = dtype ? *dtype : inferred.value_or(default_float_dtype());
   Array host = empty(shape, out_dtype, kCPU);
   visit_dtype(out_dtype, [&](auto tag) {
     using T = decltype(tag);
     T* out = static_cast<T*>(host.data());
-    for (const PyRef& leaf : leaves) *out++ = leaf_value(leaf.get(), leaf_kind(leaf.get())).template to<T>();
+    for (const Scalar& v : values) *out++ = stored<T>(v);
   });
   return device.is_cpu() ? host : copy_to(host, out_dtype, device);
+}
+
+Scalar scalar_from_py(PyObject* value, const char* what) {
+  if (PyBool_Check(value)) return Scalar(value == Py_True);
+  if (is_tensor(value)) return item(array_of(value));
+  if (is_index_like(value)) return Scalar(to_int64(value, what));
+  return Scalar(to_double(value, what));
 }
 
 PyObject* scalar_to_py(Scalar value) {

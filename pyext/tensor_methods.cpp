@@ -260,6 +260,8 @@ PyObject* m_flatten(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
   int64_t end = wrap_dim(a.has(1) ? to_int64(a[1], "end_dim") : -1, n);
   LOOM_CHECK(start <= end, Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
   if (n == 0) return reshape_to(self, Dims{1});
+  // Nothing to merge: PyTorch returns the tensor itself, strides and all.
+  if (start == end) return Py_NewRef(self);
   Dims shape;
   for (int64_t d = 0; d < start; ++d) shape.push_back(arr.sizes()[d]);
   int64_t merged = 1;
@@ -322,7 +324,7 @@ PyObject* m_contiguous(PyObject* self, PyObject*) {
 PyObject* m_clone(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
   const Array& a = array_of(self);
-  return wrap(copy_to(a, a.dtype, a.device()));
+  return wrap(copy_to(a, a.dtype, a.device(), MemoryFormat::Preserve));
   LOOM_PY_END(nullptr)
 }
 
@@ -337,7 +339,7 @@ PyObject* m_detach(PyObject* self, PyObject*) {
 PyObject* converted(PyObject* self, DType dtype, Device device, bool copy) {
   const Array& a = array_of(self);
   if (!copy && dtype == a.dtype && device == a.device()) return Py_NewRef(self);
-  return wrap(copy_to(a, dtype, device));
+  return wrap(copy_to(a, dtype, device, MemoryFormat::Preserve));
 }
 
 PyObject* m_to(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -449,7 +451,7 @@ PyMethodDef tensor_methods[] = {
     {"narrow", LOOM_FASTCALL(m_narrow), "narrow(dim, start, length) (a view)"},
     {"select", LOOM_FASTCALL(m_select), "select(dim, index) (a view without that dimension)"},
     {"contiguous", m_contiguous, METH_NOARGS, "self if contiguous, else a contiguous copy"},
-    {"clone", m_clone, METH_NOARGS, "a copy with its own storage"},
+    {"clone", m_clone, METH_NOARGS, "a copy with its own storage, in this tensor's dim order"},
     {"detach", m_detach, METH_NOARGS, "a new tensor sharing this one's storage"},
     {"to", LOOM_FASTCALL(m_to), "to(device=None, dtype=None, copy=False)"},
     {"cpu", m_cpu, METH_NOARGS, "this tensor in host memory"},

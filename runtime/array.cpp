@@ -1,5 +1,7 @@
 #include "runtime/array.h"
 
+#include <utility>
+
 #include "runtime/cpu/kernels.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/error.h"
@@ -39,20 +41,29 @@ void fill_anywhere(const Array& dst, Fill&& fill) {
   if (dst.device().is_cpu()) return fill(dst);
   // A fill overwrites every element it addresses, but a strided dst may have holes in its range
   // that must survive the upload, so download first unless the array is dense.
-  HostMirror m(dst, !dst.is_contiguous());
+  HostMirror m(dst, !dst.layout.is_non_overlapping_and_dense());
   fill(m.host);
   m.upload();
+}
+
+// Fresh storage for a layout at offset 0 whose sizes passed check_sizes.
+Array allocate(Layout layout, DType dtype, Device device) {
+  int64_t nbytes = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(layout.storage_end(), static_cast<int64_t>(itemsize(dtype)), &nbytes), Runtime,
+             "Storage size calculation overflowed with sizes=", format_dims(layout.sizes));
+  return Array{Storage::allocate(static_cast<size_t>(nbytes), device), std::move(layout), dtype};
 }
 
 }  // namespace
 
 Array empty(IntSpan sizes, DType dtype, Device device) {
   check_sizes(sizes);
-  Layout layout = Layout::contiguous(sizes);
-  int64_t nbytes = 0;
-  LOOM_CHECK(!__builtin_mul_overflow(layout.numel(), static_cast<int64_t>(itemsize(dtype)), &nbytes), Runtime,
-             "Storage size calculation overflowed with sizes=", format_dims(sizes));
-  return Array{Storage::allocate(static_cast<size_t>(nbytes), device), std::move(layout), dtype};
+  return allocate(Layout::contiguous(sizes), dtype, device);
+}
+
+Array empty_like(const Array& like, DType dtype, Device device) {
+  check_sizes(like.sizes());  // expanded views may claim more elements than int64 counts
+  return allocate(Layout{Dims(like.sizes()), preserved_strides(like.layout), 0}, dtype, device);
 }
 
 void copy_(const Array& dst, const Array& src) {
@@ -61,7 +72,7 @@ void copy_(const Array& dst, const Array& src) {
   Device dd = dst.device(), sd = src.device();
   if (dd.is_cpu() && sd.is_cpu()) return cpu::copy(dst, from);
   // A plain transfer: same dtype, both dense in the same order.
-  if (dst.dtype == src.dtype && dst.is_contiguous() && from.is_contiguous()) {
+  if (dst.dtype == src.dtype && same_dense_order(dst.layout, from.layout)) {
     cuda::memcpy(dst.data(), dd, from.data(), sd, static_cast<size_t>(dst.numel()) * itemsize(dst.dtype));
     return;
   }
@@ -72,15 +83,15 @@ void copy_(const Array& dst, const Array& src) {
     host_src = src_mirror->host;
   }
   if (dd.is_cuda()) {
-    dst_mirror.emplace(dst, !dst.is_contiguous());
+    dst_mirror.emplace(dst, !dst.layout.is_non_overlapping_and_dense());
     host_dst = dst_mirror->host;
   }
   cpu::copy(host_dst, host_src);
   if (dst_mirror) dst_mirror->upload();
 }
 
-Array copy_to(const Array& src, DType dtype, Device device) {
-  Array out = empty(src.sizes(), dtype, device);
+Array copy_to(const Array& src, DType dtype, Device device, MemoryFormat format) {
+  Array out = format == MemoryFormat::Preserve ? empty_like(src, dtype, device) : empty(src.sizes(), dtype, device);
   copy_(out, src);
   return out;
 }
@@ -89,7 +100,20 @@ Array contiguous(const Array& src) {
   return src.is_contiguous() ? src : copy_to(src, src.dtype, src.device());
 }
 
+bool may_overlap(const Array& a, const Array& b) noexcept {
+  if (a.device() != b.device()) return false;
+  auto bytes = [](const Array& x) {
+    auto begin = reinterpret_cast<uintptr_t>(x.data());
+    auto size = static_cast<uintptr_t>(x.layout.storage_end() - x.layout.offset) * itemsize(x.dtype);
+    return std::pair{begin, begin + size};
+  };
+  auto [a_begin, a_end] = bytes(a);
+  auto [b_begin, b_end] = bytes(b);
+  return a_begin < a_end && b_begin < b_end && a_begin < b_end && b_begin < a_end;
+}
+
 void fill_(const Array& dst, Scalar value) {
+  value.check_fits(dst.dtype);
   fill_anywhere(dst, [&](const Array& a) { cpu::fill(a, value); });
 }
 

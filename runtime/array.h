@@ -36,17 +36,29 @@ struct Array {
   Array view_as(Layout l) const { return Array{storage, std::move(l), dtype}; }
 };
 
+// How a new array made from another lays out its elements: row-major, or in the other's dim
+// order (PyTorch's preserve_format, the default of clone, to and the *_like functions).
+enum class MemoryFormat : uint8_t { Contiguous, Preserve };
+
 // A new contiguous array with uninitialized contents.
 Array empty(IntSpan sizes, DType dtype, Device device);
+// A new array with like's sizes and strides from preserved_strides, uninitialized.
+Array empty_like(const Array& like, DType dtype, Device device);
 
 // Writes src into dst element by element: src broadcasts to dst's shape, converts to dst's dtype
 // and may live on another device. dst must not overlap src unless they are the same view.
 void copy_(const Array& dst, const Array& src);
-// A new contiguous array holding src's values as `dtype` on `device`.
-Array copy_to(const Array& src, DType dtype, Device device);
+// A new array holding src's values as `dtype` on `device`.
+Array copy_to(const Array& src, DType dtype, Device device, MemoryFormat format = MemoryFormat::Contiguous);
 // src itself when already contiguous, else a contiguous copy.
 Array contiguous(const Array& src);
+// Whether a and b may address common memory: their byte ranges intersect on one device. Storage
+// identity is not enough: the same memory can be wrapped twice (two from_numpy of one array).
+// Conservative for interleaved views (t[::2] and t[1::2] report an overlap).
+bool may_overlap(const Array& a, const Array& b) noexcept;
 
+// Raises RuntimeError, as PyTorch's fill_ does, when the value overflows dst's dtype
+// (Scalar::check_fits).
 void fill_(const Array& dst, Scalar value);
 // dst (contiguous, 1-d) = start + i * step; in integers when dst is integral and both are ints.
 void arange_(const Array& dst, Scalar start, Scalar step);

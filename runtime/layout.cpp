@@ -90,12 +90,33 @@ Layout Layout::contiguous(IntSpan sizes, int64_t offset) {
 }
 
 bool Layout::is_contiguous() const noexcept {
+  // Any size-0 dim makes the tensor empty, whatever the strides of the dims after it (as in PyTorch).
+  if (std::ranges::find(sizes, 0) != sizes.end()) return true;
   int64_t expected = 1;
   for (size_t i = sizes.size(); i-- > 0;) {
-    if (sizes[i] == 0) return true;
     if (sizes[i] == 1) continue;
     if (strides[i] != expected) return false;
     expected *= sizes[i];
+  }
+  return true;
+}
+
+bool Layout::is_non_overlapping_and_dense() const noexcept {
+  if (is_contiguous()) return true;
+  // Visit the dims of size >= 2 from the smallest stride up: each must step over exactly the
+  // block the previous ones span. Size-0/1 dims address nothing extra, so sort them last.
+  Dims order(sizes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::sort(order.begin(), order.end(), [this](int64_t a, int64_t b) {
+    if (sizes[a] < 2) return false;
+    if (sizes[b] < 2) return true;
+    return strides[a] < strides[b];
+  });
+  int64_t expected = 1;
+  for (int64_t d : order) {
+    if (sizes[d] < 2) break;
+    if (strides[d] != expected) return false;
+    expected *= sizes[d];
   }
   return true;
 }
@@ -107,6 +128,46 @@ int64_t Layout::storage_end() const noexcept {
     end += (sizes[i] - 1) * strides[i];
   }
   return end;
+}
+
+bool same_dense_order(const Layout& a, const Layout& b) noexcept {
+  return (a.is_contiguous() && b.is_contiguous()) || (a.strides == b.strides && a.is_non_overlapping_and_dense());
+}
+
+Dims preserved_strides(const Layout& l) {
+  if (l.is_non_overlapping_and_dense()) return l.strides;
+  // PyTorch's infer_dense_strides, which orders dims as TensorIterator does so every op agrees on
+  // output layouts: a stable insertion sort of the dims, innermost first, by stride (equal
+  // strides: the smaller size inner). A stride-0 dim compares equal to everything, so broadcast
+  // dims stay where a contiguous layout has them.
+  int64_t n = l.ndim();
+  Dims perm(static_cast<size_t>(n));  // perm[0] is the innermost dim
+  for (int64_t i = 0; i < n; ++i) perm[i] = n - 1 - i;
+  auto should_swap = [&l](int64_t d0, int64_t d1) {
+    int64_t s0 = l.strides[d0], s1 = l.strides[d1];
+    if (s0 == 0 || s1 == 0) return 0;
+    if (s0 != s1) return s0 < s1 ? -1 : 1;
+    return l.sizes[d0] > l.sizes[d1] ? 1 : 0;
+  };
+  for (int64_t i = 1; i < n; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  Dims strides(static_cast<size_t>(n));
+  int64_t stride = 1;
+  for (int64_t d : perm) {
+    strides[d] = stride;
+    stride *= std::max<int64_t>(l.sizes[d], 1);
+  }
+  return strides;
 }
 
 Layout permute(const Layout& l, IntSpan dims) {
@@ -154,7 +215,10 @@ Layout expand(const Layout& l, IntSpan sizes) {
       LOOM_CHECK(target >= 0, Runtime, "The expanded size of the tensor (", target,
                  ") isn't allowed in a leading, non-existing dimension ", i);
       out.sizes[i] = target;
-      out.strides[i] = 0;
+      // A new size-1 dim gets the stride a contiguous layout would give it (size * stride of the
+      // dim after it), as PyTorch's inferExpandGeometry does, so expand(1, n) of a contiguous
+      // tensor has contiguous strides; PyTorch gives every dim of an expanded 0-d tensor stride 0.
+      out.strides[i] = target == 1 && old > 0 ? out.sizes[i + 1] * out.strides[i + 1] : 0;
       continue;
     }
     int64_t have = l.sizes[j];
@@ -220,7 +284,12 @@ Layout slice(const Layout& l, int64_t dim, std::optional<int64_t> start, std::op
   Layout out = l;
   out.sizes[d] = end == begin ? 0 : (end - begin - 1) / step + 1;  // no overflow for huge steps
   out.offset += begin * l.strides[d];
-  out.strides[d] = l.strides[d] * step;
+  // Strides must stay countable in bytes (itemsizes are at most 8) for kernels and exporters. Only
+  // a step past the end of the dim breaks that, and it leaves at most one element, which any
+  // stride addresses: keep the dim's own stride then.
+  constexpr int64_t kMaxStride = INT64_MAX / 8;
+  if (__builtin_mul_overflow(l.strides[d], step, &out.strides[d]) || out.strides[d] > kMaxStride)
+    out.strides[d] = l.strides[d];
   return out;
 }
 
@@ -256,6 +325,12 @@ Layout select(const Layout& l, int64_t dim, int64_t index) {
 std::optional<Layout> view(const Layout& l, IntSpan sizes) {
   Layout out{Dims(sizes), Dims(sizes.size()), l.offset};
   int64_t numel = l.numel();
+  if (numel == 0 && l.sizes == out.sizes) {
+    // Any strides would do for an empty tensor; PyTorch (like numpy) keeps them when the shape
+    // does not change.
+    out.strides = l.strides;
+    return out;
+  }
   if (numel == 0 || l.ndim() == 0) {
     // Nothing to address, or one element: any strides work; contiguous ones are canonical.
     out.strides = contiguous_strides(sizes);

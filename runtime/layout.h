@@ -47,15 +47,28 @@ struct Layout {
   int64_t ndim() const noexcept { return static_cast<int64_t>(sizes.size()); }
   int64_t numel() const noexcept { return numel_of(sizes); }
   bool is_contiguous() const noexcept;
+  // The elements fill a block of memory exactly, each at its own address, in some dim order
+  // (PyTorch's is_non_overlapping_and_dense): a permutation of a contiguous layout.
+  bool is_non_overlapping_and_dense() const noexcept;
   // One past the last storage element this layout touches (offset when it has no elements).
   int64_t storage_end() const noexcept;
 
   friend bool operator==(const Layout&, const Layout&) = default;
 };
 
+// Whether two layouts of the same sizes place every element at the same distance from their
+// first element, with no gaps: both row-major, or one dense layout in another dim order. Copying
+// numel elements as one block between them then moves each element to its place.
+bool same_dense_order(const Layout& a, const Layout& b) noexcept;
+
+// The strides PyTorch's preserve_format gives a new tensor made like l (clone, to, *_like): l's
+// own when l is non-overlapping and dense, else dense strides that keep the order of l's strides.
+// l's element count must be representable (check_sizes).
+Dims preserved_strides(const Layout& l);
+
 Layout permute(const Layout& l, IntSpan dims);
 Layout transpose(const Layout& l, int64_t dim0, int64_t dim1);
-// sizes may hold -1 to keep a dimension; new leading dimensions get stride 0.
+// sizes may hold -1 to keep a dimension; broadcast dimensions (new ones included) get stride 0.
 Layout expand(const Layout& l, IntSpan sizes);
 Layout squeeze(const Layout& l);
 Layout squeeze(const Layout& l, int64_t dim);

@@ -24,6 +24,15 @@ class Scalar {
     if (kind_ == ScalarKind::Bool) return convert<T>(i_ != 0);
     return convert<T>(i_);
   }
+  // Whether storing the value as dtype overflows, by PyTorch's rule (c10's checked_convert):
+  // ints must fit the type's range, except that negative ints wrap into uint8 down to -255;
+  // floats must lie in [lowest, max] (integer types take no NaN or infinity, floating types
+  // both). Nothing overflows bool, and bools overflow nothing.
+  bool overflows(DType dtype) const noexcept;
+  // Raises RuntimeError "value cannot be converted to type <dtype> without overflow", as
+  // PyTorch's fill_ and tensor() do, when the value overflows dtype.
+  void check_fits(DType dtype) const;
+
   double as_double() const noexcept { return kind_ == ScalarKind::Float ? d_ : static_cast<double>(i_); }
   int64_t as_int() const noexcept { return kind_ == ScalarKind::Float ? static_cast<int64_t>(d_) : i_; }
 

@@ -8,14 +8,19 @@
 namespace loom::cpu {
 namespace {
 
-// Calls gen(i) -> T for every element of a contiguous array, in row-major order.
+// Calls gen(i, T{}) -> T for every element of dst, i being its row-major index whatever dst's
+// strides: random fills of arrays made like a permuted tensor (rand_like) must give each element
+// the value it would have in a contiguous result.
 template <typename Gen>
 void generate(const Array& dst, Gen&& gen) {
   visit_dtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
-    T* out = static_cast<T*>(dst.data());
-    int64_t n = dst.numel();
-    for (int64_t i = 0; i < n; ++i) out[i] = gen(i, tag);
+    int64_t i = 0;
+    for_each_row<1>(dst.sizes(), {static_cast<char*>(dst.data())}, {byte_strides(dst.layout, sizeof(T))},
+                    [&](const Row<1>& r) {
+                      char* p = r.ptr[0];
+                      for (int64_t k = 0; k < r.size; ++k, p += r.stride[0]) *reinterpret_cast<T*>(p) = gen(i++, tag);
+                    });
   });
 }
 
@@ -27,7 +32,7 @@ void require_contiguous(const Array& a, const char* what) {
 
 void copy(const Array& dst, const Array& src) {
   size_t dsize = itemsize(dst.dtype), ssize = itemsize(src.dtype);
-  if (dst.dtype == src.dtype && dst.is_contiguous() && src.is_contiguous()) {
+  if (dst.dtype == src.dtype && same_dense_order(dst.layout, src.layout)) {
     std::memmove(dst.data(), src.data(), static_cast<size_t>(dst.numel()) * dsize);
     return;
   }
@@ -86,7 +91,6 @@ void linspace(const Array& dst, double start, double end) {
 }
 
 void uniform(const Array& dst, double low, double high, PhiloxState state) {
-  require_contiguous(dst, "uniform_");
   int digits = dtype_info(dst.dtype).mantissa_digits;
   generate(dst, [=](int64_t i, auto tag) {
     using T = decltype(tag);
@@ -96,7 +100,6 @@ void uniform(const Array& dst, double low, double high, PhiloxState state) {
 }
 
 void normal(const Array& dst, double mean, double std, PhiloxState state) {
-  require_contiguous(dst, "normal_");
   generate(dst, [=](int64_t i, auto tag) {
     using T = decltype(tag);
     return convert<T>(mean + std * random_normal(random_block(state, static_cast<uint64_t>(i))));
@@ -104,7 +107,6 @@ void normal(const Array& dst, double mean, double std, PhiloxState state) {
 }
 
 void random_int(const Array& dst, int64_t low, int64_t high, PhiloxState state) {
-  require_contiguous(dst, "random_");
   uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
   generate(dst, [=](int64_t i, auto tag) {
     using T = decltype(tag);

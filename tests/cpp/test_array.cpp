@@ -2,6 +2,8 @@
 // layouts, fills, and storage lifetime.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+#include <string>
 #include <vector>
 
 #include "runtime/array.h"
@@ -51,6 +53,32 @@ BOOST_AUTO_TEST_CASE(copy_transposed_with_conversion) {
   BOOST_TEST((contiguous(t).storage.get() != a.storage.get()));
 }
 
+BOOST_AUTO_TEST_CASE(copies_can_preserve_the_source_dim_order) {
+  Array a = iota(D({2, 3}), DType::Int64);
+  Array t = a.view_as(transpose(a.layout, 0, 1));
+  Array c = copy_to(t, DType::Float32, kCPU, MemoryFormat::Preserve);
+  BOOST_TEST((c.layout.strides == D({1, 3})));
+  BOOST_TEST(c.layout.offset == 0);
+  BOOST_TEST(c.storage->nbytes() == 24u);
+  BOOST_TEST((values<float>(c) == std::vector<float>{0, 3, 1, 4, 2, 5}));
+  // Not dense: dense strides in the source's order, storage for exactly its elements.
+  Array every_other_row = t.view_as(slice(t.layout, 0, std::nullopt, std::nullopt, 2));
+  Array d = copy_to(every_other_row, DType::Int64, kCPU, MemoryFormat::Preserve);
+  BOOST_TEST((d.layout.strides == D({1, 2})));
+  BOOST_TEST(d.storage->nbytes() == 32u);
+  BOOST_TEST((values<int64_t>(d) == std::vector<int64_t>{0, 3, 2, 5}));
+  Array e = empty_like(a.view_as(expand(Layout::contiguous(D({1})), D({4, 5}))), DType::Bool, kCPU);
+  BOOST_TEST(e.is_contiguous());
+  BOOST_TEST(e.storage->nbytes() == 20u);
+  // Random fills give element i (row-major) the same value whatever the strides.
+  Generator g1(3), g2(3);
+  Array permuted = empty_like(t, DType::Float32, kCPU);
+  Array plain = empty(D({3, 2}), DType::Float32, kCPU);
+  normal_(permuted, 0.0, 1.0, g1);
+  normal_(plain, 0.0, 1.0, g2);
+  BOOST_TEST((values<float>(permuted) == values<float>(plain)));
+}
+
 BOOST_AUTO_TEST_CASE(copy_broadcasts_source) {
   Array dst = empty(D({2, 3}), DType::Float32, kCPU);
   Array row = iota(D({3}), DType::Int32);
@@ -91,6 +119,67 @@ BOOST_AUTO_TEST_CASE(conversions_follow_cast_rules) {
   std::vector<float> h;
   for (Half x : values<Half>(f)) h.push_back(float(x));
   BOOST_TEST((h == std::vector<float>{-1.7001953125f, 0.0f, 2.5f, 300.0f}));
+}
+
+BOOST_AUTO_TEST_CASE(overlap_is_found_by_address) {
+  Array a = iota(D({10}), DType::Float64);
+  auto view = [&](const Array& base, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1) {
+    return base.view_as(slice(base.layout, 0, start, stop, step));
+  };
+  // A second Storage over the same memory, as from_numpy twice of one array makes.
+  Array alias{Storage::wrap(a.data(), a.storage->nbytes(), kCPU, nullptr, nullptr), a.layout, a.dtype};
+  BOOST_TEST(may_overlap(view(a, 2, std::nullopt, 2), view(alias, std::nullopt, -2, 2)));
+  BOOST_TEST(!may_overlap(view(a, std::nullopt, 5), view(alias, 5, std::nullopt)));
+  BOOST_TEST(may_overlap(view(a, 4, 5), view(alias, 4, 6)));
+  BOOST_TEST(!may_overlap(view(a, 4, 4), a));  // empty views address nothing
+  BOOST_TEST(!may_overlap(a, iota(D({10}), DType::Float64)));
+  // Conservative: interleaved views share a range but no element.
+  BOOST_TEST(may_overlap(view(a, 0, std::nullopt, 2), view(a, 1, std::nullopt, 2)));
+  // Reinterpreting the bytes with another dtype still overlaps.
+  Array bytes{a.storage, Layout::contiguous(D({8})), DType::UInt8};
+  BOOST_TEST(may_overlap(bytes, a));
+}
+
+BOOST_AUTO_TEST_CASE(fill_checks_the_value_range_like_pytorch) {
+  // Ints: the type's range, but negative ints wrap into uint8 while their magnitude fits.
+  BOOST_TEST(!Scalar(int64_t{-1}).overflows(DType::UInt8));
+  BOOST_TEST(!Scalar(int64_t{-255}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{-256}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{256}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{INT64_MIN}).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(int64_t{2147483648}).overflows(DType::Int32));
+  BOOST_TEST(!Scalar(int64_t{INT64_MAX}).overflows(DType::Int64));
+  BOOST_TEST(Scalar(int64_t{65505}).overflows(DType::Float16));
+  BOOST_TEST(!Scalar(int64_t{INT64_MAX}).overflows(DType::BFloat16));
+  // Floats: exactly [lowest, max]; integer types take no NaN or infinity, floating ones both.
+  BOOST_TEST(Scalar(-0.5).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(255.5).overflows(DType::UInt8));
+  BOOST_TEST(!Scalar(255.0).overflows(DType::UInt8));
+  BOOST_TEST(Scalar(2147483647.5).overflows(DType::Int32));
+  BOOST_TEST(Scalar(0x1p63).overflows(DType::Int64));
+  BOOST_TEST(!Scalar(-0x1p63).overflows(DType::Int64));
+  BOOST_TEST(Scalar(std::nan("")).overflows(DType::Int32));
+  BOOST_TEST(!Scalar(std::nan("")).overflows(DType::Float16));
+  BOOST_TEST(!Scalar(-HUGE_VAL).overflows(DType::Float32));
+  BOOST_TEST(Scalar(65519.0).overflows(DType::Float16));  // would round to 65504, but is above it
+  BOOST_TEST(Scalar(3.4e38).overflows(DType::BFloat16));
+  BOOST_TEST(Scalar(3.5e38).overflows(DType::Float32));
+  BOOST_TEST(!Scalar(1e300).overflows(DType::Float64));
+  BOOST_TEST(!Scalar(1e300).overflows(DType::Bool));
+  BOOST_TEST(!Scalar(true).overflows(DType::UInt8));
+
+  Array u8 = empty(D({3}), DType::UInt8, kCPU);
+  fill_(u8, Scalar(int64_t{-1}));
+  BOOST_TEST((values<uint8_t>(u8) == std::vector<uint8_t>{255, 255, 255}));
+  try {
+    fill_(u8, Scalar(int64_t{300}));
+    BOOST_FAIL("fill_ should reject 300 for uint8");
+  } catch (const Error& e) {
+    BOOST_TEST((e.kind() == ErrorKind::Runtime));
+    BOOST_TEST(std::string(e.what()) == "value cannot be converted to type uint8 without overflow");
+  }
+  BOOST_TEST((values<uint8_t>(u8) == std::vector<uint8_t>{255, 255, 255}));  // nothing written
+  BOOST_CHECK_THROW(fill_(empty(D({0}), DType::Float16, kCPU), Scalar(1e5)), Error);
 }
 
 BOOST_AUTO_TEST_CASE(arange_and_linspace) {

@@ -37,6 +37,56 @@ BOOST_AUTO_TEST_CASE(contiguous_layouts) {
   BOOST_TEST(Layout::contiguous(D({0, 5})).storage_end() == 0);
   // Size-1 dims do not break contiguity whatever their stride.
   BOOST_TEST((Layout{D({2, 1, 3}), D({3, 99, 1}), 0}.is_contiguous()));
+  // Empty layouts are contiguous whatever their strides, even where a later dim's stride is off.
+  BOOST_TEST((Layout{D({0, 2}), D({3, 2}), 0}.is_contiguous()));
+  BOOST_TEST((Layout{D({0, 2}), D({1, 0}), 0}.is_contiguous()));
+  BOOST_TEST((Layout{D({3, 0, 2}), D({1, 3, 3}), 0}.is_contiguous()));
+}
+
+BOOST_AUTO_TEST_CASE(non_overlapping_and_dense) {
+  BOOST_TEST(Layout::contiguous(D({2, 3})).is_non_overlapping_and_dense());
+  BOOST_TEST(permute(Layout::contiguous(D({2, 3, 4})), D({2, 0, 1})).is_non_overlapping_and_dense());
+  BOOST_TEST((Layout{D({1, 4}), D({7, 1}), 0}.is_non_overlapping_and_dense()));  // size-1 strides are free
+  BOOST_TEST((Layout{D({0, 2}), D({3, 2}), 0}.is_non_overlapping_and_dense()));  // empty
+  BOOST_TEST(!slice(Layout::contiguous(D({6})), 0, std::nullopt, std::nullopt, 2).is_non_overlapping_and_dense());
+  BOOST_TEST(!slice(Layout::contiguous(D({4, 5})), 1, 1, std::nullopt).is_non_overlapping_and_dense());
+  BOOST_TEST(!expand(Layout::contiguous(D({3, 1})), D({3, 4})).is_non_overlapping_and_dense());
+  BOOST_TEST(!(Layout{D({3, 3}), D({1, 1}), 0}.is_non_overlapping_and_dense()));  // overlapping
+}
+
+BOOST_AUTO_TEST_CASE(preserved_strides_follow_pytorch) {
+  // Dense layouts keep their strides exactly, size-1 and empty ones included.
+  BOOST_TEST((preserved_strides(transpose(Layout::contiguous(D({3, 4})), 0, 1)) == D({1, 4})));
+  BOOST_TEST((preserved_strides(Layout{D({1, 4}), D({7, 1}), 0}) == D({7, 1})));
+  BOOST_TEST((preserved_strides(Layout{D({0, 2}), D({3, 2}), 0}) == D({3, 2})));
+  BOOST_TEST((preserved_strides(Layout::contiguous(D({}))) == D({})));
+  // Others get dense strides in the order of theirs (PyTorch's infer_dense_strides): expected
+  // values are torch 1.13's clone().stride() of the same layouts.
+  auto dense = [](std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> strides) {
+    return preserved_strides(Layout{D(sizes), D(strides), 0});
+  };
+  BOOST_TEST((dense({3, 4}, {2, 6}) == D({1, 3})));
+  BOOST_TEST((dense({4, 2, 2}, {1, 12, 8}) == D({1, 8, 4})));
+  BOOST_TEST((dense({3, 3, 2}, {1, 4, 12}) == D({1, 3, 9})));
+  BOOST_TEST((dense({3, 4}, {1, 0}) == D({4, 1})));      // broadcast dims keep a contiguous place
+  BOOST_TEST((dense({2, 3, 2}, {0, 1, 0}) == D({6, 2, 1})));
+  BOOST_TEST((dense({3, 2, 2}, {2, 0, 1}) == D({4, 2, 1})));
+  BOOST_TEST((dense({3, 1}, {4, 1}) == D({1, 1})));
+  BOOST_TEST((dense({3, 1}, {2, 7}) == D({1, 3})));
+  BOOST_TEST((dense({3, 3}, {1, 1}) == D({3, 1})));      // equal strides: order kept
+  BOOST_TEST((dense({3, 2}, {1, 10}) == D({1, 3})));
+  BOOST_TEST((dense({2, 3, 2}, {1, 20, 3}) == D({1, 4, 2})));
+  BOOST_TEST((dense({2, 3, 4, 3}, {60, 1, 15, 6}) == D({36, 1, 9, 3})));  // sliced channels-last
+  BOOST_TEST((dense({6}, {2}) == D({1})));
+}
+
+BOOST_AUTO_TEST_CASE(same_dense_order_of_layouts) {
+  Layout t = transpose(Layout::contiguous(D({3, 4})), 0, 1);
+  BOOST_TEST(same_dense_order(t, t));
+  BOOST_TEST(!same_dense_order(t, Layout::contiguous(D({4, 3}))));
+  BOOST_TEST(same_dense_order(Layout{D({2, 1}), D({1, 5}), 0}, Layout::contiguous(D({2, 1}))));
+  Layout gappy = slice(Layout::contiguous(D({4, 6})), 1, 0, 3);
+  BOOST_TEST(!same_dense_order(gappy, gappy));
 }
 
 BOOST_AUTO_TEST_CASE(permute_and_transpose) {
@@ -66,6 +116,19 @@ BOOST_AUTO_TEST_CASE(expand_broadcasts_with_stride_zero) {
                "Target sizes: [2, 3].  Tensor sizes: [3, 4]");
   expect_error([&] { expand(l, D({5})); }, ErrorKind::Runtime, "must be greater or equal");
   expect_error([&] { expand(l, D({-1, 3, 1})); }, ErrorKind::Runtime, "leading, non-existing dimension 0");
+}
+
+BOOST_AUTO_TEST_CASE(expand_new_unit_dims_take_contiguous_strides) {
+  // PyTorch's inferExpandGeometry: a new size-1 dim's stride is size * stride of the dim after it.
+  BOOST_TEST((expand(Layout::contiguous(D({2})), D({1, 2})).strides == D({2, 1})));
+  BOOST_TEST((expand(Layout::contiguous(D({2})), D({3, 1, 2})).strides == D({0, 2, 1})));
+  BOOST_TEST((expand(Layout::contiguous(D({2})), D({1, 1, 2})).strides == D({2, 2, 1})));
+  BOOST_TEST((expand(slice(Layout::contiguous(D({4})), 0, std::nullopt, std::nullopt, 2), D({1, 2})).strides ==
+              D({4, 2})));
+  BOOST_TEST((expand(Layout::contiguous(D({2, 1})), D({1, 2, 3})).strides == D({2, 1, 0})));
+  BOOST_TEST((expand(Layout::contiguous(D({1})), D({1, 5})).strides == D({0, 0})));  // after a broadcast dim
+  BOOST_TEST((expand(Layout::contiguous(D({0})), D({1, 0})).strides == D({0, 1})));
+  BOOST_TEST((expand(Layout::contiguous(D({})), D({1, 1})).strides == D({0, 0})));  // 0-d: all stride 0
 }
 
 BOOST_AUTO_TEST_CASE(squeeze_unsqueeze) {
@@ -104,6 +167,9 @@ BOOST_AUTO_TEST_CASE(slice_select_narrow) {
   expect_error([&] { narrow(l, 1, 3, 2); }, ErrorKind::Runtime, "exceeds dimension size");
   expect_error([&] { narrow(l, 1, 1, INT64_MAX); }, ErrorKind::Runtime, "exceeds dimension size");  // no overflow
   BOOST_TEST(slice(l, 0, 1, std::nullopt, INT64_MAX).sizes[0] == 1);  // huge steps do not overflow
+  BOOST_TEST(slice(l, 0, 1, std::nullopt, INT64_MAX).offset == 4);      // (nor does stride * step)
+  BOOST_TEST(slice(l, 1, 1, std::nullopt, INT64_MAX).strides[1] == 1);  // byte strides must fit too
+  BOOST_TEST(slice(l, 0, 0, std::nullopt, 20).strides[0] == 80);       // past the end, but PyTorch's
 }
 
 BOOST_AUTO_TEST_CASE(view_without_copy) {
@@ -135,6 +201,10 @@ BOOST_AUTO_TEST_CASE(view_without_copy) {
   BOOST_TEST((view(Layout::contiguous(D({})), D({1, 1}))->sizes == D({1, 1})));
   BOOST_TEST((view(Layout::contiguous(D({1, 1})), D({}))->sizes == D({})));
   BOOST_TEST((view(Layout::contiguous(D({0, 3})), D({3, 0}))->strides == D({1, 1})));
+  // An empty tensor viewed as its own shape keeps its strides, as in PyTorch.
+  Layout empty_t = transpose(Layout::contiguous(D({0, 4})), 0, 1);
+  BOOST_TEST((view(empty_t, D({4, 0}))->strides == D({1, 4})));
+  BOOST_TEST((view(empty_t, D({0, 4}))->strides == D({4, 1})));
 }
 
 BOOST_AUTO_TEST_CASE(infer_size_rules) {

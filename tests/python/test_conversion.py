@@ -328,8 +328,6 @@ def test_to_returns_self_or_copy():
     assert t.to(dtype="float16").dtype is loom.float16
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): .to()/.double()/... ignore torch.preserve_format and return "
-                          "contiguous strides; torch keeps a dense transposed tensor's strides", strict=True)
 def test_to_preserves_strides_like_torch(torch):
     t = loom.arange(12.0).view(3, 4).t()
     ref = torch.arange(12.0).view(3, 4).t()

@@ -175,9 +175,6 @@ def test_setitem_error_leaves_tensor_unchanged():
     assert t.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
 
 
-@pytest.mark.xfail(reason="BUG (message): an unknown keyword to zeros/ones/empty/rand/randn names the function "
-                          "'creation()' ('creation() got an unexpected keyword argument ...') instead of its own name",
-                   strict=True)
 @pytest.mark.parametrize("name", ["zeros", "ones", "empty", "rand", "randn"])
 def test_unexpected_keyword_names_the_function(name):
     with pytest.raises(TypeError, match=rf"^{name}\(\) got an unexpected keyword argument 'foo'"):

@@ -96,13 +96,31 @@ def test_getitem_int_gives_zero_dim_view():
     assert t.tolist() == [[1, 2], [30, 4]]
 
 
-@pytest.mark.xfail(reason="BUG: slice bounds beyond int64 raise RuntimeError 'slice stop is too large for a 64-bit "
-                          "integer'; Python, numpy and torch clamp them (t[:2**64] is all of t)", strict=True)
 def test_getitem_huge_slice_bounds():
     a = np.arange(5)
     t = loom.tensor(a)
     assert_equal_np(t[: 2**64], a[: 2**64])
     assert_equal_np(t[-(2**70):], a[-(2**70):])
+    assert_equal_np(t[2**64:], a[2**64:])
+    assert_equal_np(t[:-(2**64)], a[:-(2**64)])
+    assert_equal_np(t[1 :: 2**70], a[1 :: 2**70])
+    m = np.arange(10).reshape(5, 2)
+    assert_equal_np(loom.tensor(m)[1 :: 2**70], m[1 :: 2**70])  # stride * step would overflow
+    assert_equal_np(loom.tensor(m)[:, 1 :: 2**62], m[:, 1 :: 2**62])  # byte strides would
+    assert repr(t[1 :: 2**70]) == "tensor([1])"
+    t[: 2**64] = 7
+    assert t.tolist() == [7] * 5
+    with pytest.raises(ValueError, match="step must be greater than zero"):
+        t[:: -(2**70)]
+
+
+def test_getitem_slice_bounds_with_index_objects():
+    a = np.arange(6)
+    t = loom.tensor(a)
+    assert_equal_np(t[np.int64(1) : np.int32(4)], a[1:4])
+    assert_equal_np(t[loom.tensor(2) :], a[2:])  # as torch: integer tensors have __index__
+    with pytest.raises(TypeError, match="slice indices must be integers"):
+        t[1.5:]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,9 +252,6 @@ def test_setitem_overlapping_same_tensor_2d(case):
     assert_equal_np(t, a)
 
 
-@pytest.mark.xfail(reason="BUG: overlap between assignment source and target is detected only when both views use "
-                          "the same Storage object; a source aliasing the same memory through another Storage "
-                          "(from_numpy/from_dlpack of the same buffer) is read after being overwritten", strict=True)
 def test_setitem_overlapping_alias_of_same_memory():
     a = np.arange(10.0)
     t = loom.from_numpy(a)
@@ -295,14 +310,22 @@ def test_index_zero_dim_with_int():
         loom.tensor(1.0)[:]
 
 
-@pytest.mark.xfail(reason="BUG (message): t[0] on a 0-d tensor says 'too many indices for tensor of dimension 0'; "
-                          "the PyTorch message 'invalid index of a 0-dim tensor. Use `tensor.item()`...' in "
-                          "apply_index is unreachable because the too-many-indices check runs first", strict=True)
 def test_index_zero_dim_with_int_message(torch):
     with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
         torch.tensor(1.0)[0]
     with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
         loom.tensor(1.0)[0]
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        loom.tensor(1.0)[0] = 2.0
+
+
+@pytest.mark.parametrize("index", [1, -1, (0,), (0, 0), slice(None), slice(0, 1), (Ellipsis, 0), (None, 0)], ids=repr)
+def test_index_zero_dim_messages_match_torch(torch, index):
+    with pytest.raises(IndexError) as expected:
+        torch.tensor(1.0)[index]
+    with pytest.raises(IndexError) as actual:
+        loom.tensor(1.0)[index]
+    assert str(actual.value) == str(expected.value)
 
 
 @pytest.mark.parametrize("step", [-1, -2, 0])

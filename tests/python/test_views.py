@@ -227,12 +227,66 @@ def test_clone_is_a_copy():
     assert sc.tolist() == s.tolist() and sc.storage_offset() == 0
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): clone() ignores torch.preserve_format; "
-                          "torch keeps the strides of a dense non-contiguous tensor (torch.zeros(3, 4).t().clone().stride() "
-                          "== (1, 4)) while loom always returns contiguous strides ((3, 1))", strict=True)
 def test_clone_preserves_strides_like_torch():
     base, tbase = pair(3, 4)
     assert base.t().clone().stride() == tbase.t().clone().stride()
+
+
+# Layouts for PyTorch's preserve_format rule: dense ones (any dim order, size-1 and empty dims)
+# keep their strides; others get dense strides in their dims' stride order (infer_dense_strides).
+PRESERVE_CASES = [
+    ("contiguous", (3, 4), lambda x: x),
+    ("transposed", (3, 4), lambda x: x.t()),
+    ("permuted", (2, 3, 4), lambda x: x.permute(2, 0, 1)),
+    ("sliced_rows_of_transposed", (4, 6), lambda x: x.t()[::2]),
+    ("sliced_cols_of_transposed", (4, 6), lambda x: x.t()[:, ::2]),
+    ("sliced_permuted", (2, 3, 4), lambda x: x.permute(2, 0, 1)[:, :, ::2]),
+    ("reversed_dims_sliced", (2, 3, 4), lambda x: x.permute(2, 1, 0)[1:]),
+    ("offset", (4, 5), lambda x: x[1:, 1:]),
+    ("offset_transposed", (5, 4), lambda x: x[1:].t()),
+    ("step", (6,), lambda x: x[::2]),
+    ("expanded", (3, 1), lambda x: x.expand(3, 4)),
+    ("expanded_transposed", (3,), lambda x: x.expand(4, 3).t()),
+    ("size1_column", (3, 4), lambda x: x[:, :1]),
+    ("size1_row", (3, 4), lambda x: x[:1]),
+    ("size1_transposed", (4, 1), lambda x: x.t()),
+    ("empty_stepped", (0, 3), lambda x: x[:, ::2]),
+    ("empty_transposed", (0, 3), lambda x: x.t()),
+    ("empty_3d", (2, 0, 3), lambda x: x.transpose(0, 2)),
+    ("channels_last", (2, 4, 5, 3), lambda x: x.permute(0, 3, 1, 2)),
+    ("channels_last_sliced_w", (2, 4, 5, 3), lambda x: x.permute(0, 3, 1, 2)[..., ::2]),
+    ("channels_last_sliced_c", (2, 4, 5, 3), lambda x: x.permute(0, 3, 1, 2)[:, ::2]),
+    ("scalar", (), lambda x: x),
+]
+
+
+@pytest.mark.parametrize("shape,op", [c[1:] for c in PRESERVE_CASES], ids=[c[0] for c in PRESERVE_CASES])
+def test_copies_preserve_format_like_torch(shape, op):
+    base, tbase = pair(*shape)
+    t, ref = op(base), op(tbase)
+    assert_matches_torch(t.clone(), ref.clone())
+    assert_matches_torch(t.double(), ref.double())
+    assert_matches_torch(t.to(loom.float32, copy=True), ref.to(torch.float32, copy=True))
+    for name in ("empty_like", "zeros_like", "ones_like", "rand_like", "randn_like"):
+        assert getattr(loom, name)(t).stride() == getattr(torch, name)(ref).stride(), name
+    assert loom.full_like(t, 2.0).stride() == torch.full_like(ref, 2.0).stride()
+    assert loom.randint_like(t, 5).stride() == torch.randint_like(ref, 5).stride()
+
+
+def test_random_like_values_follow_row_major_order_whatever_the_strides():
+    # Element i (row-major) of a random result is the same whether the result is laid out
+    # contiguously or in a permuted input's order.
+    x = loom.zeros(2, 3, 4).permute(2, 0, 1)
+    for like, plain in ((loom.rand_like, loom.rand), (loom.randn_like, loom.randn)):
+        loom.manual_seed(7)
+        permuted = like(x)
+        loom.manual_seed(7)
+        assert not permuted.is_contiguous()
+        assert permuted.tolist() == plain(x.shape).tolist()
+    loom.manual_seed(7)
+    permuted = loom.randint_like(x, 100)
+    loom.manual_seed(7)
+    assert permuted.tolist() == loom.randint(100, x.shape).tolist()
 
 
 def test_detach_shares_storage():
@@ -291,10 +345,6 @@ def test_to_and_type_conversions_are_copies():
 # strides of degenerate dims (size 0 or 1), where loom and PyTorch diverge
 # ---------------------------------------------------------------------------------------------
 
-@pytest.mark.xfail(reason="BUG: is_contiguous() is False for some empty tensors (loom.zeros(0, 3)[:, ::2], "
-                          "loom.tensor(0.).unsqueeze(0).expand(0, 2)) because Layout::is_contiguous checks strides "
-                          "from the last dim before it sees the size-0 dim; torch says True, and contiguous() then "
-                          "copies instead of returning self", strict=True)
 @pytest.mark.parametrize("make", [lambda m: m.zeros(0, 3)[:, ::2], lambda m: m.tensor(0.0).unsqueeze(0).expand(0, 2),
                                   lambda m: m.zeros(2, 0, 3).transpose(0, 2)],
                          ids=["step_slice", "expand", "transpose"])
@@ -311,16 +361,14 @@ def test_size1_and_empty_strides_that_match():
         assert make(loom).stride() == make(torch).stride()
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence, size-1 dims only): expand() gives a new leading dim of size 1 "
-                          "stride 0; torch gives it size*stride of the next dim (loom.zeros(2).expand(1, 2).stride() "
-                          "is (0, 1), torch's (2, 1))", strict=True)
 def test_size1_and_empty_strides_expand_new_unit_dim():
     assert loom.zeros(2).expand(1, 2).stride() == torch.zeros(2).expand(1, 2).stride() == (2, 1)
+    for make in (lambda m: m.zeros(2).expand(3, 1, 2), lambda m: m.zeros(4)[::2].expand(1, 1, 2),
+                 lambda m: m.zeros(2, 3).t().expand(1, 3, 2), lambda m: m.zeros(1).expand(1, 5),
+                 lambda m: m.zeros(0).expand(1, 0), lambda m: m.tensor(1.0).expand(1, 1)):
+        assert make(loom).stride() == make(torch).stride()
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence): flatten(d, d) returns a new tensor instead of self, and "
-                          "recomputes strides (empty tensors get contiguous strides: loom.zeros(0).unsqueeze(0)"
-                          ".flatten(0, 0).stride() is (1, 1), torch's (0, 1))", strict=True)
 def test_size1_and_empty_strides_flatten_single_dim_is_self():
     t, ref = loom.zeros(2, 3), torch.zeros(2, 3)
     assert ref.flatten(1, 1) is ref
@@ -328,8 +376,8 @@ def test_size1_and_empty_strides_flatten_single_dim_is_self():
     assert loom.zeros(0).unsqueeze(0).flatten(0, 0).stride() == torch.zeros(0).unsqueeze(0).flatten(0, 0).stride()
 
 
-@pytest.mark.xfail(reason="BUG (PyTorch divergence, empty tensors only): view() of an empty tensor to its own shape "
-                          "returns contiguous strides; torch keeps the old ones "
-                          "(zeros(0, 4).t().view(4, 0).stride(): loom (1, 1), torch (1, 4))", strict=True)
 def test_size1_and_empty_strides_view_of_empty_same_shape():
     assert loom.zeros(0, 4).t().view(4, 0).stride() == torch.zeros(0, 4).t().view(4, 0).stride()
+    for make in (lambda m: m.zeros(0, 3)[:, ::2].reshape(0, 2), lambda m: m.zeros(2, 0, 3).transpose(0, 2).view(3, 0, 2),
+                 lambda m: m.zeros(0, 4).t().view(2, 2, 0)):
+        assert make(loom).stride() == make(torch).stride()
