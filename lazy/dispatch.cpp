@@ -55,7 +55,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   for (const Arg& a : args) {
     if (!a.tensor) continue;
     if (!first) {
-      first = a.tensor;
+      first = a.tensor.get();
     } else if (!same_placement(*first, *a.tensor)) {
       LOOM_FAIL(Runtime, "Expected all tensors to be on the same device, but found at least two devices, ",
                 placement_name(*first), " and ", placement_name(*a.tensor), "!");
@@ -144,7 +144,11 @@ void assign(TensorImpl& self, const Tensor& value) {
   LOOM_CHECK(ok, Runtime, "result type ", dtype_name(from), " can't be cast to the desired output type ",
              dtype_name(to));
   if (!self.is_lazy()) {
-    copy_(self.array(), value->array());
+    // Copying overlapping memory element by element would read values already overwritten
+    // (t[1:] = t[:-1]): read from a snapshot instead.
+    const Array& src = value->array();
+    if (may_overlap(src, self.array())) copy_(self.array(), copy_to(src, src.dtype, src.device()));
+    else copy_(self.array(), src);
     self.array().storage->bump_version();
     self.bump_version();
     return;

@@ -13,20 +13,21 @@
 
 namespace loom {
 
-// An argument of an op: a tensor (borrowed) or a Python number.
+// An argument of an op: a tensor or a Python number. It holds a reference to its tensor, so an
+// Arg built from a temporary (cast(x, Bool)) stays valid.
 struct Arg {
-  TensorImpl* tensor = nullptr;
+  Tensor tensor;
   Scalar scalar{int64_t{0}};
   bool foldable = true;  // lazy mode may fold 0 and 1 into the trace (not for random states)
 
-  Arg(const Tensor& t) : tensor(t.get()) {}
+  Arg(Tensor t) : tensor(std::move(t)) {}
   Arg(TensorImpl* t) : tensor(t) {}
   Arg(Scalar s) : scalar(s) {}
   Arg(double v) : scalar(v) {}
   Arg(int64_t v) : scalar(v) {}
   Arg(int v) : scalar(static_cast<int64_t>(v)) {}
   Arg(bool v) : scalar(v) {}
-  bool is_tensor() const noexcept { return tensor != nullptr; }
+  bool is_tensor() const noexcept { return static_cast<bool>(tensor); }
   // A number that must stay a trace parameter whatever its value.
   static Arg param(Scalar s) {
     Arg a(s);

@@ -472,7 +472,8 @@ Tensor cast(const Tensor& x, DType dtype) {
 }
 
 Tensor clone(const Tensor& x) {
-  if (!x->is_lazy()) return make_tensor(copy_to(x->array(), x->dtype(), x->device()));
+  // Eager copies keep the source's dim order (PyTorch's preserve_format); lazy results are dense.
+  if (!x->is_lazy()) return make_tensor(copy_to(x->array(), x->dtype(), x->device(), MemoryFormat::Preserve));
   Attrs attrs;
   attrs.push_back(static_cast<int64_t>(x->dtype()));
   return apply1(OpId::Cast, x, std::move(attrs));
@@ -481,6 +482,7 @@ Tensor clone(const Tensor& x) {
 Tensor contiguous(const Tensor& x) {
   if (x->is_pending()) return x->view_info() ? clone(x) : x;  // pending non-views are produced dense
   if (x->array().is_contiguous()) return x;
+  if (!x->is_lazy()) return make_tensor(loom::contiguous(x->array()));
   return clone(x);
 }
 
@@ -591,7 +593,7 @@ Tensor one_hot(const Tensor& idx, int64_t num_classes) {
     // The class count depends on the data: read it (a sync point in lazy mode).
     LOOM_CHECK(idx->numel() > 0, Runtime, "Can not infer total number of classes from empty tensor.");
     Tensor m = amax(idx);
-    if (m->is_pending()) materialize(*m);
+    materialize(*m);
     num_classes = item(m->array()).as_int() + 1;
   }
   Tensor classes = int_tensor_like(num_classes, idx);
@@ -647,8 +649,8 @@ Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy) {
   if (same_place && x->dtype() == dtype && !copy) return x;
   if (same_place && lazy) return x->dtype() == dtype ? clone(x) : cast(x, dtype);
   // Leaving or entering lazy mode, or changing device: materialize, then copy.
-  if (x->is_pending()) materialize(*x);
-  return make_tensor(copy_to(x->array(), dtype, device), lazy);
+  materialize(*x);
+  return make_tensor(copy_to(x->array(), dtype, device, MemoryFormat::Preserve), lazy);
 }
 
 // ---- creation ----
@@ -751,9 +753,7 @@ void fill_(TensorImpl& self, const Arg& value) {
     LOOM_CHECK(value.tensor->ndim() == 0, Runtime, "fill_ only supports 0-dimension value tensor but got tensor with ",
                value.tensor->ndim(), " dimensions.");
   if (!self.is_lazy()) {
-    Scalar v = value.is_tensor() ? (value.tensor->is_pending() ? (materialize(*value.tensor), item(value.tensor->array()))
-                                                               : item(value.tensor->array()))
-                                 : value.scalar;
+    Scalar v = value.is_tensor() ? (materialize(*value.tensor), item(value.tensor->array())) : value.scalar;
     loom::fill_(self.array(), v);
     self.array().storage->bump_version();
     self.bump_version();

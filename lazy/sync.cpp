@@ -223,7 +223,9 @@ void synchronize_all() {
 }
 
 void materialize(TensorImpl& t) {
-  if (t.is_pending()) sync(t.device());
+  // A materialized lazy tensor whose storage a pending in-place op will write (through an alias)
+  // is not up to date either.
+  if (t.is_pending() || (t.is_lazy() && t.array().storage->pending_writes() > 0)) sync(t.device());
 }
 
 void install_executor(std::unique_ptr<Executor> e) { installed() = std::move(e); }

@@ -21,7 +21,8 @@ void register_orphan_write(Ref<Node> node, Array destination);
 void sync(Device device);
 void sync_all();
 void synchronize_all();
-// Materializes t (and, with it, everything pending on its device).
+// Makes t's value current: syncs its device if t is pending or a pending in-place op will write
+// into its storage (and with it, materializes everything pending on the device).
 void materialize(TensorImpl& t);
 
 // Number of live pending tensors on a device (tests and diagnostics).

@@ -2,7 +2,9 @@
 // the random seed and default dtype controls.
 #include <cmath>
 
+#include "lazy/ops.h"
 #include "pyext/args.h"
+#include "pyext/op_args.h"
 #include "pyext/objects.h"
 #include "pyext/python_data.h"
 #include "pyext/tensor_object.h"
@@ -13,19 +15,17 @@ namespace {
 
 using FastArgs = PyObject* const*;
 
-std::optional<DType> optional_dtype(PyObject* obj) {
-  if (!obj || obj == Py_None) return std::nullopt;
-  return dtype_from_py(obj);
-}
 
-Device device_or_default(PyObject* obj) { return obj && obj != Py_None ? device_from_py(obj) : kCPU; }
+// A new array created on a placement's device becomes a tensor in its mode: an eager tensor, or
+// a materialized lazy tensor (a leaf of the traces that read it).
+PyObject* made(Array a, Placement where) { return wrap(make_tensor(std::move(a), where.lazy)); }
 
 // Creation functions taking sizes as varargs: zeros(2, 3, dtype=...) or zeros((2, 3)) or
 // zeros(size=(2, 3)). Each function's parser, named after it, lists "size", "dtype", "device".
 struct SizedArgs {
   Dims sizes;
   std::optional<DType> dtype;
-  Device device;
+  Placement where;
 };
 
 SizedArgs parse_sized(const ArgParser& parser, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -42,7 +42,7 @@ SizedArgs parse_sized(const ArgParser& parser, FastArgs args, Py_ssize_t nargs, 
   }
   check_sizes(out.sizes);
   out.dtype = optional_dtype(a[1]);
-  out.device = device_or_default(a[2]);
+  out.where = placement_from_py(a[2]);
   return out;
 }
 
@@ -55,7 +55,7 @@ DType floating_dtype(std::optional<DType> requested, const char* fname) {
 // The dtype of full(size, value) without an explicit dtype: as loom.tensor(value) would infer.
 DType dtype_of_value(PyObject* value) {
   if (PyBool_Check(value)) return DType::Bool;
-  if (is_tensor(value)) return array_of(value).dtype;
+  if (is_tensor(value)) return impl_of(value).dtype();
   if (is_index_like(value)) return DType::Int64;
   return default_float_dtype();
 }
@@ -64,9 +64,7 @@ PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames)
   LOOM_PY_BEGIN
   static ArgParser parser("zeros", {"size", "dtype", "device"}, 0);
   SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
-  fill_(a, Scalar(int64_t{0}));
-  return wrap(std::move(a));
+  return wrap(ops::full(s.sizes, Scalar(int64_t{0}), s.dtype.value_or(default_float_dtype()), s.where));
   LOOM_PY_END(nullptr)
 }
 
@@ -74,9 +72,7 @@ PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
   LOOM_PY_BEGIN
   static ArgParser parser("ones", {"size", "dtype", "device"}, 0);
   SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  Array a = empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device);
-  fill_(a, Scalar(int64_t{1}));
-  return wrap(std::move(a));
+  return wrap(ops::full(s.sizes, Scalar(int64_t{1}), s.dtype.value_or(default_float_dtype()), s.where));
   LOOM_PY_END(nullptr)
 }
 
@@ -84,7 +80,7 @@ PyObject* f_empty(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames)
   LOOM_PY_BEGIN
   static ArgParser parser("empty", {"size", "dtype", "device"}, 0);
   SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  return wrap(empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.device));
+  return made(empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.where.device), s.where);
   LOOM_PY_END(nullptr)
 }
 
@@ -92,9 +88,7 @@ PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
   LOOM_PY_BEGIN
   static ArgParser parser("rand", {"size", "dtype", "device"}, 0);
   SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  Array a = empty(s.sizes, floating_dtype(s.dtype, "rand"), s.device);
-  uniform_(a, 0.0, 1.0, default_generator(s.device));
-  return wrap(std::move(a));
+  return wrap(ops::rand(s.sizes, floating_dtype(s.dtype, "rand"), s.where));
   LOOM_PY_END(nullptr)
 }
 
@@ -102,9 +96,7 @@ PyObject* f_randn(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames)
   LOOM_PY_BEGIN
   static ArgParser parser("randn", {"size", "dtype", "device"}, 0);
   SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  Array a = empty(s.sizes, floating_dtype(s.dtype, "randn"), s.device);
-  normal_(a, 0.0, 1.0, default_generator(s.device));
-  return wrap(std::move(a));
+  return wrap(ops::randn(s.sizes, floating_dtype(s.dtype, "randn"), s.where));
   LOOM_PY_END(nullptr)
 }
 
@@ -116,9 +108,9 @@ PyObject* f_full(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) 
   LOOM_CHECK(a[0] && a[1], Type, "full() missing required arguments 'size' and 'fill_value'");
   Dims sizes = to_dims(a[0], "size");
   Scalar value = scalar_from_py(a[1], "fill_value");
-  Array out = empty(sizes, a.has(2) ? dtype_from_py(a[2]) : dtype_of_value(a[1]), device_or_default(a[3]));
-  fill_(out, value);
-  return wrap(std::move(out));
+  DType dtype = a.has(2) ? dtype_from_py(a[2]) : dtype_of_value(a[1]);
+  value.check_fits(dtype);
+  return wrap(ops::full(sizes, value, dtype, placement_from_py(a[3])));
   LOOM_PY_END(nullptr)
 }
 
@@ -153,10 +145,11 @@ PyObject* f_arange(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames
     n = static_cast<int64_t>(std::ceil((s1 - s0) / st));
   }
   DType dtype = a.has(3) ? dtype_from_py(a[3]) : all_int ? DType::Int64 : default_float_dtype();
-  Array out = empty(Dims{n}, dtype, device_or_default(a[4]));
-  if (all_int) arange_(out, Scalar(start ? to_int64(start, "start") : 0), Scalar(step ? to_int64(step, "step") : 1));
-  else arange_(out, Scalar(s0), Scalar(st));
-  return wrap(std::move(out));
+  Placement where = placement_from_py(a[4]);
+  if (all_int)
+    return wrap(ops::arange(n, Scalar(start ? to_int64(start, "start") : 0), Scalar(step ? to_int64(step, "step") : 1),
+                            dtype, where));
+  return wrap(ops::arange(n, Scalar(s0), Scalar(st), dtype, where));
   LOOM_PY_END(nullptr)
 }
 
@@ -169,9 +162,10 @@ PyObject* f_linspace(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnam
   int64_t steps = to_int64(a[2], "steps");
   LOOM_CHECK(steps >= 0, Runtime, "number of steps must be non-negative");
   DType dtype = a.has(3) ? dtype_from_py(a[3]) : default_float_dtype();
-  Array out = empty(Dims{steps}, dtype, device_or_default(a[4]));
+  Placement where = placement_from_py(a[4]);
+  Array out = empty(Dims{steps}, dtype, where.device);
   linspace_(out, to_double(a[0], "start"), to_double(a[1], "end"));
-  return wrap(std::move(out));
+  return made(std::move(out), where);
   LOOM_PY_END(nullptr)
 }
 
@@ -184,12 +178,13 @@ PyObject* f_eye(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   int64_t n = to_int64(a[0], "n");
   int64_t m = a.has(1) ? to_int64(a[1], "m") : n;
   LOOM_CHECK(n >= 0 && m >= 0, Runtime, "eye(): n and m must be non-negative, got n=", n, ", m=", m);
-  Array out = empty(Dims{n, m}, a.has(2) ? dtype_from_py(a[2]) : default_float_dtype(), device_or_default(a[3]));
+  Placement where = placement_from_py(a[3]);
+  Array out = empty(Dims{n, m}, a.has(2) ? dtype_from_py(a[2]) : default_float_dtype(), where.device);
   fill_(out, Scalar(int64_t{0}));
   // The diagonal is a view with stride m + 1.
   Layout diagonal{Dims{std::min(n, m)}, Dims{m + 1}, 0};
   fill_(out.view_as(diagonal), Scalar(int64_t{1}));
-  return wrap(std::move(out));
+  return made(std::move(out), where);
   LOOM_PY_END(nullptr)
 }
 
@@ -213,9 +208,8 @@ PyObject* f_randint(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwname
   LOOM_CHECK(high && size, Type, "randint() missing required arguments 'high' and 'size'");
   int64_t lo = low ? to_int64(low, "low") : 0;
   int64_t hi = to_int64(high, "high");
-  Array out = empty(to_dims(size, "size"), a.has(6) ? dtype_from_py(a[6]) : DType::Int64, device_or_default(a[7]));
-  random_int_(out, lo, hi, default_generator(out.device()));
-  return wrap(std::move(out));
+  return wrap(ops::randint(to_dims(size, "size"), lo, hi, a.has(6) ? dtype_from_py(a[6]) : DType::Int64,
+                           placement_from_py(a[7])));
   LOOM_PY_END(nullptr)
 }
 
@@ -223,9 +217,9 @@ PyObject* f_randint(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwname
 // preserve_format), and by default its dtype and device. Each function's parser lists "input",
 // its extra arguments, then "dtype" and "device".
 struct LikeArgs {
-  const Array* input;
+  Tensor input;
   DType dtype;
-  Device device;
+  Placement where;
   PyObject* extra[2];
 };
 
@@ -234,16 +228,24 @@ LikeArgs parse_like(const ArgParser& parser, size_t n_extra, FastArgs args, Py_s
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a[0], Type, "missing required argument 'input'");
   LikeArgs out;
-  out.input = &array_arg(a[0], "input");
+  out.input = tensor_arg(a[0], "input");
   out.extra[0] = n_extra > 0 ? a[1] : nullptr;
   out.extra[1] = n_extra > 1 ? a[2] : nullptr;
-  out.dtype = a.has(1 + n_extra) ? dtype_from_py(a[1 + n_extra]) : out.input->dtype;
-  out.device = a.has(2 + n_extra) ? device_from_py(a[2 + n_extra]) : out.input->device();
+  out.dtype = a.has(1 + n_extra) ? dtype_from_py(a[1 + n_extra]) : out.input->dtype();
+  out.where = a.has(2 + n_extra) ? placement_from_py(a[2 + n_extra]) : Placement{out.input->device(), out.input->is_lazy()};
   return out;
 }
 
+// Uninitialized memory shaped like the input: in its dim order when it is materialized.
+Array empty_shaped_like(const LikeArgs& l) {
+  if (!l.input->is_pending()) return empty_like(l.input->array(), l.dtype, l.where.device);
+  return empty(l.input->sizes(), l.dtype, l.where.device);
+}
+
 PyObject* filled_like(const LikeArgs& l, Scalar value) {
-  Array a = empty_like(*l.input, l.dtype, l.device);
+  value.check_fits(l.dtype);
+  if (l.where.lazy) return wrap(ops::full(l.input->sizes(), value, l.dtype, l.where));
+  Array a = empty_shaped_like(l);
   fill_(a, value);
   return wrap(std::move(a));
 }
@@ -275,7 +277,7 @@ PyObject* f_empty_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwn
   LOOM_PY_BEGIN
   static ArgParser parser("empty_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  return wrap(empty_like(*l.input, l.dtype, l.device));
+  return made(empty_shaped_like(l), l.where);
   LOOM_PY_END(nullptr)
 }
 
@@ -283,8 +285,10 @@ PyObject* f_rand_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   LOOM_PY_BEGIN
   static ArgParser parser("rand_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  Array a = empty_like(*l.input, floating_dtype(l.dtype, "rand_like"), l.device);
-  uniform_(a, 0.0, 1.0, default_generator(l.device));
+  if (l.where.lazy) return wrap(ops::rand(l.input->sizes(), floating_dtype(l.dtype, "rand_like"), l.where));
+  l.dtype = floating_dtype(l.dtype, "rand_like");
+  Array a = empty_shaped_like(l);
+  uniform_(a, 0.0, 1.0, default_generator(l.where.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
 }
@@ -293,8 +297,10 @@ PyObject* f_randn_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwn
   LOOM_PY_BEGIN
   static ArgParser parser("randn_like", {"input", "dtype", "device"}, 1);
   LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  Array a = empty_like(*l.input, floating_dtype(l.dtype, "randn_like"), l.device);
-  normal_(a, 0.0, 1.0, default_generator(l.device));
+  if (l.where.lazy) return wrap(ops::randn(l.input->sizes(), floating_dtype(l.dtype, "randn_like"), l.where));
+  l.dtype = floating_dtype(l.dtype, "randn_like");
+  Array a = empty_shaped_like(l);
+  normal_(a, 0.0, 1.0, default_generator(l.where.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
 }
@@ -308,8 +314,10 @@ PyObject* f_randint_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* k
   PyObject* high = l.extra[1];
   if (!high && nargs == 2) std::swap(low, high);
   LOOM_CHECK(high, Type, "randint_like() missing required argument 'high'");
-  Array a = empty_like(*l.input, l.dtype, l.device);
-  random_int_(a, low ? to_int64(low, "low") : 0, to_int64(high, "high"), default_generator(l.device));
+  int64_t lo = low ? to_int64(low, "low") : 0, hi = to_int64(high, "high");
+  if (l.where.lazy) return wrap(ops::randint(l.input->sizes(), lo, hi, l.dtype, l.where));
+  Array a = empty_shaped_like(l);
+  random_int_(a, lo, hi, default_generator(l.where.device));
   return wrap(std::move(a));
   LOOM_PY_END(nullptr)
 }
@@ -321,7 +329,8 @@ PyObject* f_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames
   Args<3> a;
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a[0], Type, "tensor() missing required argument 'data'");
-  return wrap(array_from_data(a[0], optional_dtype(a[1]), device_or_default(a[2])));
+  Placement where = placement_from_py(a[2]);
+  return made(array_from_data(a[0], optional_dtype(a[1]), where.device), where);
   LOOM_PY_END(nullptr)
 }
 
@@ -334,18 +343,28 @@ PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a[0], Type, "as_tensor() missing required argument 'data'");
   std::optional<DType> dtype = optional_dtype(a[1]);
-  std::optional<Device> device;
-  if (a.has(2)) device = device_from_py(a[2]);
+  if (is_tensor(a[0])) {
+    // A loom tensor: itself when dtype and placement match, else converted (lazy or not).
+    const TensorImpl& t = impl_of(a[0]);
+    Placement where = a.has(2) ? placement_from_py(a[2]) : Placement{t.device(), t.is_lazy()};
+    Tensor r = ops::to(tensor_of(a[0]), dtype.value_or(t.dtype()), where.device, where.lazy);
+    if (r.get() == &t) return Py_NewRef(a[0]);
+    return wrap(std::move(r));
+  }
+  std::optional<Placement> where;
+  if (a.has(2)) where = placement_from_py(a[2]);
+  bool lazy = where && where->lazy;
   if (auto shared = shared_array(a[0])) {
     const Array& arr = shared->array;
-    bool same = (!dtype || *dtype == arr.dtype) && (!device || *device == arr.device());
-    if (same && is_tensor(a[0])) return Py_NewRef(a[0]);
+    bool same = (!dtype || *dtype == arr.dtype) && (!where || where->device == arr.device());
     // Read-only memory (bytes, read-only arrays) is copied: a writable alias would let tensor
-    // writes corrupt objects Python assumes immutable.
-    if (same && !shared->readonly) return wrap(arr);
-    return wrap(copy_to(arr, dtype.value_or(arr.dtype), device.value_or(arr.device()), MemoryFormat::Preserve));
+    // writes corrupt objects Python assumes immutable. Lazy tensors own their values: copied too.
+    if (same && !shared->readonly && !lazy) return wrap(arr);
+    Array copy = copy_to(arr, dtype.value_or(arr.dtype), where ? where->device : arr.device(), MemoryFormat::Preserve);
+    return made(std::move(copy), where.value_or(Placement{arr.device(), false}));
   }
-  return wrap(array_from_data(a[0], dtype, device.value_or(kCPU)));
+  Placement p = where.value_or(Placement{kCPU, false});
+  return made(array_from_data(a[0], dtype, p.device), p);
   LOOM_PY_END(nullptr)
 }
 

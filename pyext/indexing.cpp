@@ -1,9 +1,13 @@
-// Tensor indexing with ints, slices, None and Ellipsis: t[0], t[:, 1:5:2], t[..., None].
+// Tensor indexing: t[0], t[:, 1:5:2], t[..., None], t[idx_tensor], t[mask], and assignment.
 //
-// Every such index is a view (DESIGN decision 4): ints select, slices narrow with a step, None
-// inserts a size-1 dim, Ellipsis stands for as many full slices as needed. Assignment
-// (t[idx] = value) writes through that view. Indexing with tensors, lists and bool masks
-// ("advanced indexing") copies, and arrives with the op library.
+// Basic items are views (DESIGN decision 4): ints select, slices narrow with a step, None inserts
+// a size-1 dim, Ellipsis stands for as many full slices as needed. Advanced items (integer
+// tensors, lists, bool masks) gather into a copy, with NumPy's and PyTorch's placement rules.
+// Assignment writes through the view (basic) or scatters (advanced), eager or lazy.
+#include <algorithm>
+
+#include "lazy/ops.h"
+#include "lazy/sync.h"
 #include "pyext/python_data.h"
 #include "pyext/tensor_object.h"
 #include "runtime/error.h"
@@ -11,16 +15,18 @@
 namespace loom::py {
 namespace {
 
-enum class ItemKind { Int, Slice, None, Ellipsis };
+enum class ItemKind { Int, Slice, None, Ellipsis, Tensor };
 
+// Lists and Python bools in an index are tensors (as in NumPy and PyTorch).
 ItemKind classify(PyObject* item) {
   if (item == Py_None) return ItemKind::None;
   if (item == Py_Ellipsis) return ItemKind::Ellipsis;
   if (PySlice_Check(item)) return ItemKind::Slice;
-  if (is_index_like(item) && !is_tensor(item)) return ItemKind::Int;
-  LOOM_FAIL(Index,
-            "only integers, slices (`:`), ellipsis (`...`) and None are valid indices for now (got ",
-            type_name(item), "); indexing with tensors, lists and bool masks is not supported yet");
+  if (is_tensor(item) || PyList_Check(item) || PyBool_Check(item)) return ItemKind::Tensor;
+  if (is_index_like(item)) return ItemKind::Int;
+  if (PyObject_CheckBuffer(item)) return ItemKind::Tensor;  // numpy index arrays
+  LOOM_FAIL(Index, "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
+                   "indices (got ", type_name(item), ")");
 }
 
 // A slice's start, stop or step read as PySlice_Unpack reads them: any object with __index__,
@@ -39,86 +45,200 @@ std::optional<int64_t> slice_bound(PyObject* v) {
   return slice_index(v);
 }
 
-Layout apply_index(const Layout& base, PyObject* index) {
+// An index tensor: loom tensors as they are, lists, bools and arrays converted in self's mode.
+Tensor index_tensor(PyObject* item, const TensorImpl& self) {
+  if (is_tensor(item)) return tensor_of(item);
+  Array a = PyBool_Check(item) ? array_from_data(item, DType::Bool, kCPU) : array_from_data(item, std::nullopt, kCPU);
+  if (a.numel() == 0 && !PyBool_Check(item)) a = copy_to(a, DType::Int64, kCPU);  // [] indexes nothing
+  return ops::to(make_tensor(std::move(a)), a.dtype, self.device(), self.is_lazy());
+}
+
+// The coordinates of the true elements of a bool mask: one int64 tensor per mask dim. The count
+// depends on the data, so a lazy mask is materialized first (a sync point, as in other lazy
+// tensor systems).
+std::vector<Tensor> nonzero(const Tensor& mask) {
+  materialize(*mask);
+  Array host = copy_to(mask->array(), DType::Bool, kCPU);
+  const bool* p = static_cast<const bool*>(host.data());
+  int64_t n = host.numel(), nd = host.ndim();
+  std::vector<int64_t> coords;
+  Dims pos(static_cast<size_t>(nd), 0);
+  int64_t count = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    if (p[e]) {
+      for (int64_t d = 0; d < nd; ++d) coords.push_back(pos[d]);
+      ++count;
+    }
+    for (int64_t d = nd - 1; d >= 0; --d) {
+      if (++pos[d] < host.sizes()[d]) break;
+      pos[d] = 0;
+    }
+  }
+  std::vector<Tensor> out;
+  for (int64_t d = 0; d < nd; ++d) {
+    Array idx = empty(Dims{count}, DType::Int64, kCPU);
+    auto* q = static_cast<int64_t*>(idx.data());
+    for (int64_t k = 0; k < count; ++k) q[k] = coords[static_cast<size_t>(k * nd + d)];
+    out.push_back(ops::to(make_tensor(std::move(idx)), DType::Int64, mask->device(), mask->is_lazy()));
+  }
+  return out;
+}
+
+// An index applied to a tensor: the view its basic items (ints, slices, None, Ellipsis) select,
+// and the advanced items (integer tensors, after bool masks became coordinates) with the view dim
+// each applies to.
+struct Indexed {
+  Tensor view;
+  std::vector<Tensor> tensors;
+  std::vector<int64_t> dims;
+};
+
+Indexed apply_index(const Tensor& self, PyObject* index) {
   PyRef items = PyRef::checked(PyTuple_Check(index) ? Py_NewRef(index) : PyTuple_Pack(1, index));
   Py_ssize_t n = PyTuple_GET_SIZE(items.get());
+  std::vector<ItemKind> kinds;
+  std::vector<Tensor> tensors(static_cast<size_t>(n));
   // How many dims the index consumes, to know how wide an Ellipsis is.
   int64_t consumed = 0;
   bool seen_ellipsis = false;
   for (Py_ssize_t i = 0; i < n; ++i) {
-    ItemKind k = classify(PyTuple_GET_ITEM(items.get(), i));
+    PyObject* item = PyTuple_GET_ITEM(items.get(), i);
+    ItemKind k = classify(item);
+    kinds.push_back(k);
     if (k == ItemKind::Int || k == ItemKind::Slice) ++consumed;
+    if (k == ItemKind::Tensor) {
+      tensors[i] = index_tensor(item, *self);
+      consumed += tensors[i]->dtype() == DType::Bool ? tensors[i]->ndim() : 1;
+    }
     if (k == ItemKind::Ellipsis) {
       LOOM_CHECK(!seen_ellipsis, Index, "an index can only have a single ellipsis ('...')");
       seen_ellipsis = true;
     }
   }
+  int64_t ndim = self->ndim();
   // PyTorch applies a lone int or slice (not in a tuple) directly, so on a 0-d tensor it reports
   // what that index cannot do rather than "too many indices".
   bool lone = !PyTuple_Check(index);
-  LOOM_CHECK(consumed <= base.ndim() || lone, Index, "too many indices for tensor of dimension ", base.ndim());
-  Layout out = base;
-  int64_t dim = 0;  // the output dim the next item applies to
+  LOOM_CHECK(consumed <= ndim || (lone && kinds[0] != ItemKind::Tensor), Index, "too many indices for tensor of dimension ",
+             ndim);
+  Indexed out{self, {}, {}};
+  int64_t dim = 0;  // the view dim the next item applies to
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* item = PyTuple_GET_ITEM(items.get(), i);
-    switch (classify(item)) {
+    switch (kinds[i]) {
       case ItemKind::Int: {
-        int64_t index = to_int64(item, "index");
-        if (out.ndim() == 0) {  // a lone int on a 0-d tensor; PyTorch's messages for it
-          LOOM_CHECK(index != 0, Index, "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
-                                        "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
-          LOOM_FAIL(Index, "index ", index, " is out of bounds for dimension 0 with size 0");
+        int64_t idx = to_int64(item, "index");
+        if (out.view->ndim() == 0) {  // a lone int on a 0-d tensor; PyTorch's messages for it
+          LOOM_CHECK(idx != 0, Index, "invalid index of a 0-dim tensor. Use `tensor.item()` in Python or "
+                                      "`tensor.item<T>()` in C++ to convert a 0-dim tensor to a number");
+          LOOM_FAIL(Index, "index ", idx, " is out of bounds for dimension 0 with size 0");
         }
-        out = select(out, dim, index);
+        out.view = ops::select(out.view, dim, idx);
         break;
       }
       case ItemKind::Slice: {
         auto* s = reinterpret_cast<PySliceObject*>(item);
         int64_t step = s->step == Py_None ? 1 : slice_index(s->step);
-        out = slice(out, dim, slice_bound(s->start), slice_bound(s->stop), step);
+        if (out.view->ndim() == 0) LOOM_FAIL(Index, "slice() cannot be applied to a 0-dim tensor.");
+        out.view = ops::slice(out.view, dim, slice_bound(s->start), slice_bound(s->stop), step);
         ++dim;
         break;
       }
-      case ItemKind::None: out = unsqueeze(out, dim++); break;
-      case ItemKind::Ellipsis: dim += base.ndim() - consumed; break;
+      case ItemKind::None: out.view = ops::unsqueeze(out.view, dim++); break;
+      case ItemKind::Ellipsis: dim += ndim - consumed; break;
+      case ItemKind::Tensor: {
+        const Tensor& t = tensors[i];
+        if (t->dtype() == DType::Bool) {
+          // A mask over the next t.ndim dims (a 0-d mask adds a dim: True keeps, False empties).
+          if (t->ndim() == 0) {
+            out.view = ops::unsqueeze(out.view, dim);
+            Tensor keep = nonzero(ops::reshape(t, Dims{1}))[0];
+            out.tensors.push_back(keep);
+            out.dims.push_back(dim++);
+            break;
+          }
+          for (int64_t d = 0; d < t->ndim(); ++d)
+            LOOM_CHECK(t->sizes()[d] == out.view->sizes()[dim + d], Index, "The shape of the mask ",
+                       format_dims(t->sizes()), " at index ", d, " does not match the shape of the indexed tensor ",
+                       format_dims(out.view->sizes()), " at index ", dim + d);
+          for (Tensor& c : nonzero(t)) {
+            out.tensors.push_back(std::move(c));
+            out.dims.push_back(dim++);
+          }
+          break;
+        }
+        LOOM_CHECK(is_integral(t->dtype()), Index, "tensors used as indices must be long, int, byte or bool tensors");
+        out.tensors.push_back(t);
+        out.dims.push_back(dim++);
+        break;
+      }
     }
   }
   return out;
 }
 
+// The advanced part of an index: gathers with the index tensors. When they are not on adjacent
+// dims, PyTorch puts the broadcast index dims first: permute them to the front.
+Tensor gather_advanced(const Indexed& ix, int64_t& first) {
+  bool adjacent = true;
+  for (size_t k = 1; k < ix.dims.size(); ++k) adjacent = adjacent && ix.dims[k] == ix.dims[k - 1] + 1;
+  if (adjacent) {
+    first = ix.dims[0];
+    return ix.view;
+  }
+  Dims order(ix.dims.begin(), ix.dims.end());
+  for (int64_t d = 0; d < ix.view->ndim(); ++d)
+    if (std::find(ix.dims.begin(), ix.dims.end(), d) == ix.dims.end()) order.push_back(d);
+  first = 0;
+  return ops::permute(ix.view, order);
+}
+
+// The value of an assignment: a tensor (its leading size-1 dims dropped, as PyTorch does) or a
+// tensor made from nested data in the target's dtype and mode.
+Tensor assigned_value(PyObject* value, const TensorImpl& target, int64_t target_ndim) {
+  Tensor v = is_tensor(value)
+                 ? tensor_of(value)
+                 : ops::to(make_tensor(array_from_data(value, target.dtype(), kCPU)), target.dtype(), target.device(),
+                           target.is_lazy());
+  while (v->ndim() > target_ndim && v->sizes()[0] == 1) v = ops::squeeze(v, ops::DimList{0});
+  return v;
+}
+
+bool is_number(PyObject* v) { return PyBool_Check(v) || PyLong_Check(v) || PyFloat_Check(v); }
+
 }  // namespace
 
 PyObject* tensor_getitem(PyObject* self, PyObject* index) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  return wrap(a.view_as(apply_index(a.layout, index)));
+  Indexed ix = apply_index(tensor_of(self), index);
+  if (ix.tensors.empty()) return wrap(ix.view);
+  int64_t first = 0;
+  Tensor base = gather_advanced(ix, first);
+  return wrap(ops::index(base, first, ix.tensors));
   LOOM_PY_END(nullptr)
 }
 
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
   LOOM_PY_BEGIN
   LOOM_CHECK(value, Type, "loom tensors do not support deleting elements");
-  const Array& a = array_of(self);
-  Array target = a.view_as(apply_index(a.layout, index));
-  // Like PyTorch, a Python number is a fill, whose value must fit the dtype (t[0] = 300 raises
-  // for uint8) where nested data converts as tensor() does.
-  if (PyBool_Check(value) || PyLong_Check(value) || PyFloat_Check(value)) {
-    fill_(target, scalar_from_py(value, "value"));
-    a.storage->bump_version();
+  Indexed ix = apply_index(tensor_of(self), index);
+  TensorImpl& target = *ix.view;
+  if (ix.tensors.empty()) {
+    // Like PyTorch, a Python number is a fill, whose value must fit the dtype (t[0] = 300 raises
+    // for uint8), where nested data converts as tensor() does.
+    if (is_number(value)) {
+      ops::fill_(target, Arg(scalar_from_py(value, "value")));
+      return 0;
+    }
+    assign(target, ops::cast(assigned_value(value, target, target.ndim()), target.dtype()));
     return 0;
   }
-  Array src = is_tensor(value) ? array_of(value) : array_from_data(value, target.dtype, kCPU);
-  // Reading and writing overlapping memory element by element would read values already
-  // overwritten: read from a snapshot instead.
-  if (may_overlap(src, target)) src = copy_to(src, src.dtype, src.device());
-  // Like PyTorch, leading size-1 dims of the value are dropped: t[0] = ones(1, 4) is fine.
-  Layout l = src.layout;
-  while (l.ndim() > target.ndim() && l.sizes[0] == 1) l = squeeze(l, 0);
-  src = src.view_as(std::move(l));
-  // Broadcasting the value to the target's shape validates it before anything is written.
-  expand(src.layout, target.sizes());
-  copy_(target, src);
-  a.storage->bump_version();
+  int64_t first = 0;
+  Tensor base = gather_advanced(ix, first);
+  Arg v = is_number(value) ? Arg(scalar_from_py(value, "value")) : Arg(assigned_value(value, target, 64));
+  Tensor updated = ops::index_put(base, first, ix.tensors, v);
+  // Write the updated (possibly permuted) view back through to self.
+  assign(*base, updated);
   return 0;
   LOOM_PY_END(-1)
 }

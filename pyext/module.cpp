@@ -7,6 +7,7 @@ namespace loom::py {
 
 extern PyMethodDef creation_functions[];
 extern PyMethodDef memory_functions[];
+extern PyMethodDef lazy_functions[];
 
 namespace {
 
@@ -24,6 +25,7 @@ PyObject* init() {
   register_tensor_type(module.get());
   check_status(PyModule_AddFunctions(module.get(), creation_functions));
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
+  check_status(PyModule_AddFunctions(module.get(), lazy_functions));
   static std::vector<PyMethodDef> ops = [] {
     std::vector<PyMethodDef> defs = op_functions();
     defs.push_back({nullptr, nullptr, 0, nullptr});

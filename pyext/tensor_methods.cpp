@@ -1,9 +1,11 @@
-// The methods and attributes of loom.Tensor that exist on materialized tensors: metadata, views,
-// copies and conversions. Views share storage (DESIGN decision 4); copies go through the
-// runtime's copy_.
+// The hand-written methods and attributes of loom.Tensor: metadata, views with PyTorch's varargs
+// shapes, copies and conversions. Metadata never syncs a lazy tensor; strides, addresses and
+// values do. The op library's methods are in op_bindings.cpp.
 #include <algorithm>
 
+#include "lazy/ops.h"
 #include "pyext/args.h"
+#include "pyext/op_args.h"
 #include "pyext/objects.h"
 #include "pyext/python_data.h"
 #include "pyext/tensor_object.h"
@@ -14,53 +16,54 @@ namespace {
 
 using FastArgs = PyObject* const*;
 
-PyObject* view_result(PyObject* self, Layout layout) { return wrap(array_of(self).view_as(std::move(layout))); }
+PyObject* out(Tensor t) { return wrap(std::move(t)); }
 
-// ---- metadata ----
+// ---- metadata (no sync: a pending tensor knows its shape and dtype) ----
 
 PyObject* get_shape(PyObject* self, void*) {
   LOOM_PY_BEGIN
-  return size_object(array_of(self).sizes());
+  return size_object(impl_of(self).sizes());
   LOOM_PY_END(nullptr)
 }
-PyObject* get_dtype(PyObject* self, void*) { return Py_NewRef(dtype_object(array_of(self).dtype)); }
+PyObject* get_dtype(PyObject* self, void*) { return Py_NewRef(dtype_object(impl_of(self).dtype())); }
 PyObject* get_device(PyObject* self, void*) {
   LOOM_PY_BEGIN
-  return device_object(array_of(self).device());
+  return device_object(impl_of(self).device(), impl_of(self).is_lazy());
   LOOM_PY_END(nullptr)
 }
-PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(array_of(self).ndim()); }
-PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(array_of(self).device().is_cuda()); }
-PyObject* get_is_cpu(PyObject* self, void*) { return PyBool_FromLong(array_of(self).device().is_cpu()); }
-PyObject* get_itemsize(PyObject* self, void*) { return PyLong_FromSize_t(itemsize(array_of(self).dtype)); }
+PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
+PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(impl_of(self).device().is_cuda()); }
+PyObject* get_is_cpu(PyObject* self, void*) {
+  return PyBool_FromLong(impl_of(self).device().is_cpu() && !impl_of(self).is_lazy());
+}
+PyObject* get_is_lazy(PyObject* self, void*) { return PyBool_FromLong(impl_of(self).is_lazy()); }
+PyObject* get_itemsize(PyObject* self, void*) { return PyLong_FromSize_t(itemsize(impl_of(self).dtype())); }
 PyObject* get_nbytes(PyObject* self, void*) {
-  const Array& a = array_of(self);
-  return PyLong_FromLongLong(a.numel() * static_cast<int64_t>(itemsize(a.dtype)));
+  const TensorImpl& t = impl_of(self);
+  return PyLong_FromLongLong(t.numel() * static_cast<int64_t>(itemsize(t.dtype())));
 }
 
 // .T reverses all dims (PyTorch deprecates it beyond 2-d but still does this); .mT swaps the last two.
 PyObject* get_T(PyObject* self, void*) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
   Dims dims;
-  for (int64_t d = a.ndim() - 1; d >= 0; --d) dims.push_back(d);
-  return view_result(self, permute(a.layout, dims));
+  for (int64_t d = impl_of(self).ndim() - 1; d >= 0; --d) dims.push_back(d);
+  return out(ops::permute(tensor_of(self), dims));
   LOOM_PY_END(nullptr)
 }
 PyObject* get_mT(PyObject* self, void*) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  LOOM_CHECK(a.ndim() >= 2, Runtime, "tensor.mT is only supported on matrices or batches of matrices. Got ",
-             a.ndim(), "-D tensor.");
-  return view_result(self, transpose(a.layout, -2, -1));
+  int64_t n = impl_of(self).ndim();
+  LOOM_CHECK(n >= 2, Runtime, "tensor.mT is only supported on matrices or batches of matrices. Got ", n, "-D tensor.");
+  return out(ops::transpose(tensor_of(self), -2, -1));
   LOOM_PY_END(nullptr)
 }
 
 // A dim argument that must name an existing dim (size(d), stride(d)): a 0-d tensor has none.
-int64_t dim_of(const Array& a, PyObject* dim) {
+int64_t dim_of(int64_t ndim, PyObject* dim) {
   int64_t d = to_int64(dim, "dim");
-  LOOM_CHECK(a.ndim() > 0, Index, "Dimension specified as ", d, " but tensor has no dimensions");
-  return wrap_dim(d, a.ndim());
+  LOOM_CHECK(ndim > 0, Index, "Dimension specified as ", d, " but tensor has no dimensions");
+  return wrap_dim(d, ndim);
 }
 
 PyObject* m_size(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -68,12 +71,13 @@ PyObject* m_size(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   static ArgParser parser("size", {"dim"}, 1);
   Args<1> a;
   parser.parse(args, nargs, kwnames, a.v);
-  const Array& arr = array_of(self);
-  if (!a.has(0)) return size_object(arr.sizes());
-  return PyLong_FromLongLong(arr.sizes()[dim_of(arr, a[0])]);
+  const TensorImpl& t = impl_of(self);
+  if (!a.has(0)) return size_object(t.sizes());
+  return PyLong_FromLongLong(t.sizes()[dim_of(t.ndim(), a[0])]);
   LOOM_PY_END(nullptr)
 }
 
+// Strides, offsets and addresses describe memory: a pending tensor is materialized first.
 PyObject* m_stride(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("stride", {"dim"}, 1);
@@ -85,17 +89,31 @@ PyObject* m_stride(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kw
     for (int64_t i = 0; i < arr.ndim(); ++i) PyTuple_SET_ITEM(t.get(), i, check(PyLong_FromLongLong(arr.strides()[i])));
     return t.release();
   }
-  return PyLong_FromLongLong(arr.strides()[dim_of(arr, a[0])]);
+  return PyLong_FromLongLong(arr.strides()[dim_of(arr.ndim(), a[0])]);
   LOOM_PY_END(nullptr)
 }
 
-PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(array_of(self).ndim()); }
-PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(array_of(self).numel()); }
-PyObject* m_storage_offset(PyObject* self, PyObject*) { return PyLong_FromLongLong(array_of(self).layout.offset); }
-PyObject* m_is_contiguous(PyObject* self, PyObject*) { return PyBool_FromLong(array_of(self).is_contiguous()); }
-PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(itemsize(array_of(self).dtype)); }
-PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(array_of(self).dtype)); }
-PyObject* m_data_ptr(PyObject* self, PyObject*) { return PyLong_FromVoidPtr(array_of(self).data()); }
+PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
+PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).numel()); }
+PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(itemsize(impl_of(self).dtype())); }
+PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(impl_of(self).dtype())); }
+PyObject* m_storage_offset(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  return PyLong_FromLongLong(array_of(self).layout.offset);
+  LOOM_PY_END(nullptr)
+}
+PyObject* m_is_contiguous(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  const TensorImpl& t = impl_of(self);
+  if (t.is_pending() && !t.view_info()) Py_RETURN_TRUE;  // produced dense
+  return PyBool_FromLong(array_of(self).is_contiguous());
+  LOOM_PY_END(nullptr)
+}
+PyObject* m_data_ptr(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  return PyLong_FromVoidPtr(array_of(self).data());
+  LOOM_PY_END(nullptr)
+}
 
 PyObject* m_tolist(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
@@ -105,18 +123,16 @@ PyObject* m_tolist(PyObject* self, PyObject*) {
 
 PyObject* m_item(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  LOOM_CHECK(a.numel() == 1, Value, "only one element tensors can be converted to Python scalars");
-  return scalar_to_py(item(a));
+  LOOM_CHECK(impl_of(self).numel() == 1, Value, "only one element tensors can be converted to Python scalars");
+  return scalar_to_py(item(array_of(self)));
   LOOM_PY_END(nullptr)
 }
 
 // f"{loss:.3f}" formats the value of a one-element tensor, as PyTorch does.
 PyObject* m_format(PyObject* self, PyObject* spec) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  if (a.ndim() == 0) {
-    PyRef value = PyRef::checked(scalar_to_py(item(a)));
+  if (impl_of(self).ndim() == 0) {
+    PyRef value = PyRef::checked(scalar_to_py(item(array_of(self))));
     return PyObject_Format(value.get(), spec);
   }
   PyRef text = PyRef::checked(PyObject_Str(self));
@@ -141,50 +157,31 @@ Dims shape_args(FastArgs args, Py_ssize_t nargs, PyObject* kwnames, const char* 
 
 PyObject* m_view(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  Dims shape = infer_size(shape_args(args, nargs, kwnames, "view", "size"), a.numel());
-  auto l = view(a.layout, shape);
-  LOOM_CHECK(l, Runtime,
-             "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
-             "two contiguous subspaces). Use .reshape(...) instead.");
-  return view_result(self, std::move(*l));
+  return out(ops::view(tensor_of(self), shape_args(args, nargs, kwnames, "view", "size")));
   LOOM_PY_END(nullptr)
-}
-
-// A view when the layout allows one, else a contiguous copy, as PyTorch's reshape.
-PyObject* reshape_to(PyObject* self, IntSpan requested) {
-  const Array& a = array_of(self);
-  Dims shape = infer_size(requested, a.numel());
-  if (auto l = view(a.layout, shape)) return view_result(self, std::move(*l));
-  Array c = contiguous(a);
-  return wrap(c.view_as(*view(c.layout, shape)));
 }
 
 PyObject* m_reshape(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  return reshape_to(self, shape_args(args, nargs, kwnames, "reshape", "shape"));
+  return out(ops::reshape(tensor_of(self), shape_args(args, nargs, kwnames, "reshape", "shape")));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_view_as(PyObject* self, PyObject* other) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  auto l = view(a.layout, array_arg(other, "other").sizes());
-  LOOM_CHECK(l && a.numel() == array_of(other).numel(), Runtime, "shape '", format_dims(array_of(other).sizes()),
-             "' is invalid for input of size ", a.numel());
-  return view_result(self, std::move(*l));
+  return out(ops::view(tensor_of(self), Dims(tensor_arg(other, "other")->sizes())));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_reshape_as(PyObject* self, PyObject* other) {
   LOOM_PY_BEGIN
-  return reshape_to(self, array_arg(other, "other").sizes());
+  return out(ops::reshape(tensor_of(self), Dims(tensor_arg(other, "other")->sizes())));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_permute(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  return view_result(self, permute(array_of(self).layout, shape_args(args, nargs, kwnames, "permute", "dims")));
+  return out(ops::permute(tensor_of(self), shape_args(args, nargs, kwnames, "permute", "dims")));
   LOOM_PY_END(nullptr)
 }
 
@@ -194,27 +191,33 @@ PyObject* m_transpose(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject*
   Args<2> a;
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a.has(0) && a.has(1), Type, "transpose() missing required arguments 'dim0' and 'dim1'");
-  return view_result(self, transpose(array_of(self).layout, to_int64(a[0], "dim0"), to_int64(a[1], "dim1")));
+  return out(ops::transpose(tensor_of(self), to_int64(a[0], "dim0"), to_int64(a[1], "dim1")));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_t(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  LOOM_CHECK(a.ndim() <= 2, Runtime, "t() expects a tensor with <= 2 dimensions, but self is ", a.ndim(), "D");
-  return view_result(self, a.ndim() < 2 ? a.layout : transpose(a.layout, 0, 1));
+  int64_t n = impl_of(self).ndim();
+  LOOM_CHECK(n <= 2, Runtime, "t() expects a tensor with <= 2 dimensions, but self is ", n, "D");
+  return out(n < 2 ? ops::alias(tensor_of(self)) : ops::transpose(tensor_of(self), 0, 1));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_expand(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
-  return view_result(self, expand(array_of(self).layout, shape_args(args, nargs, kwnames, "expand", "size")));
+  return out(ops::expand(tensor_of(self), shape_args(args, nargs, kwnames, "expand", "size")));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_expand_as(PyObject* self, PyObject* other) {
   LOOM_PY_BEGIN
-  return view_result(self, expand(array_of(self).layout, array_arg(other, "other").sizes()));
+  return out(ops::expand(tensor_of(self), Dims(tensor_arg(other, "other")->sizes())));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_broadcast_to(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  return out(ops::expand(tensor_of(self), shape_args(args, nargs, kwnames, "broadcast_to", "size")));
   LOOM_PY_END(nullptr)
 }
 
@@ -223,19 +226,8 @@ PyObject* m_squeeze(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
   static ArgParser parser("squeeze", {"dim"}, 1);
   Args<1> a;
   parser.parse(args, nargs, kwnames, a.v);
-  const Layout& l = array_of(self).layout;
-  if (!a.has(0)) return view_result(self, squeeze(l));
-  if (PyTuple_Check(a[0]) || PyList_Check(a[0])) {
-    // Several dims: squeeze from the highest so lower indices stay valid.
-    Dims dims = to_dims(a[0], "dim");
-    for (auto& d : dims) d = wrap_dim(d, l.ndim());
-    std::sort(dims.begin(), dims.end());
-    Layout out = l;
-    for (size_t i = dims.size(); i-- > 0;)
-      if (i + 1 == dims.size() || dims[i] != dims[i + 1]) out = squeeze(out, dims[i]);
-    return view_result(self, std::move(out));
-  }
-  return view_result(self, squeeze(l, to_int64(a[0], "dim")));
+  if (!a.has(0)) return out(ops::squeeze(tensor_of(self)));
+  return out(ops::squeeze(tensor_of(self), dims_of(a[0], "dim")));
   LOOM_PY_END(nullptr)
 }
 
@@ -245,7 +237,7 @@ PyObject* m_unsqueeze(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject*
   Args<1> a;
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a.has(0), Type, "unsqueeze() missing required argument 'dim'");
-  return view_result(self, unsqueeze(array_of(self).layout, to_int64(a[0], "dim")));
+  return out(ops::unsqueeze(tensor_of(self), to_int64(a[0], "dim")));
   LOOM_PY_END(nullptr)
 }
 
@@ -254,21 +246,12 @@ PyObject* m_flatten(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
   static ArgParser parser("flatten", {"start_dim", "end_dim"}, 2);
   Args<2> a;
   parser.parse(args, nargs, kwnames, a.v);
-  const Array& arr = array_of(self);
-  int64_t n = arr.ndim();
-  int64_t start = wrap_dim(a.has(0) ? to_int64(a[0], "start_dim") : 0, n);
-  int64_t end = wrap_dim(a.has(1) ? to_int64(a[1], "end_dim") : -1, n);
-  LOOM_CHECK(start <= end, Runtime, "flatten() has invalid args: start_dim cannot come after end_dim");
-  if (n == 0) return reshape_to(self, Dims{1});
-  // Nothing to merge: PyTorch returns the tensor itself, strides and all.
-  if (start == end) return Py_NewRef(self);
-  Dims shape;
-  for (int64_t d = 0; d < start; ++d) shape.push_back(arr.sizes()[d]);
-  int64_t merged = 1;
-  for (int64_t d = start; d <= end; ++d) merged *= arr.sizes()[d];
-  shape.push_back(merged);
-  for (int64_t d = end + 1; d < n; ++d) shape.push_back(arr.sizes()[d]);
-  return reshape_to(self, shape);
+  int64_t start = a.has(0) ? to_int64(a[0], "start_dim") : 0;
+  int64_t end = a.has(1) ? to_int64(a[1], "end_dim") : -1;
+  Tensor t = tensor_of(self);
+  Tensor r = ops::flatten(t, start, end);
+  if (r == t) return Py_NewRef(self);  // flatten(d, d) is the tensor itself, as in PyTorch
+  return out(std::move(r));
   LOOM_PY_END(nullptr)
 }
 
@@ -278,15 +261,7 @@ PyObject* m_unflatten(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject*
   Args<2> a;
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a.has(0) && a.has(1), Type, "unflatten() missing required arguments 'dim' and 'sizes'");
-  const Array& arr = array_of(self);
-  LOOM_CHECK(arr.ndim() > 0, Runtime, "unflatten: Dimension size must be non-zero; cannot unflatten a 0-d tensor");
-  int64_t d = wrap_dim(to_int64(a[0], "dim"), arr.ndim());
-  Dims inner = infer_size(to_dims(a[1], "sizes"), arr.sizes()[d]);
-  Dims shape;
-  for (int64_t i = 0; i < d; ++i) shape.push_back(arr.sizes()[i]);
-  for (int64_t s : inner) shape.push_back(s);
-  for (int64_t i = d + 1; i < arr.ndim(); ++i) shape.push_back(arr.sizes()[i]);
-  return reshape_to(self, shape);
+  return out(ops::unflatten(tensor_of(self), to_int64(a[0], "dim"), to_dims(a[1], "sizes")));
   LOOM_PY_END(nullptr)
 }
 
@@ -296,8 +271,7 @@ PyObject* m_narrow(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kw
   Args<3> a;
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a.has(0) && a.has(1) && a.has(2), Type, "narrow() missing required arguments 'dim', 'start', 'length'");
-  return view_result(self, narrow(array_of(self).layout, to_int64(a[0], "dim"), to_int64(a[1], "start"),
-                                  to_int64(a[2], "length")));
+  return out(ops::narrow(tensor_of(self), to_int64(a[0], "dim"), to_int64(a[1], "start"), to_int64(a[2], "length")));
   LOOM_PY_END(nullptr)
 }
 
@@ -307,7 +281,13 @@ PyObject* m_select(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kw
   Args<2> a;
   parser.parse(args, nargs, kwnames, a.v);
   LOOM_CHECK(a.has(0) && a.has(1), Type, "select() missing required arguments 'dim' and 'index'");
-  return view_result(self, select(array_of(self).layout, to_int64(a[0], "dim"), to_int64(a[1], "index")));
+  return out(ops::select(tensor_of(self), to_int64(a[0], "dim"), to_int64(a[1], "index")));
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* m_repeat(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  return out(ops::repeat(tensor_of(self), shape_args(args, nargs, kwnames, "repeat", "repeats")));
   LOOM_PY_END(nullptr)
 }
 
@@ -315,63 +295,66 @@ PyObject* m_select(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kw
 
 PyObject* m_contiguous(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  if (a.is_contiguous()) return Py_NewRef(self);
-  return wrap(contiguous(a));
+  Tensor t = tensor_of(self);
+  Tensor c = ops::contiguous(t);
+  if (c == t) return Py_NewRef(self);
+  return out(std::move(c));
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_clone(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  return wrap(copy_to(a, a.dtype, a.device(), MemoryFormat::Preserve));
+  return out(ops::clone(tensor_of(self)));
   LOOM_PY_END(nullptr)
 }
 
-// A new handle on the same storage; autograd (a later issue) will make it a non-differentiable leaf.
+// A new tensor sharing this one's value (and storage); autograd will make it a non-differentiable leaf.
 PyObject* m_detach(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  return wrap(array_of(self));
+  return out(ops::alias(tensor_of(self)));
   LOOM_PY_END(nullptr)
 }
 
 // Tensor.to(...): like PyTorch, returns self when nothing changes unless copy=True.
-PyObject* converted(PyObject* self, DType dtype, Device device, bool copy) {
-  const Array& a = array_of(self);
-  if (!copy && dtype == a.dtype && device == a.device()) return Py_NewRef(self);
-  return wrap(copy_to(a, dtype, device, MemoryFormat::Preserve));
+PyObject* converted(PyObject* self, DType dtype, Placement where, bool copy) {
+  Tensor t = tensor_of(self);
+  Tensor r = ops::to(t, dtype, where.device, where.lazy, copy);
+  if (r == t) return Py_NewRef(self);
+  return out(std::move(r));
 }
+
+Placement placement_of(const TensorImpl& t) { return {t.device(), t.is_lazy()}; }
 
 PyObject* m_to(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("to", {"", "", "dtype", "device", "copy", "non_blocking"}, 2);
   Args<6> a;
   parser.parse(args, nargs, kwnames, a.v);
-  const Array& arr = array_of(self);
-  DType dtype = arr.dtype;
-  Device device = arr.device();
+  const TensorImpl& t = impl_of(self);
+  DType dtype = t.dtype();
+  Placement where = placement_of(t);
   for (int i = 0; i < 2; ++i) {
     PyObject* p = a[i];
     if (!p) continue;
     if (is_tensor(p)) {
-      dtype = array_of(p).dtype;
-      device = array_of(p).device();
+      dtype = impl_of(p).dtype();
+      where = placement_of(impl_of(p));
     } else if (Py_TYPE(p) == &DTypeType) {
       dtype = dtype_from_py(p);
     } else {
-      device = device_from_py(p);
+      where = placement_from_py(p);
     }
   }
   if (a.has(2)) dtype = dtype_from_py(a[2]);
-  if (a.has(3)) device = device_from_py(a[3]);
+  if (a.has(3)) where = placement_from_py(a[3]);
   bool copy = a.has(4) && to_bool(a[4], "copy");
-  return converted(self, dtype, device, copy);
+  return converted(self, dtype, where, copy);
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_cpu(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  return converted(self, array_of(self).dtype, kCPU, false);
+  return converted(self, impl_of(self).dtype(), {kCPU, false}, false);
   LOOM_PY_END(nullptr)
 }
 
@@ -383,24 +366,24 @@ PyObject* m_cuda(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwna
   Device device(DeviceType::CUDA, 0);
   if (a.has(0)) device = device_from_py(a[0]);
   LOOM_CHECK(device.is_cuda(), Runtime, "Invalid device, must be cuda device");
-  return converted(self, array_of(self).dtype, device, false);
+  return converted(self, impl_of(self).dtype(), {device, false}, false);
   LOOM_PY_END(nullptr)
 }
 
 template <DType D>
 PyObject* m_as(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  return converted(self, D, array_of(self).device(), false);
+  return converted(self, D, placement_of(impl_of(self)), false);
   LOOM_PY_END(nullptr)
 }
 
 PyObject* m_type_as(PyObject* self, PyObject* other) {
   LOOM_PY_BEGIN
-  return converted(self, array_arg(other, "other").dtype, array_of(self).device(), false);
+  return converted(self, tensor_arg(other, "other")->dtype(), placement_of(impl_of(self)), false);
   LOOM_PY_END(nullptr)
 }
 
-// Python subclasses (nn.Parameter) are made from an existing tensor, sharing its storage.
+// Python subclasses (nn.Parameter) are made from an existing tensor, sharing its value.
 PyObject* m_make_subclass(PyObject*, PyObject* args) {
   LOOM_PY_BEGIN
   PyObject* cls = nullptr;
@@ -408,7 +391,7 @@ PyObject* m_make_subclass(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "OO:_make_subclass", &cls, &data)) return nullptr;
   LOOM_CHECK(PyType_Check(cls) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), &TensorType), Type,
              "_make_subclass: cls must be a subclass of loom.Tensor");
-  return wrap(make_tensor(array_arg(data, "data")), reinterpret_cast<PyTypeObject*>(cls));
+  return wrap(ops::alias(tensor_arg(data, "data")), reinterpret_cast<PyTypeObject*>(cls));
   LOOM_PY_END(nullptr)
 }
 
@@ -448,6 +431,8 @@ PyMethodDef tensor_methods[] = {
     {"unsqueeze", LOOM_FASTCALL(m_unsqueeze), "unsqueeze(dim): insert a size-1 dimension (a view)"},
     {"flatten", LOOM_FASTCALL(m_flatten), "flatten(start_dim=0, end_dim=-1)"},
     {"unflatten", LOOM_FASTCALL(m_unflatten), "unflatten(dim, sizes)"},
+    {"broadcast_to", LOOM_FASTCALL(m_broadcast_to), "broadcast_to(*sizes): expand to a broadcast shape (a view)"},
+    {"repeat", LOOM_FASTCALL(m_repeat), "repeat(*repeats): tile the tensor (a copy)"},
     {"narrow", LOOM_FASTCALL(m_narrow), "narrow(dim, start, length) (a view)"},
     {"select", LOOM_FASTCALL(m_select), "select(dim, index) (a view without that dimension)"},
     {"contiguous", m_contiguous, METH_NOARGS, "self if contiguous, else a contiguous copy"},
@@ -484,6 +469,7 @@ PyGetSetDef tensor_getset[] = {
     {"is_cpu", get_is_cpu, nullptr, "True when the tensor is in host memory", nullptr},
     {"itemsize", get_itemsize, nullptr, "bytes per element", nullptr},
     {"nbytes", get_nbytes, nullptr, "bytes of the elements (numel * itemsize)", nullptr},
+    {"is_lazy", get_is_lazy, nullptr, "True for lazy tensors (device 'lazy:...'); not in PyTorch", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

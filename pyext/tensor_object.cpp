@@ -1,6 +1,8 @@
 // The loom.Tensor type: lifetime, Python number conversions, len/iter, repr.
 #include "pyext/tensor_object.h"
 
+#include "lazy/ops.h"
+#include "lazy/sync.h"
 #include "pyext/objects.h"
 #include "pyext/python_data.h"
 #include "runtime/error.h"
@@ -24,15 +26,15 @@ PyObject* tensor_new(PyTypeObject*, PyObject*, PyObject*) {
 
 // Python's conversions of a one-element tensor: bool(t), float(t), int(t), operator.index(t).
 Scalar single_value(PyObject* self, const char* what) {
-  const Array& a = array_of(self);
-  if (a.numel() != 1) {
+  int64_t n = impl_of(self).numel();
+  if (n != 1) {
     if (std::string_view(what) == "bool") {
-      LOOM_FAIL(Runtime, "Boolean value of Tensor with ", a.numel() == 0 ? "no values" : "more than one value",
+      LOOM_FAIL(Runtime, "Boolean value of Tensor with ", n == 0 ? "no values" : "more than one value",
                 " is ambiguous");
     }
     LOOM_FAIL(Value, "only one element tensors can be converted to Python scalars");
   }
-  return item(a);
+  return item(array_of(self));
 }
 
 int tensor_bool(PyObject* self) {
@@ -58,30 +60,28 @@ PyObject* tensor_int(PyObject* self) {
 
 PyObject* tensor_index(PyObject* self) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  LOOM_CHECK(is_integral(a.dtype, true) && a.numel() == 1, Type,
+  const TensorImpl& t = impl_of(self);
+  LOOM_CHECK(is_integral(t.dtype(), true) && t.numel() == 1, Type,
              "only integer tensors of a single element can be converted to an index");
-  return PyLong_FromLongLong(item(a).as_int());
+  return PyLong_FromLongLong(item(array_of(self)).as_int());
   LOOM_PY_END(nullptr)
 }
 
 Py_ssize_t tensor_len(PyObject* self) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  LOOM_CHECK(a.ndim() > 0, Type, "len() of a 0-d tensor");
-  return static_cast<Py_ssize_t>(a.sizes()[0]);
+  const TensorImpl& t = impl_of(self);
+  LOOM_CHECK(t.ndim() > 0, Type, "len() of a 0-d tensor");
+  return static_cast<Py_ssize_t>(t.sizes()[0]);
   LOOM_PY_END(-1)
 }
 
 // Iterates over the first dimension, each step a view, as PyTorch's unbind(0).
 PyObject* tensor_iter(PyObject* self) {
   LOOM_PY_BEGIN
-  const Array& a = array_of(self);
-  LOOM_CHECK(a.ndim() > 0, Type, "iteration over a 0-d tensor");
-  int64_t n = a.sizes()[0];
-  PyRef items = PyRef::checked(PyTuple_New(n));
-  for (int64_t i = 0; i < n; ++i)
-    PyTuple_SET_ITEM(items.get(), i, check(wrap(a.view_as(select(a.layout, 0, i)))));
+  LOOM_CHECK(impl_of(self).ndim() > 0, Type, "iteration over a 0-d tensor");
+  std::vector<Tensor> rows = ops::unbind(tensor_of(self), 0);
+  PyRef items = PyRef::checked(PyTuple_New(static_cast<Py_ssize_t>(rows.size())));
+  for (size_t i = 0; i < rows.size(); ++i) PyTuple_SET_ITEM(items.get(), static_cast<Py_ssize_t>(i), wrap(rows[i]));
   return PyObject_GetIter(items.get());
   LOOM_PY_END(nullptr)
 }
@@ -141,6 +141,12 @@ PyObject* wrap(Tensor tensor, PyTypeObject* type) {
   if (!obj) throw PythonError{};
   reinterpret_cast<PyTensor*>(obj)->impl = tensor.leak();
   return obj;
+}
+
+const Array& array_of(PyObject* obj) {
+  TensorImpl& t = impl_of(obj);
+  materialize(t);
+  return t.array();
 }
 
 const Array& array_arg(PyObject* obj, const char* what) {

@@ -22,7 +22,8 @@ extern PyTypeObject TensorType;
 
 inline bool is_tensor(PyObject* obj) noexcept { return PyObject_TypeCheck(obj, &TensorType); }
 inline TensorImpl& impl_of(PyObject* obj) noexcept { return *reinterpret_cast<PyTensor*>(obj)->impl; }
-inline const Array& array_of(PyObject* obj) noexcept { return impl_of(obj).array(); }
+// The value of a tensor, materializing it first if it is pending (a sync point).
+const Array& array_of(PyObject* obj);
 inline Tensor tensor_of(PyObject* obj) noexcept { return Tensor(&impl_of(obj)); }
 
 // New references to new Python tensors (of type `type`, loom.Tensor by default).

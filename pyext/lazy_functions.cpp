@@ -1,0 +1,61 @@
+// Module functions of lazy mode: loom.sync(), loom.synchronize(), loom.metrics(),
+// loom.metrics_reset() (DESIGN decisions 3 and 13).
+#include "lazy/sync.h"
+#include "pyext/objects.h"
+#include "runtime/metrics.h"
+
+namespace loom::py {
+namespace {
+
+PyObject* f_sync(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  sync_all();
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_synchronize(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  synchronize_all();
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_metrics(PyObject*, PyObject*) {
+  const Metrics& m = metrics();
+  auto get = [](const std::atomic<int64_t>& c) { return static_cast<long long>(c.load(std::memory_order_relaxed)); };
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L}", "traces", get(m.traces), "graph_cache_hits",
+                       get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses), "kernels_compiled",
+                       get(m.kernels_compiled), "modules_loaded_from_disk", get(m.modules_loaded_from_disk),
+                       "kernel_launches", get(m.kernel_launches), "graph_replays", get(m.graph_replays),
+                       "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9, "nodes_recorded",
+                       get(m.nodes_recorded));
+}
+
+PyObject* f_metrics_reset(PyObject*, PyObject*) {
+  metrics().reset();
+  return Py_NewRef(Py_None);
+}
+
+PyObject* f_pending_count(PyObject*, PyObject* device) {
+  LOOM_PY_BEGIN
+  return PyLong_FromLongLong(pending_count(device_from_py(device)));
+  LOOM_PY_END(nullptr)
+}
+
+}  // namespace
+
+PyMethodDef lazy_functions[] = {
+    {"sync", f_sync, METH_NOARGS,
+     "sync(): materialize every live pending lazy tensor of every device (one trace per device); does not wait "
+     "for the device"},
+    {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
+    {"metrics", f_metrics, METH_NOARGS,
+     "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
+     "kernel launches, graph replays, compile seconds and IR nodes recorded"},
+    {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
+    {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace loom::py
