@@ -3,6 +3,7 @@
 #include "lazy/dispatch.h"
 
 #include <array>
+#include <atomic>
 #include <unordered_map>
 #include <vector>
 
@@ -37,6 +38,8 @@ Registry& registry_for(Device d) {
   LOOM_CHECK(slot < kSlots, Runtime, "no lazy registry for device ", d.str());
   return registries()[slot];
 }
+
+std::atomic<uint64_t> last_key{0};
 
 std::unique_ptr<Executor>& installed() {
   static auto* e = new std::unique_ptr<Executor>();
@@ -168,6 +171,8 @@ void register_orphan_write(Ref<Node> node, Array destination) {
 
 int64_t pending_count(Device device) { return registry_for(device).count; }
 
+uint64_t last_trace_key() { return last_key.load(std::memory_order_relaxed); }
+
 void sync(Device device) {
   Registry& r = registry_for(device);
   if (!r.head && r.orphans.empty()) return;
@@ -199,6 +204,7 @@ void sync(Device device) {
     throw;
   }
   count(metrics().traces);
+  last_key.store(trace.key, std::memory_order_relaxed);
   for (size_t i = 0; i < roots.size(); ++i) roots[i]->materialize(std::move(results[i]));
   for (const Tensor& v : derived_views) {
     const Array& base = v->view_info()->base->target->array();

@@ -25,6 +25,9 @@ void synchronize_all();
 // into its storage (and with it, materializes everything pending on the device).
 void materialize(TensorImpl& t);
 
+// The key of the last trace executed on any device (tests and diagnostics).
+uint64_t last_trace_key();
+
 // Number of live pending tensors on a device (tests and diagnostics).
 int64_t pending_count(Device device);
 

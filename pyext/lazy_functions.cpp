@@ -43,6 +43,8 @@ PyObject* f_pending_count(PyObject*, PyObject* device) {
   LOOM_PY_END(nullptr)
 }
 
+PyObject* f_last_trace_key(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(last_trace_key()); }
+
 }  // namespace
 
 PyMethodDef lazy_functions[] = {
@@ -54,6 +56,7 @@ PyMethodDef lazy_functions[] = {
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
      "kernel launches, graph replays, compile seconds and IR nodes recorded"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
+    {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
     {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},
     {nullptr, nullptr, 0, nullptr},
 };
