@@ -20,6 +20,38 @@ enum class DTypeRule : uint8_t {
   Select,        // where(cond, a, b): cond bool, the rest promoted; result promoted
 };
 
+// The dtype an elementwise op computes in, from its inputs (weak scalars, PyTorch's rules):
+// integers become the default float for PromoteFloat ops, everything is bool for logical ops,
+// and `where`'s condition does not take part. Computation itself happens in compute_type() of
+// this (float32 for float16 / bfloat16).
+template <typename F>
+DType promoted_dtype(std::span<const InputMeta> in) {
+  if (F::rule == DTypeRule::Logical) return DType::Bool;
+  ResultType r;
+  size_t first = F::rule == DTypeRule::Select ? 1 : 0;
+  for (size_t i = first; i < in.size(); ++i) {
+    if (in[i].is_scalar) r.add_scalar(in[i].kind);
+    else r.add_tensor(in[i].dtype, static_cast<int64_t>(in[i].shape.size()));
+  }
+  DType p = r.get();
+  if (F::rule == DTypeRule::PromoteFloat && !is_floating(p)) p = default_float_dtype();
+  return p;
+}
+
+// Whether op F has a kernel for inputs stored as S: floating types only for PromoteFloat ops,
+// bool only for logical ops, no bool where the op rejects it.
+template <typename F, typename S>
+constexpr bool supports() {
+  if constexpr (F::rule == DTypeRule::Logical) return std::is_same_v<S, bool>;
+  else if constexpr (F::rule == DTypeRule::PromoteFloat) return !std::is_integral_v<S>;
+  else if constexpr (!F::allow_bool) return !std::is_same_v<S, bool>;
+  else return true;
+}
+
+// Calls fn(F{}) with the op struct of an elementwise OpId (not Cast); false if op is not one.
+template <typename Fn>
+bool visit_elementwise(OpId op, Fn&& fn);
+
 namespace ew {
 
 using namespace loom::math;
@@ -103,9 +135,9 @@ struct Sign {
 };
 struct Reciprocal { LOOM_EW(Reciprocal, PromoteFloat, 1, true) template <typename T> static T f(T x) { return one<T>() / x; } };
 struct Square { LOOM_EW(Square, Promote, 1, false) template <typename T> static T f(T x) { return x * x; } };
-struct LogicalNot { LOOM_EW(LogicalNot, Logical, 1, true) static bool f(bool x) { return !x; } };
-struct IsNan { LOOM_EW(IsNan, Compare, 1, true) template <typename T> static bool f(T x) { return isnan(x); } };
-struct IsInf { LOOM_EW(IsInf, Compare, 1, true) template <typename T> static bool f(T x) { return isinf(x); } };
+struct LogicalNot { LOOM_EW(LogicalNot, Logical, 1, true) template <typename B> static B f(B x) { return !x; } };
+struct IsNan { LOOM_EW(IsNan, Compare, 1, true) template <typename T> static auto f(T x) { return isnan(x); } };
+struct IsInf { LOOM_EW(IsInf, Compare, 1, true) template <typename T> static auto f(T x) { return isinf(x); } };
 // nan_to_num(x, nan, posinf, neginf).
 struct NanToNum {
   LOOM_EW(NanToNum, Promote, 4, true)
@@ -170,21 +202,42 @@ struct Pow {
 };
 struct Maximum { LOOM_EW(Maximum, Promote, 2, true) template <typename T> static T f(T a, T b) { return maximum(a, b); } };
 struct Minimum { LOOM_EW(Minimum, Promote, 2, true) template <typename T> static T f(T a, T b) { return minimum(a, b); } };
-struct Eq { LOOM_EW(Eq, Compare, 2, true) template <typename T> static bool f(T a, T b) { return a == b; } };
-struct Ne { LOOM_EW(Ne, Compare, 2, true) template <typename T> static bool f(T a, T b) { return a != b; } };
-struct Lt { LOOM_EW(Lt, Compare, 2, true) template <typename T> static bool f(T a, T b) { return a < b; } };
-struct Le { LOOM_EW(Le, Compare, 2, true) template <typename T> static bool f(T a, T b) { return a <= b; } };
-struct Gt { LOOM_EW(Gt, Compare, 2, true) template <typename T> static bool f(T a, T b) { return a > b; } };
-struct Ge { LOOM_EW(Ge, Compare, 2, true) template <typename T> static bool f(T a, T b) { return a >= b; } };
-struct LogicalAnd { LOOM_EW(LogicalAnd, Logical, 2, true) static bool f(bool a, bool b) { return a && b; } };
-struct LogicalOr { LOOM_EW(LogicalOr, Logical, 2, true) static bool f(bool a, bool b) { return a || b; } };
+struct Eq { LOOM_EW(Eq, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a == b; } };
+struct Ne { LOOM_EW(Ne, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a != b; } };
+struct Lt { LOOM_EW(Lt, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a < b; } };
+struct Le { LOOM_EW(Le, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a <= b; } };
+struct Gt { LOOM_EW(Gt, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a > b; } };
+struct Ge { LOOM_EW(Ge, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a >= b; } };
+struct LogicalAnd { LOOM_EW(LogicalAnd, Logical, 2, true) template <typename B> static B f(B a, B b) { return a && b; } };
+struct LogicalOr { LOOM_EW(LogicalOr, Logical, 2, true) template <typename B> static B f(B a, B b) { return a || b; } };
 
 struct Where {
   LOOM_EW(Where, Select, 3, true)
-  template <typename T> static T f(bool c, T a, T b) { return select(c, a, b); }
+  template <typename T, typename B> static T f(B c, T a, T b) { return select(c, a, b); }
 };
 
 #undef LOOM_EW
 
 }  // namespace ew
+
+template <typename Fn>
+bool visit_elementwise(OpId op, Fn&& fn) {
+  using namespace ew;
+  switch (op) {
+#define LOOM_EW_CASE(Name) \
+  case OpId::Name: fn(Name{}); return true;
+    LOOM_EW_CASE(Neg) LOOM_EW_CASE(Abs) LOOM_EW_CASE(Exp) LOOM_EW_CASE(Exp2) LOOM_EW_CASE(Log) LOOM_EW_CASE(Log2)
+    LOOM_EW_CASE(Log1p) LOOM_EW_CASE(Expm1) LOOM_EW_CASE(Sqrt) LOOM_EW_CASE(Rsqrt) LOOM_EW_CASE(Sin) LOOM_EW_CASE(Cos)
+    LOOM_EW_CASE(Tan) LOOM_EW_CASE(Tanh) LOOM_EW_CASE(Sigmoid) LOOM_EW_CASE(Relu) LOOM_EW_CASE(Gelu)
+    LOOM_EW_CASE(GeluTanh) LOOM_EW_CASE(Silu) LOOM_EW_CASE(Softplus) LOOM_EW_CASE(Erf) LOOM_EW_CASE(Floor)
+    LOOM_EW_CASE(Ceil) LOOM_EW_CASE(Round) LOOM_EW_CASE(Sign) LOOM_EW_CASE(Reciprocal) LOOM_EW_CASE(Square)
+    LOOM_EW_CASE(LogicalNot) LOOM_EW_CASE(IsNan) LOOM_EW_CASE(IsInf) LOOM_EW_CASE(NanToNum) LOOM_EW_CASE(Add)
+    LOOM_EW_CASE(Sub) LOOM_EW_CASE(Mul) LOOM_EW_CASE(Div) LOOM_EW_CASE(FloorDiv) LOOM_EW_CASE(Remainder)
+    LOOM_EW_CASE(Pow) LOOM_EW_CASE(Maximum) LOOM_EW_CASE(Minimum) LOOM_EW_CASE(Eq) LOOM_EW_CASE(Ne) LOOM_EW_CASE(Lt)
+    LOOM_EW_CASE(Le) LOOM_EW_CASE(Gt) LOOM_EW_CASE(Ge) LOOM_EW_CASE(LogicalAnd) LOOM_EW_CASE(LogicalOr)
+    LOOM_EW_CASE(Where)
+#undef LOOM_EW_CASE
+    default: return false;
+  }
+}
 }  // namespace loom

@@ -12,8 +12,14 @@
 
 namespace loom::math {
 
+// The number type behind a value type: T itself for plain values; fusion's symbolic values
+// specialize this so `is_int` answers for the type they stand for.
 template <typename T>
-inline constexpr bool is_int = std::is_integral_v<T>;
+struct number_type {
+  using type = T;
+};
+template <typename T>
+inline constexpr bool is_int = std::is_integral_v<typename number_type<T>::type>;
 
 template <typename T> T exp(T x) { return std::exp(x); }
 template <typename T> T exp2(T x) { return std::exp2(x); }

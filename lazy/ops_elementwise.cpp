@@ -21,20 +21,9 @@ std::string lower(const char* name) {
   return s;
 }
 
-// The promoted dtype of an elementwise op's inputs (weak scalars, PyTorch's rules). For `where`,
-// the condition does not take part.
 template <typename F>
 DType promoted(std::span<const InputMeta> in) {
-  ResultType r;
-  size_t first = F::rule == DTypeRule::Select ? 1 : 0;
-  for (size_t i = first; i < in.size(); ++i) {
-    if (in[i].is_scalar) r.add_scalar(in[i].kind);
-    else r.add_tensor(in[i].dtype, static_cast<int64_t>(in[i].shape.size()));
-  }
-  DType p = r.get();
-  if (F::rule == DTypeRule::PromoteFloat && !is_floating(p)) p = default_float_dtype();
-  if (F::rule == DTypeRule::Logical) p = DType::Bool;
-  return p;
+  return promoted_dtype<F>(in);
 }
 
 template <typename F>
@@ -111,17 +100,6 @@ void run_typed(std::span<const Operand> in, const Array& out, std::index_sequenc
   }
 }
 
-// Which storage types an op is instantiated for: floats only for PromoteFloat, bool only for
-// logical ops, no bool where the op rejects it.
-template <typename F, typename S>
-constexpr bool instantiated() {
-  if constexpr (F::rule == DTypeRule::Logical) return std::is_same_v<S, bool>;
-  else if constexpr (F::rule == DTypeRule::PromoteFloat)
-    return !std::is_integral_v<S>;
-  else if constexpr (!F::allow_bool) return !std::is_same_v<S, bool>;
-  else return true;
-}
-
 template <typename F>
 void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
   std::array<InputMeta, F::arity> metas;
@@ -135,7 +113,7 @@ void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
   }
   visit_dtype(p, [&](auto tag) {
     using S = decltype(tag);
-    if constexpr (instantiated<F, S>()) run_typed<F, S>(in, out, std::make_index_sequence<F::arity>{});
+    if constexpr (supports<F, S>()) run_typed<F, S>(in, out, std::make_index_sequence<F::arity>{});
     else LOOM_FAIL(Runtime, lower(op_name(F::id)), ": no CPU kernel for ", dtype_name(p));
   });
 }
@@ -152,15 +130,8 @@ OutputMeta infer_cast(std::span<const InputMeta> in, const Attrs& attrs) {
 void run_cast(std::span<const Operand> in, const Attrs&, const Array& out) { copy_(out, *in[0].array); }
 
 const bool registered = [] {
-  using namespace ew;
-  (define<Neg>(), define<Abs>(), define<Exp>(), define<Exp2>(), define<Log>(), define<Log2>(), define<Log1p>(),
-   define<Expm1>(), define<Sqrt>(), define<Rsqrt>(), define<Sin>(), define<Cos>(), define<Tan>(), define<Tanh>(),
-   define<Sigmoid>(), define<Relu>(), define<Gelu>(), define<GeluTanh>(), define<Silu>(), define<Softplus>(),
-   define<Erf>(), define<Floor>(), define<Ceil>(), define<Round>(), define<Sign>(), define<Reciprocal>(),
-   define<Square>(), define<LogicalNot>(), define<IsNan>(), define<IsInf>(), define<NanToNum>());
-  (define<Add>(), define<Sub>(), define<Mul>(), define<Div>(), define<FloorDiv>(), define<Remainder>(), define<Pow>(),
-   define<Maximum>(), define<Minimum>(), define<Eq>(), define<Ne>(), define<Lt>(), define<Le>(), define<Gt>(),
-   define<Ge>(), define<LogicalAnd>(), define<LogicalOr>(), define<Where>());
+  for (int i = 0; i < kNumOps; ++i)
+    visit_elementwise(static_cast<OpId>(i), [](auto op) { define<decltype(op)>(); });
   define_op(OpId::Cast, OpDef{"Cast", OpClass::Elementwise, infer_cast, run_cast});
   return true;
 }();

@@ -6,6 +6,9 @@ device="lazy") raises (lazy mode is not exposed in Python yet); when it runs, ea
 compared with the same program run eagerly on "cpu".
 """
 
+import gc
+import sys
+
 import numpy as np
 import pytest
 
@@ -46,7 +49,20 @@ def lazy_available():
 def device(request):
     if request.param == "lazy" and not lazy_available():
         pytest.skip("lazy device not available yet")
-    return request.param
+    yield request.param
+    if request.param == "lazy":
+        release_pending()
+
+
+def release_pending():
+    """Drops what keeps a test's pending lazy tensors alive after it ends: pytest stores the last
+    failure's traceback (failed and xfailed tests) in sys.last_traceback, whose frames hold them.
+    A pending tensor whose evaluation raises would otherwise make every later sync raise too
+    (see test_ops_errors.py::test_pending_error_does_not_leak_into_unrelated_reads), so one
+    test's failure would spread to the tests after it."""
+    if getattr(sys, "last_traceback", None) is not None:
+        sys.last_type = sys.last_value = sys.last_traceback = None
+        gc.collect()
 
 
 def rng(seed=0):

@@ -369,8 +369,6 @@ def test_pad_float_values_and_empty(device):
 
 # ---- repeat ----
 
-@pytest.mark.xfail(reason="BUG: Tensor.repeat is not exposed in Python (ops::repeat exists in lazy/ops.h but "
-                          "pyext has no binding)", strict=True)
 def test_repeat(device):
     x = random_array((2, 3), "float32", seed=14)
     sub = SubChecks()

@@ -188,9 +188,6 @@ def _operands(name, dta, dtb, shape_a=(3, 1, 4), shape_b=(2, 4)):
     return a, b
 
 
-_XOR_DANGLING = pytest.mark.xfail(
-    reason="BUG: logical_xor of non-bool tensors returns wrong values and shape (ops::logical_xor's as_bool "
-           "returns an Arg borrowing a temporary Tensor that is destroyed: use after free)", strict=True)
 _ALPHA_DTYPE = pytest.mark.xfail(
     reason="BUG: add/sub with alpha != 1 multiply `other` by alpha in other's own dtype before promotion: a bool "
            "other becomes int64 (add(uint8, bool, alpha=2) is int64, PyTorch: uint8) and a float32 other is "
@@ -203,7 +200,7 @@ ALPHA_BUG_PAIRS = [("add_alpha", "bool", "bool"), ("add_alpha", "uint8", "bool")
 
 
 def _known_bug(name, dta, dtb):
-    return (name, dta, dtb) in ALPHA_BUG_PAIRS or (name == "logical_xor" and (dta, dtb) != ("bool", "bool"))
+    return (name, dta, dtb) in ALPHA_BUG_PAIRS
 
 
 # One operator per kernel is enough here: the aliases (subtract, multiply, x.add(), a - b, ...) are
@@ -236,20 +233,6 @@ def test_binary_promotion(device, name, dta):
 def test_binary_promotion_alpha_bugs(device, name, dta, dtb):
     a, b = _operands(name, dta, dtb)
     check(device, BINARY[name], a, b)
-
-
-@_XOR_DANGLING
-@pytest.mark.parametrize("dta", ALL_DTYPES)
-def test_binary_promotion_logical_xor_bugs(device, dta):
-    """Every failing pair is reported (each one fails on its own)."""
-    sub = SubChecks()
-    for dtb in ALL_DTYPES:
-        if (dta, dtb) != ("bool", "bool"):
-            with sub(f"{dta} xor {dtb}"):
-                a, b = _operands("logical_xor", dta, dtb)
-                check(device, BINARY["logical_xor"], a, b)
-    sub.finish()
-    assert len(sub.failures) == 0
 
 
 @pytest.mark.parametrize("name", sorted(set(BINARY) - set(PROMOTION_OPS)))
@@ -286,7 +269,7 @@ def test_binary_layouts(device, name, dtype):
 @pytest.mark.parametrize("shapes", [((3, 1, 4), (2, 4)), ((0, 4), (1, 4)), ((), (3,)), ((3,), ()), ((), ()),
                                     ((2, 0), (2, 1)), ((1,), (0,)), ((4, 1), (1, 5))], ids=str)
 @pytest.mark.parametrize("name", ["add", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "ge",
-                                  "logical_and", "logical_or"])
+                                  "logical_and", "logical_or", "logical_xor"])
 def test_binary_broadcast_shapes(device, name, shapes):
     a = random_array(shapes[0], "float64", seed=1)
     b = random_array(shapes[1], "float64", seed=2, nonzero=True)
@@ -296,7 +279,8 @@ def test_binary_broadcast_shapes(device, name, shapes):
 
 
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
-                                  "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"])
+                                  "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                                  "logical_xor"])
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
 def test_binary_special_values(device, name, dtype):
     """Every pair of 0, -0, +-1, +-inf, nan, ...: IEEE results as PyTorch's (floor division and
@@ -325,7 +309,6 @@ def test_integer_pow_negative_exponent_tensor(device):
 SCALARS = [3, -2, 2.5, -0.75, True, False, 0.0]
 
 
-@_XOR_DANGLING
 def test_logical_xor_non_bool(device):
     """logical_xor reads its operands as bools (non-zero is True) and broadcasts them."""
     check(device, lambda m, a, b: m.logical_xor(a, b), np.array([1.0, 0.0, 2.0]), np.array([1.0, 1.0, 0.0]))

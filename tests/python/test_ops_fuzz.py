@@ -170,6 +170,39 @@ def _inplace_run(m, env, p):
     return c
 
 
+def _inplace_view_cands(env):
+    """(view op of env[i], write, whether the step's value is the view or its base)."""
+    out = []
+    for v in _view_cands(env):
+        if v[0] == "expand":
+            continue  # writes through overlapping elements: PyTorch raises
+        for write in ("add", "mul", "fill", "clamp", "copy_sum"):
+            for return_view in (False, True):
+                out.append((v, write, return_view))
+    return out
+
+
+def _inplace_view_run(m, env, p):
+    """A fresh copy c of env[i]; a view of c is written in place; the step's value is c or the view.
+    Either way the write must show in both (a view and its base share their values)."""
+    (kind, i, a, b), write, return_view = p
+    c = env[i] * 1
+    local = list(env)
+    local[i] = c
+    v = _view_run(m, local, (kind, i, a, b))
+    if write == "add":
+        v.add_(3)
+    elif write == "mul":
+        v.mul_(-2)
+    elif write == "fill":
+        v.fill_(7)
+    elif write == "clamp":
+        v.clamp_(-1, 2)
+    else:
+        v.copy_(v.sum() if v.dtype != (torch.bool if m is torch else loom.bool) else v)
+    return v if return_view else c
+
+
 def _cat_cands(env):
     out = []
     for i, a in enumerate(env):
@@ -225,6 +258,7 @@ OPS = [
     ("view2", _view_cands, _view_run),  # views twice as often: chains of them
     ("matmul", _matmul_cands, _matmul_run),
     ("inplace", _inplace_cands, _inplace_run),
+    ("inplace_view", _inplace_view_cands, _inplace_view_run),
     ("cat", _cat_cands, lambda m, env, p: m.cat([env[p[0]], env[p[1]]], p[2])),
     ("stack", lambda env: [(i, j) for i, a in enumerate(env) for j, b in enumerate(env)
                            if a.shape == b.shape and a.dtype == b.dtype],

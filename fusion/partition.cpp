@@ -1,0 +1,455 @@
+// Partitioning a trace into fused kernels and library steps (see program.h).
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "fusion/affine.h"
+#include "fusion/program.h"
+#include "lazy/elementwise.h"
+#include "lazy/node.h"
+#include "runtime/error.h"
+
+namespace loom::fusion {
+namespace {
+
+// Thrown while building a kernel when a value must be stored before it can be read (a view of
+// it is not affine); partitioning restarts with that value materialized.
+struct NeedsMaterialization {
+  int32_t value;
+};
+
+// Thrown when a root cannot join a candidate kernel.
+struct CannotJoin {};
+
+bool is_leaf(const Node& n) { return op_def(n.op()).cls == OpClass::Leaf; }
+bool is_scalar_leaf(const Node& n) { return n.op() == OpId::Scalar || n.op() == OpId::Constant; }
+OpClass cls(const Node& n) { return op_def(n.op()).cls; }
+
+Layout view_layout(const Node& view) {
+  const Attrs& a = view.attrs();
+  return Layout{Dims(view.shape()), Dims(a.begin() + 1, a.end()), a[0]};
+}
+
+ReduceKind reduce_kind(OpId op) {
+  switch (op) {
+    case OpId::Sum: return ReduceKind::Sum;
+    case OpId::Prod: return ReduceKind::Prod;
+    case OpId::Amax: return ReduceKind::Max;
+    case OpId::Amin: return ReduceKind::Min;
+    case OpId::Argmax: return ReduceKind::ArgMax;
+    default: return ReduceKind::ArgMin;
+  }
+}
+
+// The kernel a reduction node belongs to is keyed by its input's shape and its reduced dims.
+struct RowKey {
+  Dims shape;
+  uint64_t mask;
+  friend bool operator==(const RowKey&, const RowKey&) = default;
+};
+
+class Partitioner {
+ public:
+  Partitioner(const Trace& t, const PartitionOptions& o, std::vector<bool> materialized)
+      : t_(t), opt_(o), materialized_(std::move(materialized)) {}
+
+  Program run();
+
+ private:
+  struct Root {
+    int32_t expr;
+    AffineMap map;
+  };
+  struct KernelState {
+    Kernel k;
+    ExprBuilder b;
+    int32_t step;
+    std::optional<RowKey> row;
+    Dims pointwise_shape;
+    std::map<int32_t, Root> roots;                               // trace node -> value in this kernel
+    std::map<std::pair<int32_t, std::vector<int64_t>>, int32_t> memo;  // (node, map) -> expr
+    std::map<int32_t, int32_t> params;                           // Scalar node -> Param index
+  };
+
+  const Node& node(int32_t i) const { return *t_.nodes[i]; }
+  void place(int32_t i);
+  bool try_join(KernelState& k, int32_t i);
+  void add_root(KernelState& k, int32_t i);
+  int32_t value(KernelState& k, int32_t i, const AffineMap& m);
+  int32_t elementwise(KernelState& k, int32_t i, const AffineMap& m);
+  int32_t load(KernelState& k, int32_t i, const AffineMap& m);
+  Layout buffer_layout(int32_t i) const;
+  AffineMap root_map(const KernelState& k, int32_t i) const;
+
+  const Trace& t_;
+  const PartitionOptions& opt_;
+  std::vector<bool> materialized_;
+  std::vector<int32_t> producer_step_;  // step that produces a materialized value (-1: a leaf)
+  std::vector<KernelState> kernels_;
+  std::vector<Step> steps_;
+};
+
+Layout Partitioner::buffer_layout(int32_t i) const {
+  const Node& n = node(i);
+  if (n.op() == OpId::Input) {
+    Layout l = n.array().layout;
+    l.offset = 0;  // buffers are bound by the address of their first element
+    return l;
+  }
+  return Layout::contiguous(n.shape());
+}
+
+// The map from a kernel's domain to the value a root computes.
+AffineMap Partitioner::root_map(const KernelState& k, int32_t i) const {
+  const Node& n = node(i);
+  if (!k.row) return AffineMap::identity(n.ndim());
+  // Row kernels: the domain is (kept dims, reduced dims) of the reduction input; a reduction
+  // result or an epilogue value has the kept dims (and size-1 reduced dims when keepdim).
+  auto outer = static_cast<int64_t>(k.k.outer.size());
+  int64_t domain = outer + static_cast<int64_t>(k.k.inner.size());
+  Dims positions;
+  int64_t next = 0;
+  for (int64_t s : n.shape()) {
+    if (s == 1 && next < outer && k.k.outer[next] != 1 && n.ndim() > outer) {
+      positions.push_back(-1);  // a keepdim placeholder
+      continue;
+    }
+    positions.push_back(next < outer ? next++ : -1);
+  }
+  AffineMap m = AffineMap::select_dims(domain, positions);
+  normalize(m, n.shape());
+  return m;
+}
+
+int32_t Partitioner::load(KernelState& k, int32_t i, const AffineMap& m) {
+  // A value stored by this kernel can only be reused at the index it is computed at.
+  if (k.roots.count(i)) throw CannotJoin{};
+  if (producer_step_[i] >= k.step) throw CannotJoin{};
+  Access a{i, Space::Outer, {}, 0, false};
+  buffer_access(m, buffer_layout(i), a.strides, a.offset);
+  auto outer = static_cast<int64_t>(k.k.outer.size());
+  for (size_t d = static_cast<size_t>(outer); d < a.strides.size(); ++d)
+    if (a.strides[d] != 0) a.space = Space::Inner;
+  Dims domain = k.k.outer;
+  for (int64_t s : k.k.inner) domain.push_back(s);
+  a.linear = a.offset == 0 && a.strides == contiguous_strides(domain);
+  int32_t index = -1;
+  for (size_t l = 0; l < k.k.loads.size(); ++l)
+    if (k.k.loads[l].access == a) index = static_cast<int32_t>(l);
+  if (index < 0) {
+    index = static_cast<int32_t>(k.k.loads.size());
+    k.k.loads.push_back({a, node(i).dtype()});
+  }
+  Expr e{ExprOp::Load, compute_type(node(i).dtype()), a.space};
+  e.index = index;
+  return k.b.add(e);
+}
+
+int32_t Partitioner::elementwise(KernelState& k, int32_t i, const AffineMap& m) {
+  const Node& n = node(i);
+  SmallVec<int32_t, 4> operands;
+  SmallVec<InputMeta, 4> metas;
+  for (size_t j = 0; j < n.inputs().size(); ++j) {
+    int32_t in = t_.inputs[i][j];
+    const Node& x = node(in);
+    if (is_scalar_leaf(x)) {
+      operands.push_back(value(k, in, m));
+      metas.push_back({true, x.scalar().kind(), DType::Float32, {}});
+    } else {
+      operands.push_back(value(k, in, broadcast(m, n.shape(), x.shape())));
+      metas.push_back({false, ScalarKind::Float, x.dtype(), x.shape()});
+    }
+  }
+  BuilderScope scope(k.b);
+  if (n.op() == OpId::Cast || n.op() == OpId::Full) return k.b.cast(operands[0], compute_type(n.dtype()));
+  int32_t result = -1;
+  bool known = visit_elementwise(n.op(), [&](auto op) {
+    using F = decltype(op);
+    DType c = F::rule == DTypeRule::Logical ? DType::Bool : compute_type(promoted_dtype<F>({metas.data(), metas.size()}));
+    visit_dtype(c, [&](auto tag) {
+      using C = decltype(tag);
+      if constexpr (std::is_same_v<C, Half> || std::is_same_v<C, BFloat16> || !supports<F, C>()) {
+        LOOM_FAIL(Runtime, "internal: no ", op_name(F::id), " expression for ", dtype_name(c));
+      } else {
+        auto arg = [&](size_t idx) {
+          DType want = (F::rule == DTypeRule::Select && idx == 0) ? DType::Bool : c;
+          return k.b.cast(operands[idx], want);
+        };
+        if constexpr (F::arity == 1) {
+          result = F::template f<Sym<C>>(Sym<C>(arg(0), 0)).id;
+        } else if constexpr (F::arity == 2) {
+          result = F::template f<Sym<C>>(Sym<C>(arg(0), 0), Sym<C>(arg(1), 0)).id;
+        } else if constexpr (F::arity == 3) {
+          if constexpr (F::rule == DTypeRule::Select)
+            result = F::template f<Sym<C>>(Sym<bool>(arg(0), 0), Sym<C>(arg(1), 0), Sym<C>(arg(2), 0)).id;
+          else
+            result = F::template f<Sym<C>>(Sym<C>(arg(0), 0), Sym<C>(arg(1), 0), Sym<C>(arg(2), 0)).id;
+        } else {
+          result = F::template f<Sym<C>>(Sym<C>(arg(0), 0), Sym<C>(arg(1), 0), Sym<C>(arg(2), 0), Sym<C>(arg(3), 0)).id;
+        }
+      }
+    });
+  });
+  LOOM_CHECK(known, Runtime, "internal: ", op_name(n.op()), " is not elementwise");
+  return result;
+}
+
+int32_t Partitioner::value(KernelState& k, int32_t i, const AffineMap& m) {
+  const Node& n = node(i);
+  if (auto r = k.roots.find(i); r != k.roots.end()) {
+    if (r->second.map == m) return r->second.expr;
+    throw CannotJoin{};
+  }
+  auto key = std::make_pair(i, std::vector<int64_t>());
+  if (!is_scalar_leaf(n)) {
+    key.second = m.offset;
+    key.second.insert(key.second.end(), m.coeff.begin(), m.coeff.end());
+  }
+  if (auto it = k.memo.find(key); it != k.memo.end()) return it->second;
+  int32_t e;
+  if (n.op() == OpId::Constant) {
+    Expr lit{ExprOp::Literal, n.dtype()};
+    lit.literal = n.scalar().as_double();
+    e = k.b.add(lit);
+  } else if (n.op() == OpId::Scalar) {
+    auto p = k.params.find(i);
+    int32_t index = p != k.params.end() ? p->second : static_cast<int32_t>(k.k.params.size());
+    if (p == k.params.end()) {
+      k.params[i] = index;
+      k.k.params.push_back(i);
+    }
+    Expr param{ExprOp::Param, n.dtype()};
+    param.index = index;
+    e = k.b.add(param);
+  } else if (materialized_[i]) {
+    e = load(k, i, m);
+  } else if (cls(n) == OpClass::View) {
+    int32_t in = t_.inputs[i][0];
+    auto inner = through_view(m, view_layout(n), node(in).shape());
+    if (!inner) throw NeedsMaterialization{in};
+    e = value(k, in, *inner);
+  } else if (cls(n) == OpClass::Elementwise || n.op() == OpId::Full) {
+    e = elementwise(k, i, m);
+  } else {
+    LOOM_FAIL(Runtime, "internal: ", op_name(n.op()), " reached inside a kernel without being stored");
+  }
+  k.memo[key] = e;
+  return e;
+}
+
+void Partitioner::add_root(KernelState& k, int32_t i) {
+  const Node& n = node(i);
+  AffineMap m = root_map(k, i);
+  int32_t e;
+  if (cls(n) == OpClass::Reduction) {
+    int32_t in = t_.inputs[i][0];
+    const Node& x = node(in);
+    // The input is read over the whole domain: kept dims from the outer loop, reduced dims from
+    // the inner one.
+    auto mask = static_cast<uint64_t>(n.attrs()[0]);
+    Dims positions;
+    int64_t outer = 0, inner = static_cast<int64_t>(k.k.outer.size());
+    for (int64_t d = 0; d < x.ndim(); ++d) positions.push_back((mask >> d & 1) ? inner++ : outer++);
+    AffineMap xm = AffineMap::select_dims(inner, positions);
+    normalize(xm, x.shape());
+    int32_t input = value(k, in, xm);
+    DType type = k.b.exprs()[input].type;
+    Stage stage{reduce_kind(n.op()), type, input, i};
+    if (stage.kind == ReduceKind::Sum || stage.kind == ReduceKind::Prod) {
+      // Sums of integers and bools accumulate in int64, as the result's dtype says.
+      DType acc = compute_type(n.dtype());
+      stage.input = k.b.cast(input, acc);
+      stage.input_type = acc;
+    }
+    bool arg = stage.kind == ReduceKind::ArgMax || stage.kind == ReduceKind::ArgMin;
+    Expr r{ExprOp::Reduced, arg ? DType::Int64 : stage.input_type};
+    r.index = static_cast<int32_t>(k.k.stages.size());
+    k.k.stages.push_back(stage);
+    e = k.b.add(r);
+  } else {
+    e = value(k, i, m);  // the root is not in k.roots yet, so this computes it
+  }
+  k.roots[i] = {e, m};
+  Access a{i, Space::Outer, {}, 0, false};
+  buffer_access(m, buffer_layout(i), a.strides, a.offset);
+  Dims domain = k.k.outer;
+  for (int64_t s : k.k.inner) domain.push_back(s);
+  a.linear = !k.row && a.offset == 0 && a.strides == contiguous_strides(domain);
+  k.k.stores.push_back({a, n.dtype(), k.b.cast(e, compute_type(n.dtype()))});
+}
+
+bool Partitioner::try_join(KernelState& k, int32_t i) {
+  KernelState saved = k;
+  try {
+    add_root(k, i);
+    return true;
+  } catch (const CannotJoin&) {
+    k = std::move(saved);
+    return false;
+  }
+}
+
+void Partitioner::place(int32_t i) {
+  const Node& n = node(i);
+  bool reduction = cls(n) == OpClass::Reduction;
+  std::optional<RowKey> key;
+  if (reduction) key = RowKey{Dims(node(t_.inputs[i][0]).shape()), static_cast<uint64_t>(n.attrs()[0])};
+  if (opt_.fuse) {
+    // The most recent kernel of the same domain: a row kernel of the same key for reductions;
+    // for other values a pointwise kernel of their shape, or a row kernel whose results have it.
+    for (auto it = kernels_.rbegin(); it != kernels_.rend(); ++it) {
+      KernelState& k = *it;
+      bool fits = false;
+      if (reduction) {
+        fits = k.row && *k.row == *key;
+      } else if (k.row) {
+        for (const Stage& s : k.k.stages) fits = fits || Dims(node(s.node).shape()) == Dims(n.shape());
+      } else {
+        fits = k.pointwise_shape == Dims(n.shape());
+      }
+      if (fits) {
+        if (try_join(k, i)) {
+          producer_step_[i] = k.step;
+          return;
+        }
+        break;
+      }
+    }
+  }
+  KernelState k;
+  k.step = static_cast<int32_t>(steps_.size());
+  if (reduction) {
+    k.row = key;
+    for (int64_t d = 0; d < static_cast<int64_t>(key->shape.size()); ++d)
+      ((key->mask >> d & 1) ? k.k.inner : k.k.outer).push_back(key->shape[d]);
+    k.k.row = true;
+  } else {
+    k.pointwise_shape = Dims(n.shape());
+    k.k.outer = Dims(n.shape());
+  }
+  k.k.name = "loom_k" + std::to_string(kernels_.size());
+  add_root(k, i);  // a fresh kernel accepts any root (CannotJoin cannot happen)
+  producer_step_[i] = k.step;
+  steps_.push_back({Step::RunKernel, static_cast<int32_t>(kernels_.size())});
+  kernels_.push_back(std::move(k));
+}
+
+Program Partitioner::run() {
+  producer_step_.assign(t_.nodes.size(), -1);
+  for (size_t i = 0; i < t_.nodes.size(); ++i) {
+    const Node& n = node(static_cast<int32_t>(i));
+    if (is_leaf(n) || !materialized_[i]) continue;
+    if (cls(n) == OpClass::Other && n.op() != OpId::Full) {
+      producer_step_[i] = static_cast<int32_t>(steps_.size());
+      steps_.push_back({Step::RunOp, -1, static_cast<int32_t>(i)});
+      continue;
+    }
+    place(static_cast<int32_t>(i));
+  }
+  Program p;
+  for (KernelState& k : kernels_) {
+    k.k.exprs = k.b.exprs();
+    p.kernels.push_back(std::move(k.k));
+  }
+  p.steps = std::move(steps_);
+  return p;
+}
+
+// How expensive a value is to recompute: the number of elementwise ops inlined into it.
+int64_t inline_cost(const Trace& t, const std::vector<bool>& materialized, int32_t i, std::vector<int64_t>& memo) {
+  if (memo[i] >= 0) return memo[i];
+  const Node& n = *t.nodes[i];
+  int64_t cost = 0;
+  if (!is_leaf(n) && !materialized[i]) {
+    cost = cls(n) == OpClass::View ? 0 : 1;
+    for (int32_t in : t.inputs[i]) cost += inline_cost(t, materialized, in, memo);
+  }
+  return memo[i] = std::min<int64_t>(cost, 1 << 20);
+}
+
+// Values that must be stored: outputs, reductions, what library ops read, and (with fusion)
+// expensive values read by several consumers; without fusion, every op's result.
+std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions& opt) {
+  size_t n = t.nodes.size();
+  std::vector<bool> m(n, false);
+  std::vector<int32_t> uses(n, 0);
+  for (size_t i = 0; i < n; ++i)
+    for (int32_t in : t.inputs[i]) ++uses[in];
+  for (const Trace::Output& o : t.outputs) m[o.node] = true;
+  for (size_t i = 0; i < n; ++i) {
+    const Node& node = *t.nodes[i];
+    OpClass c = cls(node);
+    if (node.op() == OpId::Input) m[i] = true;
+    if (c == OpClass::Reduction) m[i] = true;
+    if (c == OpClass::Other && node.op() != OpId::Full) {
+      m[i] = true;
+      for (int32_t in : t.inputs[i])
+        if (!is_scalar_leaf(*t.nodes[in])) m[in] = true;
+    }
+    if (!opt.fuse && (c == OpClass::Elementwise || node.op() == OpId::Full)) m[i] = true;
+  }
+  if (opt.fuse) {
+    std::vector<int64_t> memo(n, -1);
+    for (size_t i = 0; i < n; ++i) {
+      const Node& node = *t.nodes[i];
+      if (cls(node) == OpClass::Elementwise && uses[i] >= 2 &&
+          inline_cost(t, m, static_cast<int32_t>(i), memo) >= 16) {
+        m[i] = true;
+        std::fill(memo.begin(), memo.end(), -1);
+      }
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+Program partition(const Trace& trace, const PartitionOptions& options) {
+  std::vector<bool> materialized = initial_materialization(trace, options);
+  for (size_t attempt = 0; attempt <= trace.nodes.size(); ++attempt) {
+    try {
+      Program p = Partitioner(trace, options, materialized).run();
+      // Buffers for every stored value.
+      p.buffer_of.assign(trace.nodes.size(), -1);
+      for (size_t i = 0; i < trace.nodes.size(); ++i) {
+        const Node& n = *trace.nodes[i];
+        if (!materialized[i] || is_scalar_leaf(n)) continue;
+        Buffer b{static_cast<int32_t>(i), n.op() == OpId::Input ? BufferKind::Input : BufferKind::Intermediate,
+                 n.op() == OpId::Input ? n.array().layout : Layout::contiguous(n.shape()), n.dtype()};
+        b.layout.offset = 0;
+        p.buffer_of[i] = static_cast<int32_t>(p.buffers.size());
+        p.buffers.push_back(std::move(b));
+      }
+      return p;
+    } catch (const NeedsMaterialization& need) {
+      LOOM_CHECK(!materialized[need.value], Runtime, "internal: partition did not converge");
+      materialized[need.value] = true;
+    }
+  }
+  LOOM_FAIL(Runtime, "internal: partition did not converge");
+}
+
+std::string describe(const Program& p, const Trace& t) {
+  std::ostringstream out;
+  for (const Step& s : p.steps) {
+    if (s.kind == Step::RunOp) {
+      out << "op " << op_name(t.nodes[s.node]->op()) << " -> %" << s.node << "\n";
+      continue;
+    }
+    if (s.kind == Step::CopyToDestination) {
+      out << "copy %" << s.node << " -> output " << s.output << "\n";
+      continue;
+    }
+    const Kernel& k = p.kernels[s.kernel];
+    out << "kernel " << k.name << (k.row ? " (row)" : "") << " outer " << format_dims(k.outer);
+    if (k.row) out << " inner " << format_dims(k.inner);
+    out << ": " << k.exprs.size() << " exprs; stores";
+    for (const Store& st : k.stores) out << " %" << st.access.value;
+    out << "; loads";
+    for (const Load& l : k.loads) out << " %" << l.access.value;
+    out << "\n";
+  }
+  return out.str();
+}
+
+}  // namespace loom::fusion

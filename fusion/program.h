@@ -1,0 +1,109 @@
+// A fused program: what a trace becomes after partitioning, before any code is generated.
+//
+// Every value that must exist in memory (a trace output, a reduction result, an input of a
+// library call, an expensive value used by several kernels) is "materialized" and gets a buffer.
+// Everything else is computed inside the kernels that need it, reading materialized values
+// through affine index maps: views and broadcasts cost index arithmetic, not memory traffic
+// (DESIGN decision 6).
+//
+// Steps run in order. A kernel step computes one or more materialized values over a common
+// domain: pointwise kernels over a shape, row kernels over (outer = kept dims) x (inner =
+// reduced dims), evaluating one or more reductions per row and the elementwise work on their
+// results. A library step runs an op's own implementation (matmul, gather, ...) on buffers.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusion/expr.h"
+#include "lazy/executor.h"
+
+namespace loom::fusion {
+
+// How a kernel reads or writes a buffer: element offset = offset + sum(strides[d] * index[d])
+// over the kernel's domain dims (outer dims, then inner dims).
+struct Access {
+  int32_t value;     // trace node index of the buffer's value
+  Space space;       // Outer: no inner-dim strides (read once per row)
+  Dims strides;      // one per domain dim (outer, then inner)
+  int64_t offset = 0;
+  bool linear = false;  // strides are the domain's row-major strides and offset is 0
+
+  friend bool operator==(const Access&, const Access&) = default;
+};
+
+enum class ReduceKind : uint8_t { Sum, Prod, Max, Min, ArgMax, ArgMin };
+
+struct Stage {
+  ReduceKind kind;
+  DType input_type;  // compute type of the reduced values
+  int32_t input;     // inner-space expression reduced
+  int32_t node;      // trace node of the reduction
+};
+
+struct Store {
+  Access access;
+  DType storage;  // buffer dtype
+  int32_t expr;
+};
+
+struct Load {
+  Access access;
+  DType storage;
+};
+
+struct Kernel {
+  std::string name;
+  bool row = false;
+  Dims outer;  // domain sizes (pointwise: all of it)
+  Dims inner;  // row kernels: the reduced sizes
+  std::vector<Load> loads;
+  std::vector<Store> stores;
+  std::vector<Stage> stages;
+  std::vector<Expr> exprs;
+  std::vector<int32_t> params;  // trace node index of each Param expr's Scalar leaf
+};
+
+// Where a materialized value lives.
+enum class BufferKind : uint8_t {
+  Input,         // an Input leaf's array, bound at every run
+  Output,        // a trace output: fresh storage at every run
+  Destination,   // a trace output written straight into its in-place destination
+  Intermediate,  // scratch, in the program's arena
+};
+
+struct Buffer {
+  int32_t value;  // trace node index
+  BufferKind kind;
+  Layout layout;  // element layout from the buffer's base pointer (offset 0)
+  DType dtype;
+  int32_t output = -1;  // index into the trace's outputs (Output, Destination)
+};
+
+struct Step {
+  enum Kind : uint8_t { RunKernel, RunOp, CopyToDestination } kind;
+  int32_t kernel = -1;  // RunKernel
+  int32_t node = -1;    // RunOp: the node whose op runs; CopyToDestination: the value copied
+  int32_t output = -1;  // CopyToDestination: the trace output
+};
+
+struct Program {
+  std::vector<Kernel> kernels;
+  std::vector<Buffer> buffers;           // one per materialized non-scalar value
+  std::vector<int32_t> buffer_of;        // per trace node: index into buffers, or -1
+  std::vector<Step> steps;
+};
+
+struct PartitionOptions {
+  bool fuse = true;  // false: one kernel per op (LOOM_FUSION=0)
+};
+
+// Partitions a trace into steps. Input leaves must carry their arrays (their layouts shape the
+// kernels' index maps).
+Program partition(const Trace& trace, const PartitionOptions& options);
+
+// A human-readable listing of a program (LOOM_DUMP_DIR).
+std::string describe(const Program& program, const Trace& trace);
+
+}  // namespace loom::fusion
