@@ -22,6 +22,25 @@ struct NeedsMaterialization {
 struct CannotJoin {};
 
 bool is_leaf(const Node& n) { return op_def(n.op()).cls == OpClass::Leaf; }
+
+// Ops run by their own implementation instead of inside a kernel: library calls and irregular
+// data movement, and integer division, which must raise ZeroDivisionError as in eager mode (a
+// generated kernel cannot raise).
+bool is_library_op(const Node& n) {
+  if (n.op() == OpId::FloorDiv || n.op() == OpId::Remainder) return is_integral(n.dtype(), true);
+
+  return op_def(n.op()).cls == OpClass::Other && n.op() != OpId::Full;
+}
+
+// An access is linear when it walks its buffer in the domain's row-major order from element 0
+// (size-1 domain dims, whose strides are normalized to 0, do not count).
+bool is_linear(const Access& a, IntSpan domain) {
+  if (a.offset != 0) return false;
+  Dims expected = contiguous_strides(domain);
+  for (size_t d = 0; d < domain.size(); ++d)
+    if (domain[d] != 1 && a.strides[d] != expected[d]) return false;
+  return true;
+}
 bool is_scalar_leaf(const Node& n) { return n.op() == OpId::Scalar || n.op() == OpId::Constant; }
 OpClass cls(const Node& n) { return op_def(n.op()).cls; }
 
@@ -72,12 +91,15 @@ class Partitioner {
   };
 
   const Node& node(int32_t i) const { return *t_.nodes[i]; }
+  bool view_needs_copy(int32_t i) const;
   void place(int32_t i);
   bool try_join(KernelState& k, int32_t i);
   void add_root(KernelState& k, int32_t i);
   int32_t value(KernelState& k, int32_t i, const AffineMap& m);
+  int32_t compute(KernelState& k, int32_t i, const AffineMap& m);
   int32_t elementwise(KernelState& k, int32_t i, const AffineMap& m);
   int32_t load(KernelState& k, int32_t i, const AffineMap& m);
+  int32_t load_access(KernelState& k, Access a);
   Layout buffer_layout(int32_t i) const;
   AffineMap root_map(const KernelState& k, int32_t i) const;
 
@@ -122,17 +144,22 @@ AffineMap Partitioner::root_map(const KernelState& k, int32_t i) const {
 }
 
 int32_t Partitioner::load(KernelState& k, int32_t i, const AffineMap& m) {
+  Access a{i, Space::Outer, {}, 0, false};
+  buffer_access(m, buffer_layout(i), a.strides, a.offset);
+  return load_access(k, std::move(a));
+}
+
+int32_t Partitioner::load_access(KernelState& k, Access a) {
+  int32_t i = a.value;
   // A value stored by this kernel can only be reused at the index it is computed at.
   if (k.roots.count(i)) throw CannotJoin{};
   if (producer_step_[i] >= k.step) throw CannotJoin{};
-  Access a{i, Space::Outer, {}, 0, false};
-  buffer_access(m, buffer_layout(i), a.strides, a.offset);
   auto outer = static_cast<int64_t>(k.k.outer.size());
   for (size_t d = static_cast<size_t>(outer); d < a.strides.size(); ++d)
     if (a.strides[d] != 0) a.space = Space::Inner;
   Dims domain = k.k.outer;
   for (int64_t s : k.k.inner) domain.push_back(s);
-  a.linear = a.offset == 0 && a.strides == contiguous_strides(domain);
+  a.linear = is_linear(a, domain);
   int32_t index = -1;
   for (size_t l = 0; l < k.k.loads.size(); ++l)
     if (k.k.loads[l].access == a) index = static_cast<int32_t>(l);
@@ -206,6 +233,14 @@ int32_t Partitioner::value(KernelState& k, int32_t i, const AffineMap& m) {
     key.second.insert(key.second.end(), m.coeff.begin(), m.coeff.end());
   }
   if (auto it = k.memo.find(key); it != k.memo.end()) return it->second;
+  int32_t e = materialized_[i] && !is_scalar_leaf(n) ? load(k, i, m) : compute(k, i, m);
+  k.memo[key] = e;
+  return e;
+}
+
+// The value of node i computed in kernel k (not read from its buffer).
+int32_t Partitioner::compute(KernelState& k, int32_t i, const AffineMap& m) {
+  const Node& n = node(i);
   int32_t e;
   if (n.op() == OpId::Constant) {
     Expr lit{ExprOp::Literal, n.dtype()};
@@ -221,19 +256,29 @@ int32_t Partitioner::value(KernelState& k, int32_t i, const AffineMap& m) {
     Expr param{ExprOp::Param, n.dtype()};
     param.index = index;
     e = k.b.add(param);
-  } else if (materialized_[i]) {
-    e = load(k, i, m);
   } else if (cls(n) == OpClass::View) {
     int32_t in = t_.inputs[i][0];
-    auto inner = through_view(m, view_layout(n), node(in).shape());
-    if (!inner) throw NeedsMaterialization{in};
-    e = value(k, in, *inner);
+    Layout rel = view_layout(n);
+    if (auto inner = through_view(m, rel, node(in).shape())) {
+      e = value(k, in, *inner);
+    } else if (materialized_[in] && buffer_layout(in).is_contiguous()) {
+      // A stored, dense input is addressed by the view's element offsets directly.
+      Access a{in, Space::Outer, Dims(static_cast<size_t>(m.domain_rank), 0), rel.offset, false};
+      for (int64_t v = 0; v < rel.ndim(); ++v) {
+        if (rel.sizes[v] == 1) continue;
+        a.offset += rel.strides[v] * m.offset[v];
+        for (int64_t d = 0; d < m.domain_rank; ++d) a.strides[d] += rel.strides[v] * m.at(v, d);
+      }
+      e = load_access(k, std::move(a));
+    } else {
+      // Not affine over a computed or strided value: store the view itself (a copy).
+      throw NeedsMaterialization{materialized_[in] ? i : in};
+    }
   } else if (cls(n) == OpClass::Elementwise || n.op() == OpId::Full) {
     e = elementwise(k, i, m);
   } else {
     LOOM_FAIL(Runtime, "internal: ", op_name(n.op()), " reached inside a kernel without being stored");
   }
-  k.memo[key] = e;
   return e;
 }
 
@@ -267,14 +312,14 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
     k.k.stages.push_back(stage);
     e = k.b.add(r);
   } else {
-    e = value(k, i, m);  // the root is not in k.roots yet, so this computes it
+    e = compute(k, i, m);
   }
   k.roots[i] = {e, m};
   Access a{i, Space::Outer, {}, 0, false};
   buffer_access(m, buffer_layout(i), a.strides, a.offset);
   Dims domain = k.k.outer;
   for (int64_t s : k.k.inner) domain.push_back(s);
-  a.linear = !k.row && a.offset == 0 && a.strides == contiguous_strides(domain);
+  a.linear = !k.row && is_linear(a, domain);
   k.k.stores.push_back({a, n.dtype(), k.b.cast(e, compute_type(n.dtype()))});
 }
 
@@ -334,12 +379,21 @@ void Partitioner::place(int32_t i) {
   kernels_.push_back(std::move(k));
 }
 
+// A stored view of a strided buffer that no affine index map expresses: the View op copies it.
+bool Partitioner::view_needs_copy(int32_t i) const {
+  const Node& n = node(i);
+  if (cls(n) != OpClass::View) return false;
+  int32_t in = t_.inputs[i][0];
+  if (!materialized_[in] || buffer_layout(in).is_contiguous()) return false;
+  return !through_view(AffineMap::identity(n.ndim()), view_layout(n), node(in).shape());
+}
+
 Program Partitioner::run() {
   producer_step_.assign(t_.nodes.size(), -1);
   for (size_t i = 0; i < t_.nodes.size(); ++i) {
     const Node& n = node(static_cast<int32_t>(i));
     if (is_leaf(n) || !materialized_[i]) continue;
-    if (cls(n) == OpClass::Other && n.op() != OpId::Full) {
+    if (is_library_op(n) || view_needs_copy(static_cast<int32_t>(i))) {
       producer_step_[i] = static_cast<int32_t>(steps_.size());
       steps_.push_back({Step::RunOp, -1, static_cast<int32_t>(i)});
       continue;
@@ -381,7 +435,7 @@ std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions
     OpClass c = cls(node);
     if (node.op() == OpId::Input) m[i] = true;
     if (c == OpClass::Reduction) m[i] = true;
-    if (c == OpClass::Other && node.op() != OpId::Full) {
+    if (is_library_op(node)) {
       m[i] = true;
       for (int32_t in : t.inputs[i])
         if (!is_scalar_leaf(*t.nodes[in])) m[in] = true;

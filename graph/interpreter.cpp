@@ -1,5 +1,7 @@
 #include "graph/interpreter.h"
 
+#include "graph/compiled.h"
+
 #include <variant>
 
 #include "runtime/error.h"
@@ -90,6 +92,6 @@ std::vector<Array> Interpreter::run(const Trace& trace) {
   return results;
 }
 
-void install_default_executor() { install_executor(std::make_unique<Interpreter>()); }
+void install_default_executor() { install_executor(std::make_unique<CompiledExecutor>(options_from_environment())); }
 
 }  // namespace loom::graph

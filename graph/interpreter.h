@@ -13,7 +13,8 @@ class Interpreter final : public Executor {
   void synchronize(Device) override {}
 };
 
-// Installs the default executor for lazy traces (called when loom._C loads).
+// Installs the default executor for lazy traces (called when loom._C loads): the compiled
+// executor with the environment's options (graph/compiled.h).
 void install_default_executor();
 
 }  // namespace loom::graph

@@ -46,10 +46,18 @@ void require_index_dtype(const InputMeta& m, const char* what) {
              "(): Expected dtype int64 or int32 for index, got ", m.is_scalar ? "a scalar" : dtype_name(m.dtype));
 }
 
-// ---- Leaves and View: no kernels (the executor binds their values) ----
+// ---- Leaves and View: not made through apply() ----
 
 OutputMeta infer_none(std::span<const InputMeta>, const Attrs&) {
   LOOM_FAIL(Runtime, "internal: leaves and views are not made through apply()");
+}
+
+// A View's value as a dense copy: its layout (attrs: offset, strides; sizes are the output's) is
+// relative to its input's elements in row-major order.
+void run_view(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  Array base = contiguous(*in[0].array);
+  Layout l{Dims(out.sizes()), Dims(attrs.begin() + 1, attrs.end()), base.layout.offset + attrs[0]};
+  copy_(out, base.view_as(std::move(l)));
 }
 
 // ---- Cat: attrs[0] = dim ----
@@ -328,7 +336,7 @@ void run_view_scatter(std::span<const Operand> in, const Attrs& attrs, const Arr
 const bool registered = [] {
   for (OpId leaf : {OpId::Input, OpId::Scalar, OpId::Constant})
     define_op(leaf, OpDef{op_def(leaf).name, OpClass::Leaf, infer_none, nullptr});
-  define_op(OpId::View, OpDef{"View", OpClass::View, infer_none, nullptr});
+  define_op(OpId::View, OpDef{"View", OpClass::View, infer_none, run_view});
   define_op(OpId::Cat, OpDef{"Cat", OpClass::Other, infer_cat, run_cat});
   define_op(OpId::Cumsum, OpDef{"Cumsum", OpClass::Other, infer_cumsum, run_cumsum});
   define_op(OpId::Index, OpDef{"Index", OpClass::Other, infer_index, run_index});

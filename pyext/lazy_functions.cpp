@@ -1,7 +1,11 @@
 // Module functions of lazy mode: loom.sync(), loom.synchronize(), loom.metrics(),
 // loom.metrics_reset() (DESIGN decisions 3 and 13).
+#include "graph/compiled.h"
+#include "graph/interpreter.h"
 #include "lazy/sync.h"
 #include "pyext/objects.h"
+#include "rtc/nvrtc.h"
+#include "runtime/error.h"
 #include "runtime/metrics.h"
 
 namespace loom::py {
@@ -45,6 +49,39 @@ PyObject* f_pending_count(PyObject*, PyObject* device) {
 
 PyObject* f_last_trace_key(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(last_trace_key()); }
 
+// Tests compare executors in one process: "compiled" (fusion as LOOM_FUSION says), "fused",
+// "unfused" (one kernel per op, same compiled path) or "interpreter" (the reference).
+PyObject* f_set_executor(PyObject*, PyObject* name) {
+  LOOM_PY_BEGIN
+  const char* n = PyUnicode_AsUTF8(name);
+  if (!n) return nullptr;
+  std::string kind(n);
+  if (kind == "interpreter") {
+    install_executor(std::make_unique<graph::Interpreter>());
+  } else if (kind == "compiled" || kind == "fused" || kind == "unfused") {
+    graph::CompiledOptions o = graph::options_from_environment();
+    if (kind != "compiled") o.fuse = kind == "fused";
+    install_executor(std::make_unique<graph::CompiledExecutor>(o));
+  } else {
+    LOOM_FAIL(Value, "unknown executor '", kind, "' (compiled, fused, unfused or interpreter)");
+  }
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_nvrtc_compile(PyObject*, PyObject* args) {
+  LOOM_PY_BEGIN
+  const char* source = nullptr;
+  int arch = 90;
+  const char* name = "module.cu";
+  if (!PyArg_ParseTuple(args, "s|is:_nvrtc_compile", &source, &arch, &name)) return nullptr;
+  std::string cubin = rtc::compile_cuda(source, arch, name);
+  return PyLong_FromSize_t(cubin.size());
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_nvrtc_available(PyObject*, PyObject*) { return PyBool_FromLong(rtc::nvrtc_available()); }
+
 }  // namespace
 
 PyMethodDef lazy_functions[] = {
@@ -56,6 +93,9 @@ PyMethodDef lazy_functions[] = {
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
      "kernel launches, graph replays, compile seconds and IR nodes recorded"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
+    {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused' or 'interpreter'"},
+    {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name): cubin size"},
+    {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
     {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},
     {nullptr, nullptr, 0, nullptr},

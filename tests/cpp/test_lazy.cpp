@@ -14,8 +14,11 @@ using namespace loom;
 
 namespace {
 
+// The interpreter is the reference executor; these tests pin it (test_compiled.cpp covers the
+// compiled one).
 struct LazyFixture {
-  LazyFixture() { graph::install_default_executor(); }
+  LazyFixture() { install_executor(std::make_unique<graph::Interpreter>()); }
+  ~LazyFixture() { install_executor(std::make_unique<graph::Interpreter>()); }
 };
 
 Dims D(std::initializer_list<int64_t> v) { return Dims(v); }
@@ -51,7 +54,7 @@ uint64_t key_of_next_sync(const std::function<void()>& program) {
   program();
   sync_all();
   uint64_t key = r->key;
-  graph::install_default_executor();
+  install_executor(std::make_unique<graph::Interpreter>());
   return key;
 }
 
@@ -182,7 +185,7 @@ BOOST_AUTO_TEST_CASE(failed_execution_loses_nothing) {
   install_executor(std::make_unique<Failing>());
   BOOST_CHECK_THROW(sync_all(), Error);
   BOOST_TEST(p->is_pending());
-  graph::install_default_executor();
+  install_executor(std::make_unique<graph::Interpreter>());
   BOOST_TEST((values(p) == std::vector<double>{1, 2}));
 }
 

@@ -47,11 +47,20 @@ def lazy_available():
 
 @pytest.fixture(params=DEVICES)
 def device(request):
+    """The op suites run lazy mode on the interpreter, the reference executor: they check op
+    semantics, and each of their thousands of small one-off programs would otherwise compile a
+    module of its own. test_fusion.py checks that the compiled executor equals the interpreter
+    for every op; test_ops_fuzz.py runs its random programs compiled."""
     if request.param == "lazy" and not lazy_available():
         pytest.skip("lazy device not available yet")
-    yield request.param
-    if request.param == "lazy":
-        release_pending()
+    if request.param == "lazy" and not getattr(request.module, "COMPILED", False):
+        loom._C._set_executor("interpreter")
+    try:
+        yield request.param
+    finally:
+        if request.param == "lazy":
+            loom._C._set_executor("compiled")
+            release_pending()
 
 
 def release_pending():

@@ -8,11 +8,17 @@ Torch is optional: suites that compare against PyTorch use `pytest.importorskip(
 """
 
 import gc
+import os
+import tempfile
 
 import numpy as np
 import pytest
 
-import loom
+# The CUDA rendering of every module the suites lower is saved here and compiled with NVRTC by
+# test_zz_cuda_renders.py (the last file), so CI checks CUDA kernels without a GPU.
+os.environ.setdefault("LOOM_CUDA_RENDER_DIR", tempfile.mkdtemp(prefix="loom-cuda-renders-"))
+
+import loom  # noqa: E402
 
 # Every dtype loom has, and the numpy / torch names of the ones those libraries have.
 ALL_DTYPES = [loom.bool, loom.uint8, loom.int32, loom.int64, loom.float16, loom.bfloat16, loom.float32,

@@ -19,6 +19,10 @@ from _ops_helpers import assert_close, device, torch  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
+# The random programs run on the compiled executor (fusion and generated kernels), not the
+# interpreter the other op suites use: this is the differential test of the compiler.
+COMPILED = True
+
 # Float values are kept below this magnitude (a tanh squashes them when they grow), so that
 # summation order cannot matter beyond the tolerance.
 BOUND = 100.0

@@ -1,0 +1,451 @@
+#include "fusion/render.h"
+
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <sstream>
+
+#include "fusion/targets.h"
+#include "runtime/error.h"
+
+namespace loom::fusion {
+namespace {
+
+std::string literal(double v, DType type) {
+  char buf[64];
+  switch (type) {
+    case DType::Bool: return v != 0 ? "true" : "false";
+    case DType::Float32:
+    case DType::Float64: {
+      const char* suffix = type == DType::Float32 ? "f" : "";
+      if (std::isnan(v)) return type == DType::Float32 ? "(loom_inff() - loom_inff())" : "(loom_inf() - loom_inf())";
+      if (std::isinf(v)) return std::string(v < 0 ? "-" : "") + (type == DType::Float32 ? "loom_inff()" : "loom_inf()");
+      std::snprintf(buf, sizeof buf, "%.17g", v);
+      std::string s = buf;
+      if (s.find_first_of(".e") == std::string::npos) s += ".0";
+      return "(" + s + suffix + ")";
+    }
+    default:
+      std::snprintf(buf, sizeof buf, "((%s)%lldLL)", compute_ctype(type), static_cast<long long>(v));
+      return buf;
+  }
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+
+// The initial accumulator of a reduction, in C.
+std::string init_value(ReduceKind kind, DType type) {
+  bool max = kind == ReduceKind::Max || kind == ReduceKind::ArgMax;
+  switch (kind) {
+    case ReduceKind::Sum: return "0";
+    case ReduceKind::Prod: return "1";
+    default: break;
+  }
+  switch (type) {
+    case DType::Float32: return max ? "-loom_inff()" : "loom_inff()";
+    case DType::Float64: return max ? "-loom_inf()" : "loom_inf()";
+    case DType::Bool: return max ? "false" : "true";
+    case DType::UInt8: return max ? "(u8)0" : "(u8)255";
+    case DType::Int32: return max ? "(int)(-2147483647 - 1)" : "(int)2147483647";
+    default: return max ? "(i64)(-9223372036854775807LL - 1)" : "(i64)9223372036854775807LL";
+  }
+}
+
+class KernelWriter {
+ public:
+  KernelWriter(const Kernel& k, const TargetTable& t, std::ostream& out) : k_(k), t_(t), out_(out) {}
+
+  std::vector<int64_t> write() {
+    declare();
+    if (!k_.row) pointwise();
+    else if (t_.kind == TargetKind::Cpu) row_cpu();
+    else row_cuda();
+    out_ << "}\n\n";
+    return ints_;
+  }
+
+ private:
+  int slot(int64_t v) {
+    ints_.push_back(v);
+    return static_cast<int>(ints_.size()) - 1;
+  }
+  int64_t domain_rank() const { return static_cast<int64_t>(k_.outer.size() + k_.inner.size()); }
+  int64_t domain_size(int64_t d) const {
+    auto o = static_cast<int64_t>(k_.outer.size());
+    return d < o ? k_.outer[d] : k_.inner[d - o];
+  }
+
+  void declare() {
+    out_ << t_.kernel_decl << " " << k_.name << "(const i64* ip, const i64* sp, void* const* bufs) {\n";
+    for (size_t j = 0; j < k_.loads.size(); ++j)
+      out_ << "  const " << storage_ctype(k_.loads[j].storage) << "* L" << j << " = (const "
+           << storage_ctype(k_.loads[j].storage) << "*)bufs[" << j << "];\n";
+    for (size_t j = 0; j < k_.stores.size(); ++j)
+      out_ << "  " << storage_ctype(k_.stores[j].storage) << "* S" << j << " = (" << storage_ctype(k_.stores[j].storage)
+           << "*)bufs[" << k_.loads.size() + j << "];\n";
+    for (int64_t d = 0; d < domain_rank(); ++d) out_ << "  const i64 n" << d << " = ip[" << slot(domain_size(d)) << "];\n";
+    // Offsets and strides of every access; zero strides (broadcasts) are left out of the source.
+    auto declare_access = [&](const Access& a, std::string& index) {
+      if (a.linear && !k_.row) {
+        index = "i";
+        return;
+      }
+      index = "ip[" + std::to_string(slot(a.offset)) + "]";
+      for (size_t d = 0; d < a.strides.size(); ++d)
+        if (a.strides[d] != 0) index += " + x" + std::to_string(d) + " * ip[" + std::to_string(slot(a.strides[d])) + "]";
+    };
+    bool all_linear = !k_.row;
+    for (const Load& l : k_.loads) all_linear = all_linear && l.access.linear;
+    for (const Store& s : k_.stores) all_linear = all_linear && s.access.linear;
+    all_linear_ = all_linear;
+    for (const Load& l : k_.loads) {
+      std::string index;
+      Access a = l.access;
+      if (!all_linear) a.linear = false;
+      declare_access(a, index);
+      load_index_.push_back(index);
+    }
+    for (const Store& s : k_.stores) {
+      std::string index;
+      Access a = s.access;
+      if (!all_linear) a.linear = false;
+      declare_access(a, index);
+      store_index_.push_back(index);
+    }
+    for (size_t p = 0; p < k_.params.size(); ++p) (void)p;
+  }
+
+  std::string var(int32_t e) const { return "v" + std::to_string(e); }
+
+  std::string code(const Expr& e) const {
+    const char* T = compute_ctype(e.type);
+    switch (e.op) {
+      case ExprOp::Literal: return literal(e.literal, e.type);
+      case ExprOp::Param: {
+        std::string raw = "sp[" + std::to_string(e.index) + "]";
+        if (e.type == DType::Float64 || e.type == DType::Float32) return "(" + std::string(T) + ")loom_sp_double(" + raw + ")";
+        if (e.type == DType::Bool) return "(" + raw + " != 0)";
+        return "(" + std::string(T) + ")" + raw;
+      }
+      case ExprOp::Load: {
+        const Load& l = k_.loads[e.index];
+        std::string at = "L" + std::to_string(e.index) + "[" + load_index_[e.index] + "]";
+        switch (l.storage) {
+          case DType::Float16: return "loom_h2f(" + at + ")";
+          case DType::BFloat16: return "loom_bf2f(" + at + ")";
+          case DType::Bool: return "(" + at + " != 0)";
+          default: return at;
+        }
+      }
+      case ExprOp::Reduced: return "r" + std::to_string(e.index);
+      case ExprOp::Cast:
+        if (e.type == DType::Bool) return "(" + var(e.a) + " != 0)";
+        return "(" + std::string(T) + ")" + var(e.a);
+      case ExprOp::Neg: return "(" + std::string(T) + ")(-" + var(e.a) + ")";
+      case ExprOp::Not: return "(!" + var(e.a) + ")";
+      case ExprOp::Add: return "(" + std::string(T) + ")(" + var(e.a) + " + " + var(e.b) + ")";
+      case ExprOp::Sub: return "(" + std::string(T) + ")(" + var(e.a) + " - " + var(e.b) + ")";
+      case ExprOp::Mul: return "(" + std::string(T) + ")(" + var(e.a) + " * " + var(e.b) + ")";
+      case ExprOp::Div: return "(" + std::string(T) + ")(" + var(e.a) + " / " + var(e.b) + ")";
+      case ExprOp::Lt: return "(" + var(e.a) + " < " + var(e.b) + ")";
+      case ExprOp::Le: return "(" + var(e.a) + " <= " + var(e.b) + ")";
+      case ExprOp::Gt: return "(" + var(e.a) + " > " + var(e.b) + ")";
+      case ExprOp::Ge: return "(" + var(e.a) + " >= " + var(e.b) + ")";
+      case ExprOp::Eq: return "(" + var(e.a) + " == " + var(e.b) + ")";
+      case ExprOp::Ne: return "(" + var(e.a) + " != " + var(e.b) + ")";
+      case ExprOp::And: return "(" + var(e.a) + " && " + var(e.b) + ")";
+      case ExprOp::Or: return "(" + var(e.a) + " || " + var(e.b) + ")";
+      case ExprOp::Select: return "(" + var(e.a) + " ? " + var(e.b) + " : " + var(e.c) + ")";
+      case ExprOp::Call: {
+        DType operand = k_.exprs[e.a].type;
+        std::string c = t_.call(e.fn, operand);
+        c = replace_all(c, "%a", var(e.a));
+        if (e.b >= 0) c = replace_all(c, "%b", var(e.b));
+        return c;
+      }
+    }
+    LOOM_FAIL(Runtime, "internal: unknown expression");
+  }
+
+  // Writes e (and what it needs) unless already written in this scope.
+  void emit(int32_t e, std::set<int32_t>& done, const std::string& indent) {
+    if (done.count(e)) return;
+    const Expr& x = k_.exprs[e];
+    for (int32_t o : {x.a, x.b, x.c})
+      if (o >= 0) emit(o, done, indent);
+    out_ << indent << "const " << compute_ctype(x.type) << " " << var(e) << " = " << code(x) << ";\n";
+    done.insert(e);
+  }
+
+  // Every expression e depends on, e included.
+  void reachable(int32_t e, std::set<int32_t>& out) const {
+    if (out.count(e)) return;
+    out.insert(e);
+    const Expr& x = k_.exprs[e];
+    for (int32_t o : {x.a, x.b, x.c})
+      if (o >= 0) reachable(o, out);
+  }
+
+  std::string store_code(size_t j, int32_t e) const {
+    const Store& s = k_.stores[j];
+    std::string at = "S" + std::to_string(j) + "[" + store_index_[j] + "]";
+    switch (s.storage) {
+      case DType::Float16: return at + " = loom_f2h(" + var(e) + ");";
+      case DType::BFloat16: return at + " = loom_f2bf(" + var(e) + ");";
+      case DType::Bool: return at + " = (u8)(" + var(e) + " ? 1 : 0);";
+      default: return at + " = " + var(e) + ";";
+    }
+  }
+
+  void body(const std::string& indent) {
+    std::set<int32_t> done;
+    for (size_t j = 0; j < k_.stores.size(); ++j) {
+      emit(k_.stores[j].expr, done, indent);
+      out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
+    }
+  }
+
+  void pointwise() {
+    int64_t rank = domain_rank();
+    if (t_.kind == TargetKind::Cpu) {
+      if (all_linear_) {
+        out_ << "  const i64 n = " << numel_expr() << ";\n  for (i64 i = 0; i < n; ++i) {\n";
+        body("    ");
+        out_ << "  }\n";
+        return;
+      }
+      std::string indent = "  ";
+      for (int64_t d = 0; d < rank; ++d) {
+        out_ << indent << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+        indent += "  ";
+      }
+      body(indent);
+      for (int64_t d = rank; d-- > 0;) {
+        indent.resize(indent.size() - 2);
+        out_ << indent << "}\n";
+      }
+      return;
+    }
+    out_ << "  const i64 n = " << numel_expr() << ";\n";
+    out_ << "  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {\n";
+    if (!all_linear_) unravel("i", 0, rank, "    ");
+    body("    ");
+    out_ << "  }\n";
+  }
+
+  std::string numel_expr() const {
+    std::string n = "(i64)1";
+    for (int64_t d = 0; d < domain_rank(); ++d) n += " * n" + std::to_string(d);
+    return n;
+  }
+
+  // x_first .. x_{last-1} from a row-major linear index.
+  void unravel(const std::string& linear, int64_t first, int64_t last, const std::string& indent) {
+    out_ << indent << "i64 rest_" << linear << " = " << linear << ";\n";
+    for (int64_t d = last; d-- > first;) {
+      out_ << indent << "const i64 x" << d << " = rest_" << linear << " % n" << d << ";\n";
+      if (d > first) out_ << indent << "rest_" << linear << " /= n" << d << ";\n";
+    }
+  }
+
+  std::string acc_type(const Stage& s) const {
+    bool float_acc = s.input_type == DType::Float32 && (s.kind == ReduceKind::Sum || s.kind == ReduceKind::Prod);
+    return float_acc ? t_.float_acc : compute_ctype(s.input_type);
+  }
+
+  std::string combine(const Stage& s, const std::string& acc, const std::string& v) const {
+    switch (s.kind) {
+      case ReduceKind::Sum: return acc + " = " + acc + " + (" + acc_type(s) + ")" + v + ";";
+      case ReduceKind::Prod: return acc + " = " + acc + " * (" + acc_type(s) + ")" + v + ";";
+      case ReduceKind::Max: return acc + " = loom_maximum(" + acc + ", " + v + ");";
+      case ReduceKind::Min: return acc + " = loom_minimum(" + acc + ", " + v + ");";
+      default: break;
+    }
+    return "";
+  }
+
+  // The outer expressions a stage needs, written before its loop; returns the inner ones.
+  std::set<int32_t> prepare_stage(const Stage& s, std::set<int32_t>& outer_done, const std::string& indent) {
+    std::set<int32_t> need;
+    reachable(s.input, need);
+    for (int32_t e : need)
+      if (k_.exprs[e].space == Space::Outer) emit(e, outer_done, indent);
+    return need;
+  }
+
+  void stage_inner(const Stage& s, size_t index, const std::set<int32_t>& outer_done, const std::string& indent,
+                   const std::string& position) {
+    std::set<int32_t> done = outer_done;
+    emit(s.input, done, indent);
+    std::string a = "a" + std::to_string(index);
+    if (s.kind == ReduceKind::ArgMax || s.kind == ReduceKind::ArgMin) {
+      // The first extreme wins; NaN counts as the extreme, as in PyTorch.
+      std::string v = var(s.input), op = s.kind == ReduceKind::ArgMax ? " > " : " < ";
+      out_ << indent << "if (!(" << a << "i >= 0 && loom_isnan(" << a << "v)) && (" << a << "i < 0 || loom_isnan(" << v
+           << ") || " << v << op << a << "v)) { " << a << "v = " << v << "; " << a << "i = " << position << "; }\n";
+      return;
+    }
+    out_ << indent << combine(s, a, var(s.input)) << "\n";
+  }
+
+  void declare_acc(const Stage& s, size_t index, const std::string& indent) {
+    std::string a = "a" + std::to_string(index);
+    if (s.kind == ReduceKind::ArgMax || s.kind == ReduceKind::ArgMin) {
+      out_ << indent << compute_ctype(s.input_type) << " " << a << "v = " << init_value(s.kind, s.input_type) << ";\n";
+      out_ << indent << "i64 " << a << "i = -1;\n";
+    } else {
+      out_ << indent << acc_type(s) << " " << a << " = " << init_value(s.kind, s.input_type) << ";\n";
+    }
+  }
+
+  std::string result(const Stage& s, size_t index) const {
+    std::string a = "a" + std::to_string(index);
+    if (s.kind == ReduceKind::ArgMax || s.kind == ReduceKind::ArgMin) return "const i64 r" + std::to_string(index) + " = " + a + "i;";
+    return "const " + std::string(compute_ctype(s.input_type)) + " r" + std::to_string(index) + " = (" +
+           compute_ctype(s.input_type) + ")" + a + ";";
+  }
+
+  void row_cpu() {
+    auto outer = static_cast<int64_t>(k_.outer.size());
+    int64_t rank = domain_rank();
+    std::string indent = "  ";
+    for (int64_t d = 0; d < outer; ++d) {
+      out_ << indent << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+      indent += "  ";
+    }
+    std::set<int32_t> outer_done;
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const Stage& st = k_.stages[s];
+      prepare_stage(st, outer_done, indent);
+      declare_acc(st, s, indent);
+      std::string kk = "kk" + std::to_string(s);
+      out_ << indent << "i64 " << kk << " = 0;\n" << indent << "{\n";
+      std::string inner = indent + "  ";
+      for (int64_t d = outer; d < rank; ++d) {
+        out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+        inner += "  ";
+      }
+      stage_inner(st, s, outer_done, inner, kk);
+      out_ << inner << "++" << kk << ";\n";
+      for (int64_t d = rank; d-- > outer;) {
+        inner.resize(inner.size() - 2);
+        out_ << inner << "}\n";
+      }
+      out_ << indent << "}\n" << indent << "(void)" << kk << ";\n" << indent << result(st, s) << "\n";
+    }
+    for (size_t j = 0; j < k_.stores.size(); ++j) {
+      emit(k_.stores[j].expr, outer_done, indent);
+      out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
+    }
+    for (int64_t d = outer; d-- > 0;) {
+      indent.resize(indent.size() - 2);
+      out_ << indent << "}\n";
+    }
+  }
+
+  // A block-wide reduction of a<s> (and its index for arg stages); the result lands in every thread.
+  void block_reduce(const Stage& s, size_t index, const std::string& indent) {
+    std::string a = "a" + std::to_string(index);
+    bool arg = s.kind == ReduceKind::ArgMax || s.kind == ReduceKind::ArgMin;
+    bool floating = s.input_type == DType::Float32 || s.input_type == DType::Float64;
+    std::string shared = floating ? "loom_shv" : "loom_shi";
+    std::string wide = floating ? "double" : "i64";
+    if (!arg) {
+      std::string type = acc_type(s);
+      std::string shfl = floating ? "loom_shfl_down(" + a + ", o)" : "(" + type + ")loom_shfl_down((i64)" + a + ", o)";
+      std::string merge = combine(s, a, "other");
+      out_ << indent << "for (int o = 16; o > 0; o >>= 1) { " << type << " other = " << shfl << "; " << merge << " }\n";
+      out_ << indent << "if ((threadIdx.x & 31) == 0) " << shared << "[threadIdx.x >> 5] = (" << wide << ")" << a << ";\n";
+      out_ << indent << "__syncthreads();\n";
+      out_ << indent << "if (threadIdx.x < 32) {\n";
+      out_ << indent << "  " << a << " = threadIdx.x < (blockDim.x >> 5) ? (" << type << ")" << shared
+           << "[threadIdx.x] : (" << type << ")" << init_value(s.kind, s.input_type) << ";\n";
+      out_ << indent << "  for (int o = 16; o > 0; o >>= 1) { " << type << " other = " << shfl << "; " << merge << " }\n";
+      out_ << indent << "  if (threadIdx.x == 0) " << shared << "[0] = (" << wide << ")" << a << ";\n";
+      out_ << indent << "}\n" << indent << "__syncthreads();\n";
+      out_ << indent << a << " = (" << type << ")" << shared << "[0];\n" << indent << "__syncthreads();\n";
+      return;
+    }
+    std::string T = compute_ctype(s.input_type);
+    std::string better = s.kind == ReduceKind::ArgMax ? ">" : "<";
+    // (value, index) pairs merge keeping the first extreme, NaN first.
+    std::string merge = "if (oi >= 0 && (" + a + "i < 0 || (!loom_isnan(" + a + "v) && (loom_isnan(ov) || ov " + better +
+                        " " + a + "v || (ov == " + a + "v && oi < " + a + "i))) || (loom_isnan(" + a +
+                        "v) && loom_isnan(ov) && oi < " + a + "i))) { " + a + "v = ov; " + a + "i = oi; }";
+    std::string vshfl = floating ? "loom_shfl_down(" + a + "v, o)" : "(" + T + ")loom_shfl_down((i64)" + a + "v, o)";
+    out_ << indent << "for (int o = 16; o > 0; o >>= 1) { " << T << " ov = " << vshfl << "; i64 oi = loom_shfl_down("
+         << a << "i, o); " << merge << " }\n";
+    out_ << indent << "if ((threadIdx.x & 31) == 0) { " << shared << "[threadIdx.x >> 5] = (" << wide << ")" << a
+         << "v; loom_shi2[threadIdx.x >> 5] = " << a << "i; }\n";
+    out_ << indent << "__syncthreads();\n" << indent << "if (threadIdx.x < 32) {\n";
+    out_ << indent << "  bool live = threadIdx.x < (blockDim.x >> 5);\n";
+    out_ << indent << "  " << a << "v = live ? (" << T << ")" << shared << "[threadIdx.x] : " << a << "v; " << a
+         << "i = live ? loom_shi2[threadIdx.x] : -1;\n";
+    out_ << indent << "  for (int o = 16; o > 0; o >>= 1) { " << T << " ov = " << vshfl << "; i64 oi = loom_shfl_down("
+         << a << "i, o); " << merge << " }\n";
+    out_ << indent << "  if (threadIdx.x == 0) { " << shared << "[0] = (" << wide << ")" << a << "v; loom_shi2[0] = " << a
+         << "i; }\n";
+    out_ << indent << "}\n" << indent << "__syncthreads();\n";
+    out_ << indent << a << "v = (" << T << ")" << shared << "[0]; " << a << "i = loom_shi2[0];\n" << indent
+         << "__syncthreads();\n";
+  }
+
+  void row_cuda() {
+    auto outer = static_cast<int64_t>(k_.outer.size());
+    int64_t rank = domain_rank();
+    out_ << "  __shared__ double loom_shv[32];\n  __shared__ i64 loom_shi[32];\n  __shared__ i64 loom_shi2[32];\n";
+    out_ << "  (void)loom_shv; (void)loom_shi; (void)loom_shi2;\n";
+    std::string rows = "(i64)1", inner = "(i64)1";
+    for (int64_t d = 0; d < outer; ++d) rows += " * n" + std::to_string(d);
+    for (int64_t d = outer; d < rank; ++d) inner += " * n" + std::to_string(d);
+    out_ << "  const i64 rows = " << rows << ", inner = " << inner << ";\n";
+    out_ << "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n";
+    std::string indent = "    ";
+    unravel("row", 0, outer, indent);
+    std::set<int32_t> outer_done;
+    for (size_t s = 0; s < k_.stages.size(); ++s) {
+      const Stage& st = k_.stages[s];
+      prepare_stage(st, outer_done, indent);
+      declare_acc(st, s, indent);
+      out_ << indent << "for (i64 kk = threadIdx.x; kk < inner; kk += blockDim.x) {\n";
+      unravel("kk", outer, rank, indent + "  ");
+      stage_inner(st, s, outer_done, indent + "  ", "kk");
+      out_ << indent << "}\n";
+      block_reduce(st, s, indent);
+      out_ << indent << result(st, s) << "\n";
+    }
+    out_ << indent << "if (threadIdx.x == 0) {\n";
+    for (size_t j = 0; j < k_.stores.size(); ++j) {
+      emit(k_.stores[j].expr, outer_done, indent + "  ");
+      out_ << indent << "  " << store_code(j, k_.stores[j].expr) << "\n";
+    }
+    out_ << indent << "}\n" << indent << "__syncthreads();\n  }\n";
+  }
+
+  const Kernel& k_;
+  const TargetTable& t_;
+  std::ostream& out_;
+  std::vector<int64_t> ints_;
+  std::vector<std::string> load_index_, store_index_;
+  bool all_linear_ = false;
+};
+
+}  // namespace
+
+RenderedModule render(const Program& program, TargetKind target) {
+  const TargetTable& t = target_table(target);
+  std::ostringstream out;
+  out << "// Generated by loom: " << program.kernels.size() << " kernel(s).\n" << t.prelude << "\n";
+  RenderedModule m;
+  for (const Kernel& k : program.kernels) {
+    m.int_params.push_back(KernelWriter(k, t, out).write());
+    m.symbols.push_back(k.name);
+  }
+  m.source = out.str();
+  return m;
+}
+
+}  // namespace loom::fusion

@@ -1,0 +1,39 @@
+// Rendering fused kernels to source: one C-style emitter, two targets (DESIGN decision 8).
+//
+// The emitter walks a kernel's expressions and writes C; a Target table supplies what differs:
+// type names, math functions, the kernel qualifier and how the domain is walked (C++: nested
+// loops the compiler can vectorize; CUDA: grid-stride loops and block reductions).
+//
+// Sizes, strides and offsets are launch parameters, never literals, so a kernel's source depends
+// only on its structure, dtypes, ranks and which accesses are linear: a new batch size renders
+// the same source and compiles nothing (DESIGN decision 6).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "fusion/program.h"
+
+namespace loom::fusion {
+
+enum class TargetKind : uint8_t { Cpu, Cuda };
+
+// Every kernel of a program, rendered into one module (DESIGN decision 7).
+struct RenderedModule {
+  std::string source;
+  std::vector<std::string> symbols;                // per kernel
+  std::vector<std::vector<int64_t>> int_params;    // per kernel: the ip[] array of its launch
+};
+
+RenderedModule render(const Program& program, TargetKind target);
+
+// Kernel ABI, for both targets: void k(const long long* ip, const long long* sp, void* const* bufs)
+//   ip    sizes, strides and offsets (RenderedModule::int_params of the kernel)
+//   sp    the kernel's scalar parameters, in Kernel::params order, as 64-bit patterns: a double's
+//         bits for float scalars, the value for integer and bool ones (no precision is lost)
+//   bufs  one pointer per load, then one per store, each the address of its buffer's element 0
+//
+// Rows of a CUDA row kernel are reduced by a block of kCudaBlock threads.
+inline constexpr int kCudaBlock = 256;
+
+}  // namespace loom::fusion

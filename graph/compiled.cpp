@@ -1,0 +1,263 @@
+#include "graph/compiled.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "fusion/program.h"
+#include "fusion/render.h"
+#include "rtc/disk_cache.h"
+#include "rtc/host_compiler.h"
+#include "runtime/error.h"
+#include "runtime/hash.h"
+#include "runtime/metrics.h"
+
+namespace loom::graph {
+
+using KernelFn = void (*)(const int64_t* ip, const int64_t* sp, void* const* bufs);
+
+struct CompiledExecutor::Plan {
+  fusion::Program program;
+  std::shared_ptr<rtc::HostModule> module;
+  std::vector<KernelFn> kernels;
+  std::vector<std::vector<int64_t>> int_params;
+  Array arena;                       // intermediates, laid out by liveness
+  std::vector<int64_t> arena_offset;  // per buffer, in bytes (-1: not in the arena)
+};
+
+namespace {
+
+constexpr int64_t kAlign = 64;
+
+// The executor's cache key: the trace key, plus the exact strides of strided inputs (the trace
+// key only says "not contiguous"; kernels index them with the real strides).
+uint64_t plan_key(const Trace& t) {
+  uint64_t k = t.key;
+  for (const Node* n : t.nodes)
+    if (n->op() == OpId::Input && !n->array().is_contiguous())
+      for (int64_t s : n->array().strides()) k = hash_combine(k, static_cast<uint64_t>(s));
+  return k;
+}
+
+int64_t nbytes(const fusion::Buffer& b) {
+  return std::max<int64_t>(b.layout.storage_end(), 0) * static_cast<int64_t>(itemsize(b.dtype));
+}
+
+// The steps that read each buffer, to know when it dies.
+std::vector<int32_t> last_use(const fusion::Program& p, const Trace& t) {
+  std::vector<int32_t> last(p.buffers.size(), -1);
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const fusion::Step& step = p.steps[s];
+    auto use = [&](int32_t value) {
+      int32_t b = p.buffer_of[value];
+      if (b >= 0) last[b] = static_cast<int32_t>(s);
+    };
+    if (step.kind == fusion::Step::RunKernel) {
+      for (const fusion::Load& l : p.kernels[step.kernel].loads) use(l.access.value);
+      for (const fusion::Store& st : p.kernels[step.kernel].stores) use(st.access.value);
+    } else {
+      use(step.node);
+      if (step.kind == fusion::Step::RunOp)
+        for (int32_t in : t.inputs[step.node]) use(in);
+    }
+  }
+  return last;
+}
+
+std::vector<int32_t> first_use(const fusion::Program& p, const Trace& t) {
+  std::vector<int32_t> first(p.buffers.size(), INT32_MAX);
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const fusion::Step& step = p.steps[s];
+    auto use = [&](int32_t value) {
+      int32_t b = p.buffer_of[value];
+      if (b >= 0) first[b] = std::min(first[b], static_cast<int32_t>(s));
+    };
+    if (step.kind == fusion::Step::RunKernel) {
+      for (const fusion::Store& st : p.kernels[step.kernel].stores) use(st.access.value);
+    } else if (step.kind == fusion::Step::RunOp) {
+      use(step.node);
+    }
+  }
+  (void)t;
+  return first;
+}
+
+// Offsets of the intermediates in one arena: a buffer reuses memory of buffers dead before it
+// is first written (greedy first fit, largest first).
+int64_t plan_arena(const fusion::Program& p, const Trace& t, std::vector<int64_t>& offset) {
+  std::vector<int32_t> first = first_use(p, t), last = last_use(p, t);
+  std::vector<int32_t> order;
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    if (p.buffers[b].kind == fusion::BufferKind::Intermediate) order.push_back(static_cast<int32_t>(b));
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return nbytes(p.buffers[a]) > nbytes(p.buffers[b]); });
+  offset.assign(p.buffers.size(), -1);
+  struct Placed {
+    int64_t begin, end;
+    int32_t first, last;
+  };
+  std::vector<Placed> placed;
+  int64_t total = 0;
+  for (int32_t b : order) {
+    int64_t size = (nbytes(p.buffers[b]) + kAlign - 1) / kAlign * kAlign;
+    std::vector<std::pair<int64_t, int64_t>> busy;
+    for (const Placed& q : placed)
+      if (!(q.last < first[b] || last[b] < q.first)) busy.push_back({q.begin, q.end});
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (auto [lo, hi] : busy) {
+      if (at + size <= lo) break;
+      at = std::max(at, hi);
+    }
+    offset[b] = at;
+    placed.push_back({at, at + size, first[b], last[b]});
+    total = std::max(total, at + size);
+  }
+  return total;
+}
+
+void dump(const std::string& dir, uint64_t key, const Trace& t, const fusion::Program& p, const std::string& cpu,
+          const std::string& cuda) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  char name[32];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(key));
+  std::string base = dir + "/trace_" + name;
+  {
+    std::ofstream ir(base + ".ir");
+    for (size_t i = 0; i < t.nodes.size(); ++i) {
+      const Node* n = t.nodes[i];
+      ir << "%" << i << " = " << op_name(n->op()) << " " << dtype_name(n->dtype()) << format_dims(n->shape());
+      for (int32_t in : t.inputs[i]) ir << " %" << in;
+      ir << "\n";
+    }
+  }
+  std::ofstream(base + ".groups") << fusion::describe(p, t);
+  std::ofstream(base + ".cpp") << cpu;
+  std::ofstream(base + ".cu") << cuda;
+}
+
+}  // namespace
+
+CompiledOptions options_from_environment() {
+  CompiledOptions o;
+  if (const char* f = std::getenv("LOOM_FUSION"); f && std::string(f) == "0") o.fuse = false;
+  return o;
+}
+
+CompiledExecutor::CompiledExecutor(CompiledOptions options) : options_(options) {}
+CompiledExecutor::~CompiledExecutor() = default;
+
+const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
+  uint64_t key = plan_key(t);
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    count(metrics().graph_cache_hits);
+    return *it->second;
+  }
+  count(metrics().graph_cache_misses);
+  auto plan = std::make_unique<Plan>();
+  plan->program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
+  fusion::Program& p = plan->program;
+  for (const Trace::Output& o : t.outputs) {
+    fusion::Buffer& b = p.buffers[p.buffer_of[o.node]];
+    if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
+  }
+  // Every intermediate needs a storage to point into, even an empty one.
+  int64_t arena_bytes = std::max<int64_t>(plan_arena(p, t, plan->arena_offset), kAlign);
+  plan->arena = empty(Dims{arena_bytes}, DType::UInt8, t.device);
+  fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
+  if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir)
+    dump(dir, key, t, p, cpu.source, fusion::render(p, fusion::TargetKind::Cuda).source);
+  if (const char* dir = std::getenv("LOOM_CUDA_RENDER_DIR"); dir && *dir && !p.kernels.empty()) {
+    // Every module the test suite renders is also compiled with NVRTC (tests/gpu, scripts/test).
+    std::string source = fusion::render(p, fusion::TargetKind::Cuda).source;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    char name[32];
+    std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(rtc::hash_text(source)));
+    std::ofstream(std::string(dir) + "/" + name + ".cu") << source;
+  }
+  if (!p.kernels.empty()) {
+    plan->module = rtc::compile_host(cpu.source, static_cast<int>(p.kernels.size()));
+    for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(plan->module->symbol(s)));
+  }
+  plan->int_params = std::move(cpu.int_params);
+  return *cache_.emplace(key, std::move(plan)).first->second;
+}
+
+std::vector<Array> CompiledExecutor::run(const Trace& t) {
+  const Plan& plan = plan_for(t);
+  const fusion::Program& p = plan.program;
+  // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
+  std::vector<Array> arrays(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const fusion::Buffer& buf = p.buffers[b];
+    switch (buf.kind) {
+      case fusion::BufferKind::Input: arrays[b] = t.nodes[buf.value]->array(); break;
+      case fusion::BufferKind::Output:
+      case fusion::BufferKind::Destination: arrays[b] = empty(t.nodes[buf.value]->shape(), buf.dtype, t.device); break;
+      case fusion::BufferKind::Intermediate: {
+        Layout l = buf.layout;
+        l.offset = plan.arena_offset[b] / static_cast<int64_t>(itemsize(buf.dtype));
+        arrays[b] = Array{plan.arena.storage, std::move(l), buf.dtype};
+        break;
+      }
+    }
+  }
+  auto array_of = [&](int32_t value) -> const Array& { return arrays[p.buffer_of[value]]; };
+  std::vector<void*> bufs;
+  std::vector<int64_t> scalars;
+  for (const fusion::Step& step : p.steps) {
+    if (step.kind == fusion::Step::RunKernel) {
+      const fusion::Kernel& k = p.kernels[step.kernel];
+      bufs.clear();
+      for (const fusion::Load& l : k.loads) bufs.push_back(array_of(l.access.value).data());
+      for (const fusion::Store& s : k.stores) bufs.push_back(array_of(s.access.value).data());
+      scalars.clear();
+      for (int32_t node : k.params) {
+        const Scalar& v = t.nodes[node]->scalar();
+        double d = v.as_double();
+        int64_t bits;
+        if (v.is_float()) std::memcpy(&bits, &d, sizeof bits);
+        else bits = v.as_int();
+        scalars.push_back(bits);
+      }
+      plan.kernels[step.kernel](plan.int_params[step.kernel].data(), scalars.data(), bufs.data());
+      count(metrics().kernel_launches);
+      continue;
+    }
+    if (step.kind == fusion::Step::RunOp) {
+      const Node& n = *t.nodes[step.node];
+      SmallVec<Operand, 4> operands;
+      for (int32_t in : t.inputs[step.node]) {
+        const Node& x = *t.nodes[in];
+        if (x.op() == OpId::Scalar || x.op() == OpId::Constant) operands.push_back(Operand::of(x.scalar()));
+        else operands.push_back(Operand::of(array_of(in)));
+      }
+      op_def(n.op()).run_cpu({operands.data(), operands.size()}, n.attrs(), array_of(step.node));
+      count(metrics().kernel_launches);
+    }
+  }
+  count(metrics().graph_replays);
+  // Results: in-place outputs are written back last, after every read of the old values.
+  std::vector<Array> results;
+  std::vector<bool> handed_out(p.buffers.size(), false);
+  for (const Trace::Output& o : t.outputs) {
+    int32_t b = p.buffer_of[o.node];
+    const Array& value = arrays[b];
+    if (o.destination) {
+      results.push_back(*o.destination);
+    } else if (p.buffers[b].kind != fusion::BufferKind::Output || handed_out[b]) {
+      results.push_back(copy_to(value, value.dtype, t.device));  // never alias an input or another output
+    } else {
+      results.push_back(value);
+      handed_out[b] = true;
+    }
+  }
+  for (const Trace::Output& o : t.outputs)
+    if (o.destination) copy_(*o.destination, array_of(o.node));
+  return results;
+}
+
+}  // namespace loom::graph

@@ -1,0 +1,40 @@
+// The compiled executor: lowers each new trace once into a fused, compiled program and replays
+// it for every later trace with the same key (DESIGN decisions 6 to 9).
+//
+// Lowering: fusion::partition -> memory plan (intermediates share one arena by liveness) ->
+// fusion::render -> rtc::compile_host (memory and disk caches). Replay binds the trace's inputs,
+// parameters and fresh output buffers, then runs the steps: generated kernels, library calls
+// (matmul, gathers) and the final write-back of in-place results into their storage.
+#pragma once
+
+#include <memory>
+#include <unordered_map>
+
+#include "lazy/executor.h"
+
+namespace loom::graph {
+
+struct CompiledOptions {
+  bool fuse = true;  // LOOM_FUSION=0 turns this off: one kernel per op, same path
+};
+
+class CompiledExecutor final : public Executor {
+ public:
+  explicit CompiledExecutor(CompiledOptions options);
+  ~CompiledExecutor() override;
+  std::vector<Array> run(const Trace& trace) override;
+  void synchronize(Device) override {}
+
+  struct Plan;
+
+ private:
+  const Plan& plan_for(const Trace& trace);
+
+  CompiledOptions options_;
+  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+};
+
+// The options of the environment: LOOM_FUSION=0 disables fusion.
+CompiledOptions options_from_environment();
+
+}  // namespace loom::graph

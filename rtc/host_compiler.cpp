@@ -1,0 +1,136 @@
+#include "rtc/host_compiler.h"
+
+#include <dlfcn.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include "rtc/disk_cache.h"
+#include "runtime/error.h"
+#include "runtime/hash.h"
+#include "runtime/metrics.h"
+
+namespace loom::rtc {
+namespace {
+
+constexpr const char* kFlags = "-O2 -fPIC -shared -march=native -std=c++17 -fno-math-errno -ffp-contract=off -w";
+
+std::string compiler() {
+  const char* cxx = std::getenv("LOOM_CXX");
+  return cxx && *cxx ? cxx : "c++";
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+// Runs a command, returning its exit status and combined output.
+std::pair<int, std::string> run(const std::string& command) {
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  LOOM_CHECK(pipe, Runtime, "cannot run: ", command);
+  std::string output;
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
+  int status = ::pclose(pipe);
+  return {status, output};
+}
+
+// What the binary depends on besides the source: the CPU (for -march=native), the compiler and
+// the flags.
+uint64_t environment_hash() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, flags;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("flags", 0) == 0 || line.rfind("model name", 0) == 0) {
+      flags += line;
+      if (line.rfind("flags", 0) == 0) break;
+    }
+  return hash_combine(hash_combine(hash_text(host_compiler_identity()), hash_text(kFlags)), hash_text(flags));
+}
+
+struct Caches {
+  std::mutex mu;
+  std::unordered_map<uint64_t, std::shared_ptr<HostModule>> memory;
+};
+
+Caches& caches() {
+  static auto* c = new Caches();
+  return *c;
+}
+
+std::shared_ptr<HostModule> load(const std::string& path) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) return nullptr;
+  return std::make_shared<HostModule>(handle);
+}
+
+}  // namespace
+
+void* HostModule::symbol(const std::string& name) const {
+  void* p = ::dlsym(handle_, name.c_str());
+  LOOM_CHECK(p, Runtime, "compiled module has no symbol ", name);
+  return p;
+}
+
+const std::string& host_compiler_identity() {
+  static const std::string identity = [] {
+    std::string cxx = compiler();
+    auto [status, out] = run(shell_quote(cxx) + " --version");
+    LOOM_CHECK(status == 0, Runtime, "loom needs a C++ compiler to generate CPU kernels, but '", cxx,
+               "' does not run (", out.substr(0, out.find('\n')),
+               "). Install g++ or point LOOM_CXX at a compiler.");
+    return cxx + ": " + out.substr(0, out.find('\n'));
+  }();
+  return identity;
+}
+
+std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels) {
+  uint64_t key = hash_combine(hash_text(source), environment_hash());
+  Caches& c = caches();
+  std::lock_guard lock(c.mu);
+  if (auto it = c.memory.find(key); it != c.memory.end()) return it->second;
+
+  DiskCache disk("cpu", ".so");
+  if (auto path = disk.find(key)) {
+    if (auto m = load(*path)) {
+      count(metrics().modules_loaded_from_disk);
+      c.memory[key] = m;
+      return m;
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  std::string src = disk.temporary_path(key) + ".cpp";
+  {
+    std::ofstream out(src);
+    out << source;
+    LOOM_CHECK(out.good(), Runtime, "cannot write generated source to ", src);
+  }
+  std::string tmp = disk.temporary_path(key);
+  auto [status, output] =
+      run(shell_quote(compiler()) + " " + kFlags + " " + shell_quote(src) + " -o " + shell_quote(tmp));
+  std::remove(src.c_str());
+  if (status != 0) {
+    std::remove(tmp.c_str());
+    std::string kept = disk.source_path(key) + ".failed";
+    std::ofstream(kept) << source;
+    LOOM_FAIL(Runtime, "generated kernel module failed to compile (", compiler(), "); source saved to ", kept,
+              ":\n", output.substr(0, 4000));
+  }
+  std::string path = disk.commit(key, tmp, source);
+  auto m = load(path);
+  LOOM_CHECK(m, Runtime, "cannot load compiled module ", path, ": ", ::dlerror());
+  count(metrics().kernels_compiled, kernels);
+  count(metrics().compile_nanoseconds,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  c.memory[key] = m;
+  return m;
+}
+
+}  // namespace loom::rtc
