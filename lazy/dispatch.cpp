@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "lazy/autograd.h"
+#include "lazy/ops.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
@@ -83,6 +85,14 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
     else metas.push_back({true, a.scalar.kind(), DType::Float32, {}});
   }
   OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
+  // Autograd needs the attributes after the node took them.
+  std::optional<Attrs> grad_attrs;
+  if (def.backward && grad_enabled())
+    for (const Arg& a : args)
+      if (a.tensor && requires_grad(*a.tensor)) {
+        grad_attrs = attrs;
+        break;
+      }
 
   if (lazy) {
     // Each input reference is held (leaked into `inputs`) until the node has taken its own.
@@ -97,7 +107,9 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
       throw;
     }
     for (Node* in : inputs) Ref<Node>::adopt(in);
-    return make_ref<TensorImpl>(std::move(node), device);
+    Tensor out = make_ref<TensorImpl>(std::move(node), device);
+    if (grad_attrs) record_op(op, *grad_attrs, args, *out);
+    return out;
   }
 
   LOOM_CHECK(device.is_cpu(), NotImplemented, "eager ", def.name, " on ", device.str(),
@@ -107,7 +119,9 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   for (const Arg& a : args) operands.push_back(a.tensor ? Operand::of(a.tensor->array()) : Operand::of(a.scalar));
   def.run_cpu({operands.data(), operands.size()}, attrs, out);
   count(metrics().kernel_launches);
-  return make_tensor(std::move(out));
+  Tensor result = make_tensor(std::move(out));
+  if (grad_attrs) record_op(op, *grad_attrs, args, *result);
+  return result;
 }
 
 namespace detail {
@@ -120,6 +134,7 @@ Tensor view_of_pending(const Tensor& base, Layout relative) {
   Ref<Node> node = Node::make(OpId::View, {base->dtype(), std::move(sizes)}, view_attrs(relative), {&raw, 1});
   Tensor view = make_ref<TensorImpl>(std::move(node), base->device());
   view->set_view_info(ViewInfo{base->weak(), std::move(relative), base->version()});
+  view->mark_view();
   return view;
 }
 
@@ -143,46 +158,52 @@ void assign(TensorImpl& self, const Tensor& value) {
   bool ok = !(is_floating(from) && !is_floating(to)) && !(from != DType::Bool && to == DType::Bool);
   LOOM_CHECK(ok, Runtime, "result type ", dtype_name(from), " can't be cast to the desired output type ",
              dtype_name(to));
+  bool track = grad_enabled() && (requires_grad(self) || requires_grad(*value));
+  if (track) {
+    LOOM_CHECK(!(is_leaf(self) && requires_grad(self)), Runtime,
+               "a leaf Variable that requires grad is being used in an in-place operation.");
+    LOOM_CHECK(!self.is_view(), NotImplemented,
+               "in-place operations on views of tensors that require grad are not supported yet (the gradient of "
+               "the view's base would miss the write); use an out-of-place op or clone() the view first");
+  }
+  // The new value in self's dtype and shape, through ops so autograd sees the conversion.
+  Tensor v = ops::cast(value, to);
+  if (got != target) v = ops::expand(v, target);
   if (!self.is_lazy()) {
     // Copying overlapping memory element by element would read values already overwritten
     // (t[1:] = t[:-1]): read from a snapshot instead.
-    const Array& src = value->array();
+    const Array& src = v->array();
+    if (track && autograd(*v).grad_fn) detach_saved_from(*autograd(*v).grad_fn, self.array().storage.get());
     if (may_overlap(src, self.array())) copy_(self.array(), copy_to(src, src.dtype, src.device()));
     else copy_(self.array(), src);
     self.array().storage->bump_version();
     self.bump_version();
-    return;
-  }
-  // The new value as a node of self's dtype and shape.
-  Ref<Node> v = value->read_node();
-  if (from != to || got != target) {
-    Attrs cast;
-    cast.push_back(static_cast<int64_t>(to));
-    Node* raw = v.get();
-    v = Node::make(OpId::Cast, {to, Dims(got)}, std::move(cast), {&raw, 1});
-    if (got != target) {
-      Layout l = expand(Layout::contiguous(got), target);
-      raw = v.get();
-      v = Node::make(OpId::View, {to, target}, view_attrs(l), {&raw, 1});
+  } else {
+    const auto& info = self.view_info();
+    if (info && info->base->target) {
+      // Write through to the base, then re-derive self from it.
+      TensorImpl& base = *info->base->target;
+      refresh_view(base);
+      Ref<Node> b = base.read_node();
+      Ref<Node> n = v->read_node();
+      Node* ins[2] = {b.get(), n.get()};
+      Ref<Node> scattered = Node::make(OpId::ViewScatter, {base.dtype(), Dims(base.sizes())},
+                                       view_attrs(info->relative), {ins, 2});
+      base.rebind(std::move(scattered));
+      ViewInfo fresh = *info;
+      self.rebind(std::move(n));
+      fresh.base_version = base.version();  // self already holds the value the base now shows
+      self.set_view_info(std::move(fresh));
+    } else {
+      self.rebind(v->read_node());
     }
   }
-  const auto& info = self.view_info();
-  if (info && info->base->target) {
-    // Write through to the base, then re-derive self from it.
-    TensorImpl& base = *info->base->target;
-    refresh_view(base);
-    Ref<Node> b = base.read_node();
-    Node* ins[2] = {b.get(), v.get()};
-    Ref<Node> scattered = Node::make(OpId::ViewScatter, {base.dtype(), Dims(base.sizes())}, view_attrs(info->relative),
-                                     {ins, 2});
-    base.rebind(std::move(scattered));
-    ViewInfo fresh = *info;
-    self.rebind(std::move(v));
-    fresh.base_version = base.version();  // self already holds the value the base now shows
-    self.set_view_info(std::move(fresh));
-    return;
+  if (track) {
+    // self now holds v's value: it takes v's history (or none, when v needs no gradient).
+    AutogradMeta& m = autograd(self);
+    m.grad_fn = requires_grad(*v) ? autograd(*v).grad_fn : Ref<GradFn>();
+    m.requires_grad = static_cast<bool>(m.grad_fn);
   }
-  self.rebind(std::move(v));
 }
 
 }  // namespace loom

@@ -76,7 +76,11 @@ Tensor view_of(const Tensor& t, Transform&& transform) {
   if (!t->is_pending()) {
     const Array& a = t->array();
     std::optional<Layout> l = transform(a.layout);
-    if (l) return make_tensor(a.view_as(std::move(*l)), t->is_lazy());
+    if (l) {
+      Tensor v = make_tensor(a.view_as(std::move(*l)), t->is_lazy());
+      v->mark_view();
+      return v;
+    }
     // Only reshape gets here: the layout needs a copy.
     Array c = contiguous(a);
     return make_tensor(c.view_as(*transform(c.layout)), t->is_lazy());

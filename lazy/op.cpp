@@ -23,6 +23,14 @@ std::array<OpDef, kNumOps>& table() {
 
 const OpDef& op_def(OpId op) noexcept { return table()[static_cast<int>(op)]; }
 
-void define_op(OpId op, const OpDef& def) { table()[static_cast<int>(op)] = def; }
+void define_op(OpId op, const OpDef& def) {
+  auto backward = table()[static_cast<int>(op)].backward;  // registrations may come in any order
+  table()[static_cast<int>(op)] = def;
+  if (!def.backward) table()[static_cast<int>(op)].backward = backward;
+}
+
+void define_backward(OpId op, void (*backward)(const BackwardContext&, std::vector<Ref<TensorImpl>>&)) {
+  table()[static_cast<int>(op)].backward = backward;
+}
 
 }  // namespace loom

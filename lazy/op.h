@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "runtime/array.h"
 #include "runtime/small_vector.h"
@@ -82,6 +83,11 @@ struct Operand {
   bool is_array() const noexcept { return array != nullptr; }
 };
 
+struct BackwardContext;  // lazy/autograd.h
+class TensorImpl;
+template <typename T>
+class Ref;
+
 struct OpDef {
   const char* name = nullptr;
   OpClass cls = OpClass::Other;
@@ -89,12 +95,17 @@ struct OpDef {
   OutputMeta (*infer)(std::span<const InputMeta> inputs, const Attrs& attrs) = nullptr;
   // Computes the result into `out` (allocated with the inferred meta, contiguous) on the CPU.
   void (*run_cpu)(std::span<const Operand> inputs, const Attrs& attrs, const Array& out) = nullptr;
+  // The derivative: gradients of the inputs from the gradient of the output, written in loom ops
+  // (so it runs eagerly or records lazily like any op). nullptr: not differentiable.
+  void (*backward)(const BackwardContext& ctx, std::vector<Ref<TensorImpl>>& grads) = nullptr;
 };
 
 const OpDef& op_def(OpId op) noexcept;
 inline const char* op_name(OpId op) noexcept { return op_def(op).name; }
 
-// Registration, used by the ops_*.cpp files at static-initialization time.
+// Registration, used by the ops_*.cpp files at static-initialization time. define_backward adds
+// an op's derivative (in lazy/derivatives.cpp, beside the op library's composites).
 void define_op(OpId op, const OpDef& def);
+void define_backward(OpId op, void (*backward)(const BackwardContext&, std::vector<Ref<TensorImpl>>&));
 
 }  // namespace loom

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "lazy/autograd.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 
@@ -46,7 +47,52 @@ Tensor int_tensor_like(int64_t n, const Tensor& like) {
   return arange(n, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(like));
 }
 
+// A view's result with its backward recorded (views are not primitive ops, so dispatch does not
+// record them).
+Tensor viewed(const Tensor& x, Tensor out, const char* name, std::function<Tensor(const Tensor&)> backward) {
+  record_function(name, *x, *out, std::move(backward));
+  return out;
+}
+
+// The backward of a view that selects a region of its input: the gradient lands in that region
+// of zeros of the input's shape.
+std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region) {
+  Dims shape(x->sizes());
+  DType dtype = x->dtype();
+  return [shape, dtype, region](const Tensor& g) {
+    Attrs attrs;
+    attrs.push_back(region.offset);
+    for (int64_t s : region.strides) attrs.push_back(s);
+    Tensor zero = full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()});
+    return apply(OpId::ViewScatter, {Arg(zero), Arg(contiguous(g))}, attrs);
+  };
+}
+
+std::function<Tensor(const Tensor&)> reshape_backward(const Tensor& x) {
+  Dims shape(x->sizes());
+  return [shape](const Tensor& g) { return reshape(g, shape); };
+}
+
 }  // namespace
+
+Tensor sum_to(const Tensor& grad, IntSpan shape) {
+  Tensor g = grad;
+  auto extra = g->ndim() - static_cast<int64_t>(shape.size());
+  DimList dims;
+  for (int64_t d = 0; d < g->ndim(); ++d)
+    if (d < extra || (shape[d - extra] == 1 && g->sizes()[d] != 1)) dims.push_back(d);
+  if (!dims.empty()) g = sum(g, dims, true);
+  if (Dims(g->sizes()) != Dims(shape)) g = reshape(g, shape);
+  return g;
+}
+
+Tensor detach(const Tensor& x) {
+  bool mode = grad_enabled();
+  set_grad_enabled(false);
+  Tensor out = alias(x);
+  set_grad_enabled(mode);
+  return out;
+}
 
 int64_t reduced_count(IntSpan shape, const DimList& dims) {
   uint64_t mask = dim_mask(static_cast<int64_t>(shape.size()), dims);
@@ -332,48 +378,61 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
 
 Tensor view(const Tensor& x, IntSpan shape0) {
   Dims shape = infer_size(shape0, x->numel());
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> {
+  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> {
     auto v = loom::view(l, shape);
     LOOM_CHECK(v, Runtime,
                "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
                "two contiguous subspaces). Use .reshape(...) instead.");
     return v;
   });
+  return viewed(x, std::move(out), "ViewBackward0", reshape_backward(x));
 }
 
 Tensor reshape(const Tensor& x, IntSpan shape0) {
   Dims shape = infer_size(shape0, x->numel());
-  return view_of(x, [&](const Layout& l) { return loom::view(l, shape); });
+  Tensor out = view_of(x, [&](const Layout& l) { return loom::view(l, shape); });
+  return viewed(x, std::move(out), "ReshapeAliasBackward0", reshape_backward(x));
 }
 
 Tensor permute(const Tensor& x, IntSpan dims) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::permute(l, dims); });
+  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::permute(l, dims); });
+  Dims inverse(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(wrap_dim(dims[i], x->ndim()))] = static_cast<int64_t>(i);
+  return viewed(x, std::move(out), "PermuteBackward0", [inverse](const Tensor& g) { return permute(g, inverse); });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, dim0, dim1); });
+  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, dim0, dim1); });
+  return viewed(x, std::move(out), "TransposeBackward0",
+                [dim0, dim1](const Tensor& g) { return transpose(g, dim0, dim1); });
 }
 
 Tensor expand(const Tensor& x, IntSpan sizes) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::expand(l, sizes); });
+  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::expand(l, sizes); });
+  Dims shape(x->sizes());
+  return viewed(x, std::move(out), "ExpandBackward0", [shape](const Tensor& g) { return sum_to(g, shape); });
 }
 
 Tensor squeeze(const Tensor& x, std::optional<DimList> dims) {
-  if (!dims) return view_of(x, [](const Layout& l) -> std::optional<Layout> { return loom::squeeze(l); });
+  if (!dims)
+    return viewed(x, view_of(x, [](const Layout& l) -> std::optional<Layout> { return loom::squeeze(l); }),
+                  "SqueezeBackward0", reshape_backward(x));
   // Several dims: squeeze from the highest so lower indices stay valid.
   Dims wrapped;
   for (int64_t d : *dims) wrapped.push_back(wrap_dim(d, x->ndim()));
   std::sort(wrapped.begin(), wrapped.end());
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> {
-    Layout out = l;
+  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> {
+    Layout r = l;
     for (size_t i = wrapped.size(); i-- > 0;)
-      if (i + 1 == wrapped.size() || wrapped[i] != wrapped[i + 1]) out = loom::squeeze(out, wrapped[i]);
-    return out;
+      if (i + 1 == wrapped.size() || wrapped[i] != wrapped[i + 1]) r = loom::squeeze(r, wrapped[i]);
+    return r;
   });
+  return viewed(x, std::move(out), "SqueezeBackward1", reshape_backward(x));
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::unsqueeze(l, dim); });
+  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::unsqueeze(l, dim); });
+  return viewed(x, std::move(out), "UnsqueezeBackward0", reshape_backward(x));
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
@@ -404,19 +463,26 @@ Tensor unflatten(const Tensor& x, int64_t dim, IntSpan sizes) {
 }
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::slice(l, dim, start, stop, step); });
+  auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::slice(l, dim, start, stop, step); };
+  Tensor out = view_of(x, f);
+  return viewed(x, std::move(out), "SliceBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::narrow(l, dim, start, length); });
+  auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::narrow(l, dim, start, length); };
+  Tensor out = view_of(x, f);
+  return viewed(x, std::move(out), "NarrowBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
-  return view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::select(l, dim, index); });
+  auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::select(l, dim, index); };
+  Tensor out = view_of(x, f);
+  return viewed(x, std::move(out), "SelectBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
 }
 
 Tensor alias(const Tensor& x) {
-  return view_of(x, [](const Layout& l) -> std::optional<Layout> { return l; });
+  Tensor out = view_of(x, [](const Layout& l) -> std::optional<Layout> { return l; });
+  return viewed(x, std::move(out), "AliasBackward0", [](const Tensor& g) { return g; });
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
@@ -473,7 +539,9 @@ Tensor cast(const Tensor& x, DType dtype) {
 
 Tensor clone(const Tensor& x) {
   // Eager copies keep the source's dim order (PyTorch's preserve_format); lazy results are dense.
-  if (!x->is_lazy()) return make_tensor(copy_to(x->array(), x->dtype(), x->device(), MemoryFormat::Preserve));
+  if (!x->is_lazy())
+    return viewed(x, make_tensor(copy_to(x->array(), x->dtype(), x->device(), MemoryFormat::Preserve)),
+                  "CloneBackward0", [](const Tensor& g) { return g; });
   Attrs attrs;
   attrs.push_back(static_cast<int64_t>(x->dtype()));
   return apply1(OpId::Cast, x, std::move(attrs));
@@ -482,7 +550,8 @@ Tensor clone(const Tensor& x) {
 Tensor contiguous(const Tensor& x) {
   if (x->is_pending()) return x->view_info() ? clone(x) : x;  // pending non-views are produced dense
   if (x->array().is_contiguous()) return x;
-  if (!x->is_lazy()) return make_tensor(loom::contiguous(x->array()));
+  if (!x->is_lazy())
+    return viewed(x, make_tensor(loom::contiguous(x->array())), "CloneBackward0", [](const Tensor& g) { return g; });
   return clone(x);
 }
 
@@ -650,7 +719,12 @@ Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy) {
   if (same_place && lazy) return x->dtype() == dtype ? clone(x) : cast(x, dtype);
   // Leaving or entering lazy mode, or changing device: materialize, then copy.
   materialize(*x);
-  return make_tensor(copy_to(x->array(), dtype, device, MemoryFormat::Preserve), lazy);
+  Tensor out = make_tensor(copy_to(x->array(), dtype, device, MemoryFormat::Preserve), lazy);
+  DType from = x->dtype();
+  Device from_device = x->device();
+  bool from_lazy = x->is_lazy();
+  return viewed(x, std::move(out), "ToCopyBackward0",
+                [from, from_device, from_lazy](const Tensor& g) { return to(g, from, from_device, from_lazy); });
 }
 
 // ---- creation ----

@@ -81,7 +81,10 @@ Tensor unflatten(const Tensor& x, int64_t dim, IntSpan sizes);
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step = 1);
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
-Tensor alias(const Tensor& x);  // detach(): the same values, no autograd history
+Tensor alias(const Tensor& x);   // the same values, a view (with autograd history)
+Tensor detach(const Tensor& x);  // the same values, no autograd history
+// Sums a gradient down to `shape`, undoing broadcasting (used by derivatives).
+Tensor sum_to(const Tensor& grad, IntSpan shape);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split_sections(const Tensor& x, IntSpan sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);

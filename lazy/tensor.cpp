@@ -1,5 +1,6 @@
 #include "lazy/tensor.h"
 
+#include "lazy/autograd.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 
@@ -30,9 +31,11 @@ Ref<Node> TensorImpl::read_node() {
 void TensorImpl::rebind(Ref<Node> node) {
   LOOM_CHECK(lazy_, Runtime, "internal: rebind of an eager tensor");
   if (!node_) {
-    // Materialized until now: the new value goes into the existing storage at the sync.
+    // Materialized until now: the new value goes into the existing storage at the sync. The
+    // storage's version moves now, so values saved for backward from any view of it are stale.
     destination_ = value_;
     value_.storage->add_pending_write();
+    value_.storage->bump_version();
     value_ = Array{};
     input_leaf_.reset();
   }

@@ -19,6 +19,7 @@
 // and a view read after its base changed re-derives itself from the base (functionalization).
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "lazy/node.h"
@@ -28,6 +29,7 @@
 namespace loom {
 
 class TensorImpl;
+struct AutogradMeta;
 
 // A reference to a TensorImpl that does not keep it alive (views of pending tensors hold one to
 // their base). The impl clears `target` when it dies.
@@ -76,10 +78,18 @@ class TensorImpl final : public RefCounted {
   // Called by the sync that computed this tensor's value.
   void materialize(Array value);
 
+  // Whether this tensor was made by a view op (of any tensor, eager or lazy).
+  bool is_view() const noexcept { return is_view_; }
+  void mark_view() noexcept { is_view_ = true; }
+
   // Views of pending tensors.
   const std::optional<ViewInfo>& view_info() const noexcept { return view_; }
   void set_view_info(ViewInfo info) { view_ = std::move(info); }
   Ref<WeakTensor> weak();
+
+  // Autograd state (lazy/autograd.h); null until the tensor takes part in autograd.
+  AutogradMeta* autograd_meta() const noexcept { return autograd_.get(); }
+  std::unique_ptr<AutogradMeta>& autograd_slot() noexcept { return autograd_; }
 
   // Intrusive links of the device's pending registry (lazy/sync.cpp).
   TensorImpl* prev_pending = nullptr;
@@ -93,9 +103,11 @@ class TensorImpl final : public RefCounted {
   std::optional<Array> destination_;
   std::optional<ViewInfo> view_;
   Ref<WeakTensor> weak_;
+  std::unique_ptr<AutogradMeta> autograd_;
   Device device_;
   uint64_t version_ = 0;
   bool lazy_ = false;
+  bool is_view_ = false;
 };
 
 using Tensor = Ref<TensorImpl>;

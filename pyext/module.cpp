@@ -8,6 +8,8 @@ namespace loom::py {
 extern PyMethodDef creation_functions[];
 extern PyMethodDef memory_functions[];
 extern PyMethodDef lazy_functions[];
+extern PyMethodDef autograd_functions[];
+void register_autograd_types(PyObject* module);
 
 namespace {
 
@@ -26,6 +28,8 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), creation_functions));
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
   check_status(PyModule_AddFunctions(module.get(), lazy_functions));
+  check_status(PyModule_AddFunctions(module.get(), autograd_functions));
+  register_autograd_types(module.get());
   static std::vector<PyMethodDef> ops = [] {
     std::vector<PyMethodDef> defs = op_functions();
     defs.push_back({nullptr, nullptr, 0, nullptr});

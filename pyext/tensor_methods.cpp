@@ -308,10 +308,10 @@ PyObject* m_clone(PyObject* self, PyObject*) {
   LOOM_PY_END(nullptr)
 }
 
-// A new tensor sharing this one's value (and storage); autograd will make it a non-differentiable leaf.
+// A new tensor sharing this one's value (and storage), without autograd history.
 PyObject* m_detach(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  return out(ops::alias(tensor_of(self)));
+  return out(ops::detach(tensor_of(self)));
   LOOM_PY_END(nullptr)
 }
 
@@ -391,7 +391,7 @@ PyObject* m_make_subclass(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "OO:_make_subclass", &cls, &data)) return nullptr;
   LOOM_CHECK(PyType_Check(cls) && PyType_IsSubtype(reinterpret_cast<PyTypeObject*>(cls), &TensorType), Type,
              "_make_subclass: cls must be a subclass of loom.Tensor");
-  return wrap(ops::alias(tensor_arg(data, "data")), reinterpret_cast<PyTypeObject*>(cls));
+  return wrap(ops::detach(tensor_arg(data, "data")), reinterpret_cast<PyTypeObject*>(cls));
   LOOM_PY_END(nullptr)
 }
 

@@ -160,11 +160,20 @@ void register_tensor_type(PyObject* module) {
   static std::vector<PyMethodDef> methods = [] {
     std::vector<PyMethodDef> all;
     for (PyMethodDef* m = tensor_methods; m->ml_name; ++m) all.push_back(*m);
+    for (PyMethodDef* m = autograd_methods; m->ml_name; ++m) all.push_back(*m);
     for (const PyMethodDef& m : op_methods()) all.push_back(m);
     all.push_back({nullptr, nullptr, 0, nullptr});
     return all;
   }();
+  static std::vector<PyGetSetDef> getset = [] {
+    std::vector<PyGetSetDef> all;
+    for (PyGetSetDef* g = tensor_getset; g->name; ++g) all.push_back(*g);
+    for (PyGetSetDef* g = autograd_getset; g->name; ++g) all.push_back(*g);
+    all.push_back({nullptr, nullptr, nullptr, nullptr, nullptr});
+    return all;
+  }();
   TensorType.tp_methods = methods.data();
+  TensorType.tp_getset = getset.data();
   check_status(PyType_Ready(&TensorType));
   Py_INCREF(&TensorType);
   check_status(PyModule_AddObject(module, "Tensor", reinterpret_cast<PyObject*>(&TensorType)));

@@ -36,6 +36,8 @@ const Array& array_arg(PyObject* obj, const char* what);
 // Slots implemented in other files.
 extern PyMethodDef tensor_methods[];
 extern PyGetSetDef tensor_getset[];
+extern PyMethodDef autograd_methods[];  // autograd_bindings.cpp
+extern PyGetSetDef autograd_getset[];
 extern PyBufferProcs tensor_buffer_procs;
 PyObject* tensor_getitem(PyObject* self, PyObject* index);
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value);

@@ -175,5 +175,9 @@ def tensor_repr(t):
     else:
         if t.dtype not in default_dtypes:
             suffixes.append(f"dtype={t.dtype}")
-        body = _tensor_str(t, indent)
+        body = _tensor_str(t.detach(), indent)
+    if t.grad_fn is not None:
+        suffixes.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t.requires_grad:
+        suffixes.append("requires_grad=True")
     return _add_suffixes(prefix + body, suffixes, indent)

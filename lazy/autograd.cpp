@@ -1,0 +1,382 @@
+#include "lazy/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "lazy/dispatch.h"
+#include "lazy/ops.h"
+#include "runtime/error.h"
+
+namespace loom {
+namespace {
+
+thread_local bool grad_mode = true;
+std::atomic<uint64_t> next_sequence{0};
+
+// Restores grad mode on scope exit.
+struct GradModeGuard {
+  bool saved;
+  explicit GradModeGuard(bool enabled) : saved(grad_mode) { grad_mode = enabled; }
+  ~GradModeGuard() { grad_mode = saved; }
+};
+
+std::string describe(const TensorImpl& t) {
+  return std::string(t.is_lazy() ? "lazy " : "") + dtype_name(t.dtype()) + format_dims(t.sizes());
+}
+
+// A gradient summed down to the shape of the input it belongs to (undoing broadcasting), in its
+// dtype.
+Tensor reduce_to(const Tensor& grad, IntSpan shape, DType dtype) { return ops::cast(ops::sum_to(grad, shape), dtype); }
+
+// The backward of a primitive op: OpDef::backward over the saved inputs.
+class OpBackward final : public GradFn {
+ public:
+  OpBackward(OpId op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
+
+  std::string name() const override { return std::string(op_def(op_).name) + "Backward0"; }
+
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    BackwardContext ctx{op_, attrs_, {}, {}, {}, grad, out_dtype_, out_shape_};
+    for (size_t i = 0; i < saved_.size(); ++i) {
+      ctx.inputs.push_back(saved_[i].defined() ? saved_[i].unpack(name()) : Tensor());
+      ctx.scalars.push_back(scalars_[i]);
+      ctx.needs_grad.push_back(next[i].fn.get() != nullptr);
+    }
+    std::vector<Tensor> grads(saved_.size());
+    op_def(op_).backward(ctx, grads);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (grads[i] && next[i].fn) grads[i] = reduce_to(grads[i], shapes_[i], dtypes_[i]);
+    return grads;
+  }
+
+  void release_saved() override {
+    for (SavedTensor& s : saved_) s.release();
+  }
+
+  void save(const Arg& a) {
+    if (a.is_tensor()) {
+      saved_.emplace_back(a.tensor);
+      scalars_.push_back(Scalar(int64_t{0}));
+      shapes_.emplace_back(a.tensor->sizes());
+      dtypes_.push_back(a.tensor->dtype());
+    } else {
+      saved_.emplace_back();
+      scalars_.push_back(a.scalar);
+      shapes_.emplace_back();
+      dtypes_.push_back(DType::Float32);
+    }
+  }
+
+  std::vector<SavedTensor>& saved() { return saved_; }
+  DType out_dtype_ = DType::Float32;
+  Dims out_shape_;
+
+ private:
+  OpId op_;
+  Attrs attrs_;
+  std::vector<SavedTensor> saved_;
+  std::vector<Scalar> scalars_;
+  std::vector<Dims> shapes_;
+  std::vector<DType> dtypes_;
+};
+
+class FunctionBackward final : public GradFn {
+ public:
+  FunctionBackward(const char* name, std::function<Tensor(const Tensor&)> fn) : name_(name), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(const Tensor& grad) override { return {fn_(grad)}; }
+
+ private:
+  std::string name_;
+  std::function<Tensor(const Tensor&)> fn_;
+};
+
+// Adds gradients into a leaf's .grad. It refers to the leaf weakly (the leaf holds it): a leaf
+// that died has nobody to read its gradient.
+class AccumulateGrad final : public GradFn {
+ public:
+  explicit AccumulateGrad(TensorImpl& variable) : variable_(variable.weak()) {}
+  std::string name() const override { return "AccumulateGrad"; }
+
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    TensorImpl* v = variable_->target;
+    if (!v) return {};
+    AutogradMeta& meta = autograd(*v);
+    Tensor g = ops::cast(grad, v->dtype());
+    if (!meta.grad) {
+      // A fresh tensor the leaf owns (never an alias of a value the graph still uses).
+      meta.grad = grad_enabled() ? g : (g == grad ? ops::clone(g) : g);
+      if (!grad_enabled()) autograd(*meta.grad).grad_fn.reset();
+    } else if (grad_enabled()) {
+      meta.grad = ops::add(meta.grad, g);  // create_graph: keep the history of the sum
+    } else {
+      ops::add_(*meta.grad, g);  // in place: .grad keeps its storage across steps
+    }
+    return {};
+  }
+
+ private:
+  Ref<WeakTensor> variable_;
+};
+
+bool any_requires_grad(std::span<const Arg> args) {
+  for (const Arg& a : args)
+    if (a.tensor && requires_grad(*a.tensor)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool grad_enabled() noexcept { return grad_mode; }
+void set_grad_enabled(bool enabled) noexcept { grad_mode = enabled; }
+
+// ---- saved tensors ----
+
+SavedTensor::SavedTensor(const Tensor& t) : original_(t->weak()), version_(t->version()) {
+  if (t->is_pending()) {
+    value_ = make_ref<TensorImpl>(Ref<Node>(t->node()), t->device());
+  } else {
+    value_ = make_tensor(t->array(), t->is_lazy());
+    storage_ = t->array().storage;
+    storage_version_ = storage_->version();
+  }
+}
+
+Tensor SavedTensor::unpack(const std::string& fn_name) const {
+  LOOM_CHECK(!freed_, Runtime,
+             "Trying to backward through the graph a second time (or directly access saved tensors after they "
+             "have already been freed). Saved intermediate values of the graph are freed when you call .backward() "
+             "or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second "
+             "time or if you need to access saved tensors after calling backward.");
+  TensorImpl* original = original_->target;
+  bool modified = (original && original->version() != version_) ||
+                  (storage_ && storage_->version() != storage_version_);
+  LOOM_CHECK(!modified, Runtime,
+             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
+             describe(*value_), "], which is an input of ", fn_name,
+             ". Hint: the operation that failed to compute its gradient is ", fn_name,
+             "; clone() the tensor before modifying it in place.");
+  return value_;
+}
+
+void SavedTensor::release() noexcept {
+  if (!value_) return;
+  value_.reset();
+  storage_.reset();
+  freed_ = true;
+}
+
+void SavedTensor::detach_from(const Storage* storage) {
+  if (!storage_ || storage_.get() != storage || !value_ || value_->is_lazy()) return;
+  value_ = make_tensor(copy_to(value_->array(), value_->dtype(), value_->device(), MemoryFormat::Preserve));
+  storage_.reset();
+  original_ = make_ref<WeakTensor>();  // the copy is what backward needs; the original may change
+}
+
+// ---- tensors ----
+
+AutogradMeta& autograd(TensorImpl& t) {
+  auto& slot = t.autograd_slot();
+  if (!slot) slot = std::make_unique<AutogradMeta>();
+  return *slot;
+}
+
+bool requires_grad(const TensorImpl& t) noexcept {
+  const AutogradMeta* m = t.autograd_meta();
+  return m && (m->requires_grad || m->grad_fn);
+}
+
+bool is_leaf(const TensorImpl& t) noexcept {
+  const AutogradMeta* m = t.autograd_meta();
+  return !m || !m->grad_fn;
+}
+
+void set_requires_grad(TensorImpl& t, bool value) {
+  LOOM_CHECK(is_leaf(t), Runtime,
+             "you can only change requires_grad flags of leaf variables. If you want to use a computed variable in "
+             "a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
+  LOOM_CHECK(!value || is_floating(t.dtype()), Runtime,
+             "only Tensors of floating point dtype can require gradients, got ", dtype_name(t.dtype()));
+  autograd(t).requires_grad = value;
+}
+
+Edge gradient_edge(TensorImpl& t) {
+  AutogradMeta& m = autograd(t);
+  if (m.grad_fn) return {m.grad_fn, 0};
+  if (!m.requires_grad) return {};
+  if (!m.grad_accumulator) m.grad_accumulator = make_ref<AccumulateGrad>(t);
+  return {m.grad_accumulator, 0};
+}
+
+void set_history(TensorImpl& output, Ref<GradFn> fn) {
+  fn->sequence = next_sequence++;
+  AutogradMeta& m = autograd(output);
+  m.grad_fn = std::move(fn);
+  m.requires_grad = true;
+}
+
+void retain_grad(TensorImpl& t) {
+  AutogradMeta& m = autograd(t);
+  if (!m.grad_fn) {
+    LOOM_CHECK(m.requires_grad, Runtime, "can't retain_grad on Tensor that has requires_grad=False");
+    return;  // leaves keep their gradient anyway
+  }
+  m.retains_grad = true;
+  m.grad_fn->retained = t.weak();
+}
+
+void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImpl& output) {
+  const OpDef& def = op_def(op);
+  if (!grad_mode || !def.backward || !is_floating(output.dtype()) || !any_requires_grad(args)) return;
+  auto fn = make_ref<OpBackward>(op, attrs);
+  for (const Arg& a : args) {
+    fn->save(a);
+    fn->next.push_back(a.tensor && requires_grad(*a.tensor) ? gradient_edge(*a.tensor) : Edge{});
+  }
+  fn->out_dtype_ = output.dtype();
+  fn->out_shape_ = Dims(output.sizes());
+  set_history(output, fn);
+}
+
+void record_function(const char* name, TensorImpl& input, TensorImpl& output,
+                     std::function<Tensor(const Tensor& grad)> fn) {
+  if (!grad_mode || !requires_grad(input)) return;
+  auto f = make_ref<FunctionBackward>(name, std::move(fn));
+  f->next.push_back(gradient_edge(input));
+  set_history(output, f);
+}
+
+// Gives saved copies to values an eager in-place write into `storage` would overwrite.
+void detach_saved_from(GradFn& fn, const Storage* storage) {
+  if (auto* op = dynamic_cast<OpBackward*>(&fn))
+    for (SavedTensor& s : op->saved()) s.detach_from(storage);
+}
+
+// ---- the engine ----
+
+namespace {
+
+struct Run {
+  // Gradients reaching each function, and how many edges into it are still to come.
+  std::unordered_map<GradFn*, Tensor> pending;
+  std::unordered_map<GradFn*, int> dependencies;
+  std::unordered_map<GradFn*, Tensor>* captured = nullptr;  // autograd.grad: stop and record here
+};
+
+void add_grad(Tensor& slot, const Tensor& g) { slot = slot ? ops::add(slot, g) : g; }
+
+void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, bool create_graph, Run& run) {
+  // Dependencies: the number of edges into each function from functions reachable from the seeds.
+  std::vector<GradFn*> stack;
+  std::unordered_map<GradFn*, bool> seen;
+  for (auto& [fn, g] : seeds) {
+    if (!seen[fn]) stack.push_back(fn);
+    seen[fn] = true;
+  }
+  while (!stack.empty()) {
+    GradFn* fn = stack.back();
+    stack.pop_back();
+    for (const Edge& e : fn->next) {
+      if (!e.fn) continue;
+      run.dependencies[e.fn.get()]++;
+      if (!seen[e.fn.get()]) {
+        seen[e.fn.get()] = true;
+        stack.push_back(e.fn.get());
+      }
+    }
+  }
+  for (auto& [fn, g] : seeds) add_grad(run.pending[fn], g);
+  // Later functions first (PyTorch's order), among those whose gradients are complete.
+  auto later = [](GradFn* a, GradFn* b) { return a->sequence < b->sequence; };
+  std::priority_queue<GradFn*, std::vector<GradFn*>, decltype(later)> ready(later);
+  std::unordered_map<GradFn*, bool> queued;
+  for (auto& [fn, g] : seeds)
+    if (run.dependencies[fn] == 0 && !queued[fn]) {
+      ready.push(fn);
+      queued[fn] = true;
+    }
+  GradModeGuard mode(create_graph);
+  while (!ready.empty()) {
+    GradFn* fn = ready.top();
+    ready.pop();
+    Tensor grad = std::move(run.pending[fn]);
+    run.pending.erase(fn);
+    if (fn->retained && fn->retained->target) {
+      AutogradMeta& m = autograd(*fn->retained->target);
+      m.grad = m.grad ? ops::add(m.grad, grad) : (grad_enabled() ? grad : ops::clone(grad));
+    }
+    if (run.captured && run.captured->count(fn)) {
+      (*run.captured)[fn] = grad;
+      continue;
+    }
+    std::vector<Tensor> grads = fn->apply(grad);
+    if (!retain_graph) fn->release_saved();
+    for (size_t i = 0; i < fn->next.size(); ++i) {
+      GradFn* next = fn->next[i].fn.get();
+      if (!next) continue;
+      if (i < grads.size() && grads[i]) add_grad(run.pending[next], grads[i]);
+      if (--run.dependencies[next] == 0 && !queued[next]) {
+        ready.push(next);
+        queued[next] = true;
+      }
+    }
+  }
+}
+
+std::vector<std::pair<GradFn*, Tensor>> seeds_of(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads) {
+  std::vector<std::pair<GradFn*, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    TensorImpl& r = *roots[i];
+    LOOM_CHECK(requires_grad(r), Runtime, "element ", i, " of tensors does not require grad and does not have a grad_fn");
+    Tensor g = i < grads.size() ? grads[i] : Tensor();
+    if (!g) {
+      LOOM_CHECK(r.numel() == 1, Runtime, "grad can be implicitly created only for scalar outputs");
+      g = ops::full(r.sizes(), Scalar(int64_t{1}), r.dtype(), {r.device(), r.is_lazy()});
+    } else {
+      LOOM_CHECK(Dims(g->sizes()) == Dims(r.sizes()), Runtime, "Mismatch in shape: grad_output[", i,
+                 "] has a shape of ", format_dims(g->sizes()), " and output[", i, "] has a shape of ",
+                 format_dims(r.sizes()), ".");
+    }
+    seeds.emplace_back(gradient_edge(r).fn.get(), g);
+  }
+  return seeds;
+}
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
+              bool create_graph) {
+  Run run;
+  auto seeds = seeds_of(roots, grad_roots);
+  // retain_grad() on non-leaves: their gradient is what reaches their grad_fn.
+  execute(std::move(seeds), retain_graph || create_graph, create_graph, run);
+}
+
+std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots,
+                         const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph, bool allow_unused) {
+  std::unordered_map<GradFn*, Tensor> captured;
+  std::vector<GradFn*> targets;
+  for (const Tensor& in : inputs) {
+    LOOM_CHECK(requires_grad(*in), Runtime, "One of the differentiated Tensors does not require grad");
+    GradFn* fn = gradient_edge(*in).fn.get();
+    captured[fn] = Tensor();
+    targets.push_back(fn);
+  }
+  Run run;
+  run.captured = &captured;
+  execute(seeds_of(roots, grad_roots), retain_graph || create_graph, create_graph, run);
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    Tensor g = captured[targets[i]];
+    LOOM_CHECK(g || allow_unused, Runtime,
+               "One of the differentiated Tensors appears to not have been used in the graph. Set allow_unused=True "
+               "if this is the desired behavior.");
+    out.push_back(g ? ops::cast(g, inputs[i]->dtype()) : g);
+  }
+  return out;
+}
+
+}  // namespace loom

@@ -1,0 +1,153 @@
+"""loom.autograd: gradients, as torch.autograd.
+
+In lazy mode, backward() and grad() record the backward ops into the current trace instead of
+running them, so forward, backward and the optimizer update of a training step become one graph.
+"""
+
+import functools
+
+from loom import _C
+
+Function = _C._GradFn
+
+
+class _GradMode:
+    """A context manager and decorator that sets grad mode inside it and restores it after."""
+
+    def __init__(self, enabled):
+        self._enabled = enabled
+        self._saved = []
+
+    def __enter__(self):
+        self._saved.append(_C.is_grad_enabled())
+        _C._set_grad_enabled(self._enabled)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._saved.pop())
+        return False
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with type(self)(*self._args()):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def _args(self):
+        return (self._enabled,)
+
+
+class no_grad(_GradMode):
+    """Ops inside record no gradient history (optimizer updates, evaluation)."""
+
+    def __init__(self):
+        super().__init__(False)
+
+    def _args(self):
+        return ()
+
+
+class enable_grad(_GradMode):
+    """Re-enables gradient recording inside a no_grad region."""
+
+    def __init__(self):
+        super().__init__(True)
+
+    def _args(self):
+        return ()
+
+
+class inference_mode(_GradMode):
+    """Like no_grad (loom has no separate inference tensors): inference_mode(mode=True)."""
+
+    def __init__(self, mode=True):
+        super().__init__(not mode)
+        self._mode = mode
+
+    def _args(self):
+        return (self._mode,)
+
+
+class set_grad_enabled(_GradMode):
+    """set_grad_enabled(mode): sets grad mode now, and as a context manager restores it after."""
+
+    def __init__(self, mode):
+        super().__init__(bool(mode))
+        self._saved.append(_C.is_grad_enabled())
+        _C._set_grad_enabled(bool(mode))
+
+    def __enter__(self):
+        return self
+
+
+def _tensors(x):
+    if x is None:
+        return None
+    return (x,) if isinstance(x, _C.Tensor) else tuple(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
+    """Accumulates the gradients of `tensors` into the .grad of the leaves they depend on."""
+    _C._autograd_backward(_tensors(tensors), _tensors(grad_tensors), retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, allow_unused=False):
+    """The gradients of `outputs` with respect to `inputs` (a tuple), without touching .grad."""
+    return _C._autograd_grad(_tensors(outputs), _tensors(inputs), _tensors(grad_outputs), retain_graph, create_graph,
+                             allow_unused)
+
+
+def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+    """Compares the gradients autograd computes for fn at `inputs` with central finite
+    differences, one input element at a time (float64 inputs, as torch.autograd.gradcheck).
+    Returns True, or raises (or returns False) naming the first mismatching element."""
+    import numpy as np
+
+    import loom
+
+    inputs = _tensors(inputs)
+    diff = [i for i, t in enumerate(inputs) if isinstance(t, _C.Tensor) and t.requires_grad]
+    for i in diff:
+        if inputs[i].dtype is not loom.float64:
+            raise ValueError("gradcheck expects float64 inputs that require grad (finite differences need them)")
+
+    def evaluate(args):
+        with no_grad():
+            out = fn(*args)
+        outs = _tensors(out)
+        return [o.double().cpu().numpy().copy() for o in outs]
+
+    outputs = _tensors(fn(*inputs))
+    base = [o.detach() for o in outputs]
+    for out_index, out in enumerate(outputs):
+        if not out.requires_grad:
+            continue
+        for j in range(out.numel()):
+            seed = loom.zeros_like(out)
+            seed.view(-1)[j] = 1.0
+            analytic = grad([out], [inputs[i] for i in diff], [seed], retain_graph=True, allow_unused=True)
+            for k, i in enumerate(diff):
+                x = inputs[i]
+                flat = x.detach().cpu().numpy().reshape(-1).copy()
+                numeric = np.zeros(flat.size)
+                for e in range(flat.size):
+                    values = []
+                    for sign in (1, -1):
+                        probe = flat.copy()
+                        probe[e] += sign * eps
+                        args = list(inputs)
+                        args[i] = loom.tensor(probe.reshape(tuple(x.shape)), dtype=loom.float64).to(x.device)
+                        values.append(evaluate(args)[out_index].reshape(-1)[j])
+                    numeric[e] = (values[0] - values[1]) / (2 * eps)
+                got = np.zeros(flat.size) if analytic[k] is None else analytic[k].double().cpu().numpy().reshape(-1)
+                if not np.allclose(got, numeric, atol=atol, rtol=rtol):
+                    bad = int(np.argmax(np.abs(got - numeric)))
+                    message = (f"Jacobian mismatch for output {out_index} element {j} with respect to input {i} "
+                               f"element {bad}: analytical {got[bad]!r}, numerical {numeric[bad]!r}")
+                    if raise_exception:
+                        raise RuntimeError(message)
+                    return False
+    del base
+    return True
