@@ -35,4 +35,7 @@ def reset_peak_memory_stats(device="cpu"):
     _C._reset_peak_memory_stats(device)
 
 
+from loom.serialization import load, save  # noqa: E402
+from loom import nn, optim  # noqa: E402  (they import loom)
+
 __all__ = [name for name in dir() if not name.startswith("_")]
