@@ -25,6 +25,7 @@ struct CompiledExecutor::Plan {
   std::vector<std::vector<int64_t>> int_params;
   Array arena;                       // intermediates, laid out by liveness
   std::vector<int64_t> arena_offset;  // per buffer, in bytes (-1: not in the arena)
+  int64_t arena_live_peak = 0;        // most bytes of intermediates alive at one step
 };
 
 namespace {
@@ -117,6 +118,21 @@ int64_t plan_arena(const fusion::Program& p, const Trace& t, std::vector<int64_t
   return total;
 }
 
+// The most bytes of intermediates alive at one step: what a perfect plan would need.
+int64_t live_peak(const fusion::Program& p, const Trace& t) {
+  std::vector<int32_t> first = first_use(p, t), last = last_use(p, t);
+  std::vector<int64_t> delta(p.steps.size() + 1, 0);
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (p.buffers[b].kind != fusion::BufferKind::Intermediate || first[b] == INT32_MAX) continue;
+    int64_t size = (nbytes(p.buffers[b]) + kAlign - 1) / kAlign * kAlign;
+    delta[first[b]] += size;
+    delta[std::max(first[b], last[b]) + 1] -= size;
+  }
+  int64_t live = 0, peak = 0;
+  for (int64_t d : delta) peak = std::max(peak, live += d);
+  return peak;
+}
+
 void dump(const std::string& dir, uint64_t key, const Trace& t, const fusion::Program& p, const std::string& cpu,
           const std::string& cuda) {
   std::error_code ec;
@@ -166,6 +182,7 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   // Every intermediate needs a storage to point into, even an empty one.
   int64_t arena_bytes = std::max<int64_t>(plan_arena(p, t, plan->arena_offset), kAlign);
   plan->arena = empty(Dims{arena_bytes}, DType::UInt8, t.device);
+  plan->arena_live_peak = live_peak(p, t);
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
   if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir)
     dump(dir, key, t, p, cpu.source, fusion::render(p, fusion::TargetKind::Cuda).source);
@@ -240,6 +257,8 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
     }
   }
   count(metrics().graph_replays);
+  metrics().arena_bytes.store(plan.arena.numel(), std::memory_order_relaxed);
+  metrics().arena_live_peak_bytes.store(plan.arena_live_peak, std::memory_order_relaxed);
   // Results: in-place outputs are written back last, after every read of the old values.
   std::vector<Array> results;
   std::vector<bool> handed_out(p.buffers.size(), false);

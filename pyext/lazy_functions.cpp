@@ -1,5 +1,7 @@
 // Module functions of lazy mode: loom.sync(), loom.synchronize(), loom.metrics(),
 // loom.metrics_reset() (DESIGN decisions 3 and 13).
+#include <map>
+
 #include "graph/compiled.h"
 #include "graph/interpreter.h"
 #include "lazy/sync.h"
@@ -28,12 +30,13 @@ PyObject* f_synchronize(PyObject*, PyObject*) {
 PyObject* f_metrics(PyObject*, PyObject*) {
   const Metrics& m = metrics();
   auto get = [](const std::atomic<int64_t>& c) { return static_cast<long long>(c.load(std::memory_order_relaxed)); };
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L}", "traces", get(m.traces), "graph_cache_hits",
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
                        get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses), "kernels_compiled",
                        get(m.kernels_compiled), "modules_loaded_from_disk", get(m.modules_loaded_from_disk),
                        "kernel_launches", get(m.kernel_launches), "graph_replays", get(m.graph_replays),
                        "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9, "nodes_recorded",
-                       get(m.nodes_recorded));
+                       get(m.nodes_recorded), "arena_bytes", get(m.arena_bytes), "arena_live_peak_bytes",
+                       get(m.arena_live_peak_bytes));
 }
 
 PyObject* f_metrics_reset(PyObject*, PyObject*) {
@@ -49,22 +52,40 @@ PyObject* f_pending_count(PyObject*, PyObject* device) {
 
 PyObject* f_last_trace_key(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(last_trace_key()); }
 
-// Tests compare executors in one process: "compiled" (fusion as LOOM_FUSION says), "fused",
-// "unfused" (one kernel per op, same compiled path) or "interpreter" (the reference).
+// Tests and the perf harness compare executors in one process: "compiled" (fusion as LOOM_FUSION
+// says), "fused", "unfused" (one kernel per op, same compiled path) or "interpreter" (the
+// reference). Each kind is created once and keeps its graph cache across switches, so a process
+// can alternate between kinds without lowering its traces again.
+class SharedExecutor final : public Executor {
+ public:
+  explicit SharedExecutor(std::shared_ptr<Executor> e) : e_(std::move(e)) {}
+  std::vector<Array> run(const Trace& t) override { return e_->run(t); }
+  void synchronize(Device d) override { e_->synchronize(d); }
+
+ private:
+  std::shared_ptr<Executor> e_;
+};
+
 PyObject* f_set_executor(PyObject*, PyObject* name) {
   LOOM_PY_BEGIN
   const char* n = PyUnicode_AsUTF8(name);
   if (!n) return nullptr;
   std::string kind(n);
-  if (kind == "interpreter") {
-    install_executor(std::make_unique<graph::Interpreter>());
-  } else if (kind == "compiled" || kind == "fused" || kind == "unfused") {
-    graph::CompiledOptions o = graph::options_from_environment();
-    if (kind != "compiled") o.fuse = kind == "fused";
-    install_executor(std::make_unique<graph::CompiledExecutor>(o));
-  } else {
-    LOOM_FAIL(Value, "unknown executor '", kind, "' (compiled, fused, unfused or interpreter)");
+  static std::map<std::string, std::shared_ptr<Executor>> executors;
+  std::shared_ptr<Executor>& e = executors[kind];
+  if (!e) {
+    if (kind == "interpreter") {
+      e = std::make_shared<graph::Interpreter>();
+    } else if (kind == "compiled" || kind == "fused" || kind == "unfused") {
+      graph::CompiledOptions o = graph::options_from_environment();
+      if (kind != "compiled") o.fuse = kind == "fused";
+      e = std::make_shared<graph::CompiledExecutor>(o);
+    } else {
+      executors.erase(kind);
+      LOOM_FAIL(Value, "unknown executor '", kind, "' (compiled, fused, unfused or interpreter)");
+    }
   }
+  install_executor(std::make_unique<SharedExecutor>(e));
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
@@ -91,9 +112,10 @@ PyMethodDef lazy_functions[] = {
     {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
-     "kernel launches, graph replays, compile seconds and IR nodes recorded"},
+     "kernel launches, graph replays, compile seconds and IR nodes recorded; arena_bytes and "
+     "arena_live_peak_bytes describe the memory plan of the graph run last"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
-    {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused' or 'interpreter'"},
+    {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused' or 'interpreter'; each keeps its caches across switches"},
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name): cubin size"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},

@@ -19,6 +19,11 @@ struct Metrics {
   std::atomic<int64_t> graph_replays{0};           // executable graphs launched
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> nodes_recorded{0};          // lazy IR nodes created
+  // Gauges of the memory plan of the graph run last (BENCH.md `memory`): the size of its
+  // intermediate arena, and the most bytes of intermediates alive at any one step, the floor
+  // any plan must reach.
+  std::atomic<int64_t> arena_bytes{0};
+  std::atomic<int64_t> arena_live_peak_bytes{0};
 
   void reset() noexcept;
 };

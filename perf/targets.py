@@ -1,0 +1,120 @@
+"""The targets of BENCH.md, one row each: what is measured, the goal, and how a run's results
+decide it. Every target is reported as met, not met, or not measured (with the reason), with the
+figure that decided it.
+"""
+
+MET, NOT_MET = "met", "NOT met"
+
+
+def _row(results, case, mode):
+    for r in results["rows"]:
+        if r["case"] == case and r["mode"] == mode and r["status"] == "ok":
+            return r
+    return None
+
+
+def _ns(seconds):
+    return f"{seconds * 1e9:.0f} ns"
+
+
+def _ops_record(results):
+    rows = {op: _row(results, f"ops {op}", "loom-lazy") for op in ("add", "exp", "sum")}
+    if not all(rows.values()):
+        return None
+    figure = ", ".join(f"{op} {_ns(r['median_s'])}" for op, r in rows.items())
+    return figure, all(r["median_s"] <= 300e-9 for r in rows.values())
+
+
+def _speedup(case, device, goals):
+    """loom-lazy's speed-up over each baseline mode, against a minimum for each."""
+    def decide(results):
+        if results["device"] != device:
+            return None
+        lazy = _row(results, case, "loom-lazy")
+        if lazy is None:
+            return None
+        parts, ok = [], True
+        for baseline, goal in goals.items():
+            ratio = lazy["vs"].get(baseline)
+            if ratio is None:
+                return None
+            parts.append(f"{ratio:.2f}x {baseline}")
+            ok = ok and ratio >= goal
+        return ", ".join(parts), ok
+    return decide
+
+
+def _chain_bandwidth(results):
+    if results["device"] != "cuda" or results.get("copy_1e7_s") is None:
+        return None
+    lazy = _row(results, "chain 1e7", "loom-lazy")
+    if lazy is None:
+        return None
+    fraction = results["copy_1e7_s"] / lazy["median_s"]  # both move 4e7 bytes in and 4e7 out
+    return f"{fraction:.0%} of a device-to-device copy", fraction >= 0.85
+
+
+def _chain_cpu(results):
+    if results["device"] != "cpu":
+        return None
+    lazy, numpy = _row(results, "chain 1e7", "loom-lazy"), _row(results, "chain 1e7", "numpy")
+    if lazy is None or numpy is None:
+        return None
+    ratio = numpy["median_s"] / lazy["median_s"]
+    return f"{ratio:.2f}x numpy", ratio >= 3
+
+
+def _steady_state(results):
+    rows = [r for r in results["rows"] if r["mode"] == "loom-lazy" and r["status"] == "ok" and r["unit"] == "step"]
+    if not rows:
+        return None
+    compiled = sum(r["compiled_after_warmup"] for r in rows)
+    lowered = sum(r["graphs_lowered_after_warmup"] for r in rows)
+    return f"{compiled} kernels compiled, {lowered} graphs lowered after warm-up ({len(rows)} cases)", \
+        compiled == 0 and lowered == 0
+
+
+def _cold(results):
+    cold = results.get("cold", {}).get("mlp")
+    if results["device"] != "cpu" or not cold or "error" in cold:
+        return None
+    empty, warm = cold["empty_cache"]["first_step_s"], cold["warm_disk_cache"]["first_step_s"]
+    return f"empty cache {empty:.2f} s, warm disk cache {warm * 1e3:.0f} ms", empty <= 3 and warm <= 0.1
+
+
+def _memory(results):
+    mem = results.get("memory")
+    if not mem or "error" in mem or not mem.get("arena_live_peak_bytes"):
+        return None
+    ratio = mem["arena_bytes"] / mem["arena_live_peak_bytes"]
+    return (f"arena {mem['arena_bytes'] / 2**20:.2f} MiB, live peak {mem['arena_live_peak_bytes'] / 2**20:.2f} MiB "
+            f"({ratio:.2f}x)"), ratio <= 1.1
+
+
+TARGETS = [
+    ("ops, lazy record cost", "at most 300 ns per op", _ops_record),
+    ("mlp, CPU", "loom-lazy at least 4x torch-eager", _speedup("mlp", "cpu", {"torch-eager": 4})),
+    ("mlp, GPU", "at least 5x torch-eager, 1.5x torch-cudagraph, 1.0x torch-compile",
+     _speedup("mlp", "cuda", {"torch-eager": 5, "torch-cudagraph": 1.5, "torch-compile": 1.0})),
+    ("gpt, GPU", "at least 3x torch-eager, 1.0x torch-compile",
+     _speedup("gpt", "cuda", {"torch-eager": 3, "torch-compile": 1.0})),
+    ("chain 1e7, GPU", "effective bandwidth at least 85% of a device-to-device copy", _chain_bandwidth),
+    ("chain 1e7, CPU", "at least 3x faster than numpy", _chain_cpu),
+    ("steady state", "0 kernels compiled and 0 graphs captured after warm-up", _steady_state),
+    ("cold, CPU", "first mlp step at most 3 s (empty cache), 100 ms (warm disk cache)", _cold),
+    ("memory", "graph arena at most 1.1x the peak of live intermediates", _memory),
+]
+
+
+def evaluate(results):
+    """[{what, target, figure, verdict}] for every target of BENCH.md."""
+    out = []
+    for what, goal, decide in TARGETS:
+        decided = decide(results)
+        if decided is None:
+            figure, verdict = "-", "not measured on this device or run"
+        else:
+            figure, ok = decided
+            verdict = MET if ok else NOT_MET
+        out.append(dict(what=what, target=goal, figure=figure, verdict=verdict))
+    return out
