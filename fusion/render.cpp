@@ -68,6 +68,14 @@ class KernelWriter {
   }
 
  private:
+  // An integer parameter read once into a local (a value the loops index with must be visibly
+  // loop-invariant for the compiler to vectorize them).
+  std::string param(int64_t v) {
+    std::string name = "q" + std::to_string(slot(v));
+    out_ << "  const i64 " << name << " = ip[" << ints_.size() - 1 << "];\n";
+    return name;
+  }
+
   int slot(int64_t v) {
     ints_.push_back(v);
     return static_cast<int>(ints_.size()) - 1;
@@ -81,21 +89,30 @@ class KernelWriter {
   void declare() {
     out_ << t_.kernel_decl << " " << k_.name << "(const i64* ip, const i64* sp, void* const* bufs) {\n";
     for (size_t j = 0; j < k_.loads.size(); ++j)
-      out_ << "  const " << storage_ctype(k_.loads[j].storage) << "* L" << j << " = (const "
+      out_ << "  const " << storage_ctype(k_.loads[j].storage) << "* __restrict__ L" << j << " = (const "
            << storage_ctype(k_.loads[j].storage) << "*)bufs[" << j << "];\n";
     for (size_t j = 0; j < k_.stores.size(); ++j)
-      out_ << "  " << storage_ctype(k_.stores[j].storage) << "* S" << j << " = (" << storage_ctype(k_.stores[j].storage)
+      out_ << "  " << storage_ctype(k_.stores[j].storage) << "* __restrict__ S" << j << " = ("
+           << storage_ctype(k_.stores[j].storage)
            << "*)bufs[" << k_.loads.size() + j << "];\n";
     for (int64_t d = 0; d < domain_rank(); ++d) out_ << "  const i64 n" << d << " = ip[" << slot(domain_size(d)) << "];\n";
-    // Offsets and strides of every access; zero strides (broadcasts) are left out of the source.
+    // Offsets and strides of every access. Zero strides (broadcasts), zero offsets and unit
+    // strides are written into the source, so contiguous loops vectorize; the other values are
+    // parameters, so one module serves every size with the same structure.
     auto declare_access = [&](const Access& a, std::string& index) {
       if (a.linear && !k_.row) {
         index = "i";
         return;
       }
-      index = "ip[" + std::to_string(slot(a.offset)) + "]";
-      for (size_t d = 0; d < a.strides.size(); ++d)
-        if (a.strides[d] != 0) index += " + x" + std::to_string(d) + " * ip[" + std::to_string(slot(a.strides[d])) + "]";
+      index.clear();
+      auto term = [&](const std::string& t) { index += (index.empty() ? "" : " + ") + t; };
+      if (a.offset != 0) term(param(a.offset));
+      for (size_t d = 0; d < a.strides.size(); ++d) {
+        if (a.strides[d] == 0) continue;
+        std::string x = "x" + std::to_string(d);
+        term(a.strides[d] == 1 ? x : x + " * " + param(a.strides[d]));
+      }
+      if (index.empty()) index = "0";
     };
     bool all_linear = !k_.row;
     for (const Load& l : k_.loads) all_linear = all_linear && l.access.linear;
@@ -115,7 +132,17 @@ class KernelWriter {
       declare_access(a, index);
       store_index_.push_back(index);
     }
-    for (size_t p = 0; p < k_.params.size(); ++p) (void)p;
+    // Expressions of parameters and literals alone are computed once, before the loops.
+    for (size_t e = 0; e < k_.exprs.size(); ++e)
+      if (invariant(static_cast<int32_t>(e))) emit(static_cast<int32_t>(e), invariant_, "  ");
+  }
+
+  bool invariant(int32_t e) const {
+    const Expr& x = k_.exprs[e];
+    if (x.op == ExprOp::Load || x.op == ExprOp::Reduced) return false;
+    for (int32_t o : {x.a, x.b, x.c})
+      if (o >= 0 && !invariant(o)) return false;
+    return true;
   }
 
   std::string var(int32_t e) const { return "v" + std::to_string(e); }
@@ -201,7 +228,7 @@ class KernelWriter {
   }
 
   void body(const std::string& indent) {
-    std::set<int32_t> done;
+    std::set<int32_t> done = invariant_;
     for (size_t j = 0; j < k_.stores.size(); ++j) {
       emit(k_.stores[j].expr, done, indent);
       out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
@@ -211,14 +238,17 @@ class KernelWriter {
   void pointwise() {
     int64_t rank = domain_rank();
     if (t_.kind == TargetKind::Cpu) {
+      // Iterations are independent (every store is to a distinct element), which the pragma
+      // tells the compiler so that it vectorizes without proving it.
       if (all_linear_) {
-        out_ << "  const i64 n = " << numel_expr() << ";\n  for (i64 i = 0; i < n; ++i) {\n";
+        out_ << "  const i64 n = " << numel_expr() << ";\n  #pragma omp simd\n  for (i64 i = 0; i < n; ++i) {\n";
         body("    ");
         out_ << "  }\n";
         return;
       }
       std::string indent = "  ";
       for (int64_t d = 0; d < rank; ++d) {
+        if (d == rank - 1) out_ << indent << "#pragma omp simd\n";
         out_ << indent << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
         indent += "  ";
       }
@@ -308,6 +338,56 @@ class KernelWriter {
            compute_ctype(s.input_type) + ")" + a + ";";
   }
 
+  // One reduction stage over the inner dims of the current row. Sums, products, maxima and minima
+  // are declared to the compiler as reductions (#pragma omp simd, -fopenmp-simd), which lets it
+  // reorder them into vector lanes; float maxima and minima carry NaN in a separate flag so that
+  // the reduction is a plain one. Arg stages keep the first extreme, so they stay sequential.
+  void cpu_stage(const Stage& st, size_t s, std::set<int32_t>& outer_done, const std::string& indent) {
+    prepare_stage(st, outer_done, indent);
+    declare_acc(st, s, indent);
+    auto outer = static_cast<int64_t>(k_.outer.size());
+    int64_t rank = domain_rank();
+    std::string a = "a" + std::to_string(s), kk = "kk" + std::to_string(s);
+    bool arg = st.kind == ReduceKind::ArgMax || st.kind == ReduceKind::ArgMin;
+    bool extreme = st.kind == ReduceKind::Max || st.kind == ReduceKind::Min;
+    bool floating = is_floating(st.input_type);
+    std::string pragma;
+    if (st.kind == ReduceKind::Sum) pragma = "reduction(+:" + a + ")";
+    if (st.kind == ReduceKind::Prod) pragma = "reduction(*:" + a + ")";
+    if (extreme && st.input_type != DType::Bool) {
+      pragma = std::string("reduction(") + (st.kind == ReduceKind::Max ? "max:" : "min:") + a + ")";
+      if (floating) {
+        out_ << indent << "int " << a << "n = 0;\n";
+        pragma += " reduction(|:" + a + "n)";
+      }
+    }
+    if (arg) out_ << indent << "i64 " << kk << " = 0;\n";
+    std::string inner = indent;
+    for (int64_t d = outer; d < rank; ++d) {
+      if (d == rank - 1 && !pragma.empty()) out_ << inner << "#pragma omp simd " << pragma << "\n";
+      out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+      inner += "  ";
+    }
+    if (extreme && !pragma.empty()) {
+      std::set<int32_t> done = outer_done;
+      emit(st.input, done, inner);
+      std::string v = var(st.input), op = st.kind == ReduceKind::Max ? " > " : " < ";
+      out_ << inner << a << " = " << v << op << a << " ? " << v << " : " << a << ";\n";
+      if (floating) out_ << inner << a << "n |= " << v << " != " << v << ";\n";
+    } else {
+      stage_inner(st, s, outer_done, inner, kk);
+    }
+    if (arg) out_ << inner << "++" << kk << ";\n";
+    for (int64_t d = rank; d-- > outer;) {
+      inner.resize(inner.size() - 2);
+      out_ << inner << "}\n";
+    }
+    if (extreme && floating)
+      out_ << indent << "if (" << a << "n) " << a << " = "
+           << literal(NAN, st.input_type == DType::Float64 ? DType::Float64 : DType::Float32) << ";\n";
+    out_ << indent << result(st, s) << "\n";
+  }
+
   void row_cpu() {
     auto outer = static_cast<int64_t>(k_.outer.size());
     int64_t rank = domain_rank();
@@ -316,26 +396,8 @@ class KernelWriter {
       out_ << indent << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
       indent += "  ";
     }
-    std::set<int32_t> outer_done;
-    for (size_t s = 0; s < k_.stages.size(); ++s) {
-      const Stage& st = k_.stages[s];
-      prepare_stage(st, outer_done, indent);
-      declare_acc(st, s, indent);
-      std::string kk = "kk" + std::to_string(s);
-      out_ << indent << "i64 " << kk << " = 0;\n" << indent << "{\n";
-      std::string inner = indent + "  ";
-      for (int64_t d = outer; d < rank; ++d) {
-        out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
-        inner += "  ";
-      }
-      stage_inner(st, s, outer_done, inner, kk);
-      out_ << inner << "++" << kk << ";\n";
-      for (int64_t d = rank; d-- > outer;) {
-        inner.resize(inner.size() - 2);
-        out_ << inner << "}\n";
-      }
-      out_ << indent << "}\n" << indent << "(void)" << kk << ";\n" << indent << result(st, s) << "\n";
-    }
+    std::set<int32_t> outer_done = invariant_;
+    for (size_t s = 0; s < k_.stages.size(); ++s) cpu_stage(k_.stages[s], s, outer_done, indent);
     for (size_t j = 0; j < k_.stores.size(); ++j) {
       emit(k_.stores[j].expr, outer_done, indent);
       out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
@@ -405,7 +467,7 @@ class KernelWriter {
     out_ << "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n";
     std::string indent = "    ";
     unravel("row", 0, outer, indent);
-    std::set<int32_t> outer_done;
+    std::set<int32_t> outer_done = invariant_;
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       const Stage& st = k_.stages[s];
       prepare_stage(st, outer_done, indent);
@@ -430,6 +492,7 @@ class KernelWriter {
   std::ostream& out_;
   std::vector<int64_t> ints_;
   std::vector<std::string> load_index_, store_index_;
+  std::set<int32_t> invariant_;  // written before the loops
   bool all_linear_ = false;
 };
 

@@ -65,8 +65,26 @@ LOOM_FN u16 loom_f2bf(float value) {
 }
 )";
 
+// The C library's math functions. Where the host compiler found glibc's vector math library
+// (LOOM_LIBMVEC, rtc/host_compiler.cpp), they are declared as having vector variants, as glibc's
+// own headers do under -ffast-math: loops calling them then vectorize (-O3) instead of calling
+// the scalar function per element. The vector variants are accurate to a few ulp.
+constexpr const char* kCpuMath = R"(
+#ifdef LOOM_LIBMVEC
+#define LOOM_SIMD __attribute__((simd("notinbranch")))
+#else
+#define LOOM_SIMD
+#endif
+extern "C" {
+#define LOOM_MATH1(name) float name##f(float) LOOM_SIMD; double name(double) LOOM_SIMD;
+LOOM_MATH1(exp) LOOM_MATH1(exp2) LOOM_MATH1(expm1) LOOM_MATH1(log) LOOM_MATH1(log2) LOOM_MATH1(log1p)
+LOOM_MATH1(sin) LOOM_MATH1(cos) LOOM_MATH1(tan) LOOM_MATH1(tanh) LOOM_MATH1(erf)
+float powf(float, float) LOOM_SIMD; double pow(double, double) LOOM_SIMD;
+}
+)";
+
 const std::string kCpuPrelude = std::string("#define LOOM_FN static inline __attribute__((always_inline))\n") +
-                                kCommonPrelude;
+                                kCommonPrelude + kCpuMath;
 
 const std::string kCudaPrelude = std::string("#define LOOM_FN static __device__ __forceinline__\n") +
                                  kCommonPrelude + R"(
@@ -83,23 +101,23 @@ struct FnNames {
 
 // Math functions by target and type. Integers use the prelude's loom_i* helpers.
 constexpr FnNames kFns[] = {
-    {Fn::Exp, "__builtin_expf", "__builtin_exp", "expf", "exp"},
-    {Fn::Exp2, "__builtin_exp2f", "__builtin_exp2", "exp2f", "exp2"},
-    {Fn::Log, "__builtin_logf", "__builtin_log", "logf", "log"},
-    {Fn::Log2, "__builtin_log2f", "__builtin_log2", "log2f", "log2"},
-    {Fn::Log1p, "__builtin_log1pf", "__builtin_log1p", "log1pf", "log1p"},
-    {Fn::Expm1, "__builtin_expm1f", "__builtin_expm1", "expm1f", "expm1"},
+    {Fn::Exp, "expf", "exp", "expf", "exp"},
+    {Fn::Exp2, "exp2f", "exp2", "exp2f", "exp2"},
+    {Fn::Log, "logf", "log", "logf", "log"},
+    {Fn::Log2, "log2f", "log2", "log2f", "log2"},
+    {Fn::Log1p, "log1pf", "log1p", "log1pf", "log1p"},
+    {Fn::Expm1, "expm1f", "expm1", "expm1f", "expm1"},
     {Fn::Sqrt, "__builtin_sqrtf", "__builtin_sqrt", "sqrtf", "sqrt"},
-    {Fn::Sin, "__builtin_sinf", "__builtin_sin", "sinf", "sin"},
-    {Fn::Cos, "__builtin_cosf", "__builtin_cos", "cosf", "cos"},
-    {Fn::Tan, "__builtin_tanf", "__builtin_tan", "tanf", "tan"},
-    {Fn::Tanh, "__builtin_tanhf", "__builtin_tanh", "tanhf", "tanh"},
-    {Fn::Erf, "__builtin_erff", "__builtin_erf", "erff", "erf"},
+    {Fn::Sin, "sinf", "sin", "sinf", "sin"},
+    {Fn::Cos, "cosf", "cos", "cosf", "cos"},
+    {Fn::Tan, "tanf", "tan", "tanf", "tan"},
+    {Fn::Tanh, "tanhf", "tanh", "tanhf", "tanh"},
+    {Fn::Erf, "erff", "erf", "erff", "erf"},
     {Fn::Floor, "__builtin_floorf", "__builtin_floor", "floorf", "floor"},
     {Fn::Ceil, "__builtin_ceilf", "__builtin_ceil", "ceilf", "ceil"},
     {Fn::Round, "__builtin_nearbyintf", "__builtin_nearbyint", "rintf", "rint"},
     {Fn::Abs, "__builtin_fabsf", "__builtin_fabs", "fabsf", "fabs"},
-    {Fn::Pow, "__builtin_powf", "__builtin_pow", "powf", "pow"},
+    {Fn::Pow, "powf", "pow", "powf", "pow"},
     {Fn::Fmod, "__builtin_fmodf", "__builtin_fmod", "fmodf", "fmod"},
     {Fn::Copysign, "__builtin_copysignf", "__builtin_copysign", "copysignf", "copysign"},
 };

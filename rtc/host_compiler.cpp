@@ -18,7 +18,10 @@
 namespace loom::rtc {
 namespace {
 
-constexpr const char* kFlags = "-O2 -fPIC -shared -march=native -std=c++17 -fno-math-errno -ffp-contract=off -w";
+// -O3 for vectorization (with -fopenmp-simd for the reductions the renderer marks); no
+// -ffast-math: results must not depend on the compiler's reassociation elsewhere.
+constexpr const char* kBaseFlags =
+    "-O3 -fPIC -shared -march=native -std=c++17 -fno-math-errno -ffp-contract=off -fopenmp-simd -w";
 
 std::string compiler() {
   const char* cxx = std::getenv("LOOM_CXX");
@@ -42,17 +45,35 @@ std::pair<int, std::string> run(const std::string& command) {
   return {status, output};
 }
 
+// glibc's vector math library (x86-64, glibc 2.35 or later for tanhf and erff): with it,
+// generated loops call vector variants of exp, log, tanh, ... (fusion/targets.cpp).
+bool have_libmvec() {
+  static const bool found = [] {
+    void* h = ::dlopen("libmvec.so.1", RTLD_NOW | RTLD_LOCAL);
+    bool ok = h && ::dlsym(h, "_ZGVdN8v_tanhf") && ::dlsym(h, "_ZGVdN8v_erff");
+    return ok;
+  }();
+  return found;
+}
+
+const std::string& flags() {
+  static const std::string f = std::string(kBaseFlags) + (have_libmvec() ? " -DLOOM_LIBMVEC" : "");
+  return f;
+}
+
+const char* libraries() { return have_libmvec() ? " -lmvec" : ""; }
+
 // What the binary depends on besides the source: the CPU (for -march=native), the compiler and
 // the flags.
 uint64_t environment_hash() {
   std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, flags;
+  std::string line, cpu;
   while (std::getline(cpuinfo, line))
     if (line.rfind("flags", 0) == 0 || line.rfind("model name", 0) == 0) {
-      flags += line;
+      cpu += line;
       if (line.rfind("flags", 0) == 0) break;
     }
-  return hash_combine(hash_combine(hash_text(host_compiler_identity()), hash_text(kFlags)), hash_text(flags));
+  return hash_combine(hash_combine(hash_text(host_compiler_identity()), hash_text(flags())), hash_text(cpu));
 }
 
 struct Caches {
@@ -114,7 +135,7 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
   }
   std::string tmp = disk.temporary_path(key);
   auto [status, output] =
-      run(shell_quote(compiler()) + " " + kFlags + " " + shell_quote(src) + " -o " + shell_quote(tmp));
+      run(shell_quote(compiler()) + " " + flags() + " " + shell_quote(src) + " -o " + shell_quote(tmp) + libraries());
   std::remove(src.c_str());
   if (status != 0) {
     std::remove(tmp.c_str());
