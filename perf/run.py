@@ -228,7 +228,8 @@ def machine(device):
         pass
     info = dict(cpu=f"{cpu}, {os.cpu_count()} cores", platform=platform.platform(), python=platform.python_version(),
                 numpy=np.__version__, torch=torch.__version__ if torch else None,
-                torch_threads=torch.get_num_threads() if torch else None)
+                torch_threads=torch.get_num_threads() if torch else None,
+                openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"))
     try:
         info["loom_commit"] = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
                                              text=True).stdout.strip() or None
