@@ -2,6 +2,7 @@
 #include "graph/interpreter.h"
 #include "pyext/objects.h"
 #include "pyext/tensor_object.h"
+#include "runtime/blas.h"
 
 namespace loom::py {
 
@@ -37,6 +38,7 @@ PyObject* init() {
   }();
   check_status(PyModule_AddFunctions(module.get(), ops.data()));
   graph::install_default_executor();
+  blas::choose_kernels();
   return module.release();
   LOOM_PY_END(nullptr)
 }

@@ -4,6 +4,11 @@
 
 #ifdef LOOM_HAVE_OPENBLAS
 #include <cblas.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
 #endif
 
 namespace loom::blas {
@@ -31,6 +36,33 @@ struct BlasOperand {
   int64_t ld;
 };
 
+// OpenBLAS chooses its kernels from the CPU model when it loads, and releases older than the CPU
+// fall back to generic ones: Debian 12's OpenBLAS 0.3.21 runs Sapphire Rapids machines on its
+// SSE3 "Prescott" kernels, 4 to 5x slower than its AVX-512 ones on the small products of training
+// loops. Unless the user chose (OPENBLAS_CORETYPE), loom re-runs OpenBLAS's run-time kernel
+// selection for the family the CPU's instruction set supports. The choice is process-wide (numpy
+// and PyTorch share the library); OpenBLAS builds without run-time selection are left alone.
+void choose_openblas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return;
+  using Name = const char* (*)();
+  using Hook = void (*)();
+  auto corename = reinterpret_cast<Name>(::dlsym(RTLD_DEFAULT, "openblas_get_corename"));
+  auto quit = reinterpret_cast<Hook>(::dlsym(RTLD_DEFAULT, "gotoblas_dynamic_quit"));
+  auto init = reinterpret_cast<Hook>(::dlsym(RTLD_DEFAULT, "gotoblas_dynamic_init"));
+  if (!corename || !quit || !init) return;
+  std::string current = corename();
+  bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const char* family = nullptr;
+  if (avx512 && current != "SkylakeX" && current != "Cooperlake" && current != "SapphireRapids") family = "SkylakeX";
+  else if (!avx512 && avx2 && current != "Haswell" && current != "Zen") family = "Haswell";
+  if (!family) return;
+  ::setenv("OPENBLAS_CORETYPE", family, 0);
+  quit();
+  init();
+}
+
 BlasOperand as_blas(Matrix x, int64_t cols) {
   if (x.col_stride == 1 && x.row_stride >= cols) return {CblasNoTrans, std::max<int64_t>(x.row_stride, 1)};
   return {CblasTrans, std::max<int64_t>(x.col_stride, 1)};
@@ -38,6 +70,13 @@ BlasOperand as_blas(Matrix x, int64_t cols) {
 #endif
 
 }  // namespace
+
+void choose_kernels() {
+#ifdef LOOM_HAVE_OPENBLAS
+  static std::once_flag once;
+  std::call_once(once, choose_openblas_kernels);
+#endif
+}
 
 bool uses_openblas() noexcept {
 #ifdef LOOM_HAVE_OPENBLAS
@@ -49,6 +88,7 @@ bool uses_openblas() noexcept {
 
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
   if (m == 0 || n == 0) return;
+  choose_kernels();
   switch (dtype) {
 #ifdef LOOM_HAVE_OPENBLAS
     case DType::Float32:

@@ -24,6 +24,11 @@ struct Matrix {
 // float64, int32, int64 or uint8.
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc);
 
+// Makes OpenBLAS use the best kernels for this CPU when it chose generic ones (once per process;
+// runtime/blas.cpp says why). gemm calls it; loom._C calls it at import so that the choice is made
+// before any timing.
+void choose_kernels();
+
 // True when OpenBLAS serves float32 / float64 products.
 bool uses_openblas() noexcept;
 

@@ -4,11 +4,7 @@ The API follows PyTorch's names and semantics, so a script ports by changing its
 device string. Where loom differs from PyTorch, the docstring says so.
 """
 
-from loom import _openblas
-
-_openblas.choose_core()  # before _C loads OpenBLAS
-
-from loom import _C  # noqa: E402
+from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
