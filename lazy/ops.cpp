@@ -341,6 +341,17 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   }
   Tensor x = da == 1 ? unsqueeze(a, 0) : a;
   Tensor y = db == 1 ? unsqueeze(b, 1) : b;
+  if (da >= 3 && db <= 2) {
+    // A batch of matrices times one matrix is one product with the batch folded into the rows
+    // (as PyTorch does): one large GEMM instead of one per batch element, and in backward the
+    // weight's gradient is one GEMM over all rows instead of a product per batch plus a sum.
+    int64_t k = x->sizes()[da - 1];
+    Dims shape(x->sizes().first(da - 1));
+    int64_t rows = numel_of(shape);
+    shape.push_back(y->sizes()[1]);
+    Tensor out = reshape(apply(OpId::MatMul, {Arg(reshape(x, Dims{rows, k})), Arg(y)}), shape);
+    return db == 1 ? squeeze(out, DimList{-1}) : out;
+  }
   Tensor out = apply(OpId::MatMul, {Arg(x), Arg(y)});
   if (db == 1) out = squeeze(out, DimList{-1});
   if (da == 1) out = squeeze(out, DimList{db == 1 ? -1 : -2});
