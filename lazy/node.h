@@ -43,6 +43,12 @@ class Node final : public RefCounted {
   // false (random seeds and offsets: every value must reuse the trace), others Scalars.
   static Ref<Node> scalar(Scalar value, bool foldable = true);
 
+  // Scratch of the trace builder (lazy/sync.cpp), the one mutable part of a node: its index in
+  // the trace being built, valid while `trace_epoch` equals that build's epoch. Builds run one at
+  // a time (under the GIL), so a stamp replaces a hash map from node to index.
+  mutable uint64_t trace_epoch = 0;
+  mutable int32_t trace_index = -1;
+
  private:
   Node() = default;
 

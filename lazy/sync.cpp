@@ -50,31 +50,38 @@ std::unique_ptr<Executor>& installed() {
 // structurally equal nodes merged.
 class TraceBuilder {
  public:
-  explicit TraceBuilder(Trace& trace) : trace_(trace) {}
+  explicit TraceBuilder(Trace& trace) : trace_(trace), epoch_(++last_epoch()) { by_structure_.reserve(256); }
 
   int add(Node* root) {
-    if (auto it = index_.find(root); it != index_.end()) return it->second;
+    if (seen(root)) return root->trace_index;
     std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
       if (next < node->inputs().size()) {
         Node* in = node->input(next++);
-        if (!index_.count(in)) stack.push_back({in, 0});
+        if (!seen(in)) stack.push_back({in, 0});
         continue;
       }
-      index_[node] = intern(node);
+      node->trace_index = intern(node);
+      node->trace_epoch = epoch_;
       stack.pop_back();
     }
-    return index_.at(root);
+    return root->trace_index;
   }
 
  private:
+  static uint64_t& last_epoch() {
+    static uint64_t e = 0;
+    return e;
+  }
+  bool seen(const Node* n) const { return n->trace_epoch == epoch_; }
+
   // The index of node in the trace, reusing an earlier structurally equal node.
   int intern(Node* node) {
     SmallVec<int32_t, 3> ins;
     uint64_t key = node->hash();
     for (Node* in : node->inputs()) {
-      ins.push_back(index_.at(in));
+      ins.push_back(in->trace_index);
       key = hash_combine(key, static_cast<uint64_t>(ins.back()));
     }
     // Leaves are distinct values even when their descriptions match; only interior nodes and
@@ -98,7 +105,7 @@ class TraceBuilder {
   }
 
   Trace& trace_;
-  std::unordered_map<Node*, int> index_;
+  uint64_t epoch_;
   std::unordered_multimap<uint64_t, int> by_structure_;
 };
 
