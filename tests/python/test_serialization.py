@@ -1,0 +1,529 @@
+"""loom.save / loom.load: round trips of model and optimizer state dicts (every dtype, 0-d and empty
+tensors, nested structures with numbers), to paths and to file objects; the file is a valid
+safetensors file (checked by parsing it by hand); loading never executes anything and rejects
+crafted files with an exception.
+"""
+
+import io
+import json
+import os
+import pickle
+import struct
+
+import numpy as np
+import pytest
+
+import loom
+from _ops_helpers import device, torch  # noqa: F401
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+CODES = {"BOOL": np.bool_, "U8": np.uint8, "I32": np.int32, "I64": np.int64, "F16": np.float16, "F32": np.float32,
+         "F64": np.float64, "BF16": "bf16"}
+LOOM_CODE = {loom.bool: "BOOL", loom.uint8: "U8", loom.int32: "I32", loom.int64: "I64", loom.float16: "F16",
+             loom.bfloat16: "BF16", loom.float32: "F32", loom.float64: "F64"}
+
+
+# ---- a manual safetensors reader (the format, independently of loom) ----
+
+def parse(data):
+    """(header dict, {name: numpy array}) of safetensors bytes, validating the layout."""
+    assert len(data) >= 8
+    (n,) = struct.unpack("<Q", data[:8])
+    assert 8 + n <= len(data), "header longer than the file"
+    text = data[8:8 + n]
+    assert text[:1] == b"{", "the header is a JSON object"
+    header = json.loads(text.decode("utf-8"))
+    body = data[8 + n:]
+    arrays, spans = {}, []
+    for name, info in header.items():
+        if name == "__metadata__":
+            assert isinstance(info, dict) and all(isinstance(v, str) for v in info.values()), \
+                "__metadata__ maps strings to strings"
+            continue
+        assert set(info) == {"dtype", "shape", "data_offsets"}, info
+        begin, end = info["data_offsets"]
+        assert 0 <= begin <= end <= len(body)
+        spans.append((begin, end))
+        raw = body[begin:end]
+        code = CODES[info["dtype"]]
+        if code == "bf16":
+            bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+            arr = bits.view(np.float32)
+        else:
+            arr = np.frombuffer(raw, dtype=np.dtype(code).newbyteorder("<"))
+        count = int(np.prod(info["shape"])) if info["shape"] else 1
+        assert arr.size == count, (name, arr.size, info["shape"])
+        arrays[name] = arr.reshape(info["shape"])
+    # the tensors tile the byte buffer: no gaps, no overlaps, nothing after the last one
+    spans.sort()
+    pos = 0
+    for b, e in spans:
+        assert b == pos, "tensor data must be contiguous and non-overlapping"
+        pos = e
+    assert pos == len(body), "trailing bytes after the last tensor"
+    return header, arrays
+
+
+def write_safetensors(tensors, metadata=None):
+    """Hand-written safetensors bytes for {name: numpy array} (what another library writes)."""
+    header, chunks, offset = {}, [], 0
+    for name, a in tensors.items():
+        code = {np.dtype(v): k for k, v in CODES.items() if v != "bf16"}[a.dtype]
+        raw = np.ascontiguousarray(a).astype(a.dtype.newbyteorder("<")).tobytes()
+        header[name] = {"dtype": code, "shape": list(a.shape), "data_offsets": [offset, offset + len(raw)]}
+        chunks.append(raw)
+        offset += len(raw)
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    text = json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + b"".join(chunks)
+
+
+def np_(t):
+    if t.dtype is loom.bfloat16:
+        return np.asarray(t.float().numpy())
+    return np.asarray(t.numpy())
+
+
+def saved_bytes(obj):
+    buf = io.BytesIO()
+    loom.save(obj, buf)
+    return buf.getvalue()
+
+
+def round_trip(obj, how="bytesio", tmp_path=None, **load_kw):
+    if how == "bytesio":
+        buf = io.BytesIO()
+        loom.save(obj, buf)
+        buf.seek(0)
+        return loom.load(buf, **load_kw)
+    if how == "path":
+        path = str(tmp_path / "x.safetensors")
+        loom.save(obj, path)
+        return loom.load(path, **load_kw)
+    if how == "pathlib":
+        path = tmp_path / "y.safetensors"
+        loom.save(obj, path)
+        return loom.load(path, **load_kw)
+    if how == "fileobj":
+        path = tmp_path / "z.safetensors"
+        with open(path, "wb") as f:
+            loom.save(obj, f)
+        with open(path, "rb") as f:
+            return loom.load(f, **load_kw)
+    raise ValueError(how)
+
+
+def assert_tensor_equal(a, b):
+    assert isinstance(a, loom.Tensor), type(a)
+    assert a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
+    x, y = np_(a), np_(b)
+    if x.dtype.kind == "f":
+        # bit for bit: -0.0 stays -0.0, nan payloads stay
+        np.testing.assert_array_equal(x.reshape(-1).view(np.uint8), y.reshape(-1).view(np.uint8))
+    else:
+        np.testing.assert_array_equal(x, y)
+
+
+def assert_tree_equal(a, b):
+    if isinstance(b, loom.Tensor):
+        assert_tensor_equal(a, b)
+    elif isinstance(b, dict):
+        assert isinstance(a, dict) and list(a.keys()) == list(b.keys())
+        assert [type(k) for k in a] == [type(k) for k in b]
+        for k in b:
+            assert_tree_equal(a[k], b[k])
+    elif isinstance(b, (list, tuple)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            assert_tree_equal(x, y)
+    else:
+        assert type(a) is type(b) and (a == b or (a != a and b != b)), (a, b)
+
+
+# ---- tensors of every kind ----
+
+def every_dtype(device="cpu"):
+    g = np.random.default_rng(0)
+    out = {
+        "bool": loom.tensor(g.random((3, 4)) < 0.5, device=device),
+        "uint8": loom.tensor(g.integers(0, 256, (5,)).astype(np.uint8), device=device),
+        "int32": loom.tensor(g.integers(-2 ** 31, 2 ** 31 - 1, (2, 3)).astype(np.int32), device=device),
+        "int64": loom.tensor(np.array([-2 ** 63, 2 ** 63 - 1, 0, 7]), device=device),
+        "float16": loom.tensor(np.array([1.5, -0.0, 65504, 6e-8, np.inf, np.nan], np.float16), device=device),
+        "bfloat16": loom.tensor(np.array([[1.0, -2.5], [3.0e38, 1e-38]], np.float32), device=device).to(loom.bfloat16),
+        "float32": loom.tensor(g.standard_normal((2, 3, 4)).astype(np.float32), device=device),
+        "float64": loom.tensor(np.array([np.pi, -np.inf, np.nan, 5e-324]), device=device),
+        "scalar_f32": loom.tensor(3.25, device=device),
+        "scalar_i64": loom.tensor(-9, device=device),
+        "scalar_bool": loom.tensor(True, device=device),
+        "scalar_bf16": loom.tensor(0.5, device=device).to(loom.bfloat16),
+        "empty_f32": loom.zeros(0, 3, device=device),
+        "empty_i64": loom.zeros(0, dtype=loom.int64, device=device),
+        "empty_bf16": loom.zeros(2, 0, device=device).to(loom.bfloat16),
+    }
+    return out
+
+
+@pytest.mark.parametrize("how", ["bytesio", "path", "pathlib", "fileobj"])
+def test_round_trip_every_dtype_0d_and_empty(tmp_path, how):
+    src = every_dtype()
+    loaded = round_trip(src, how, tmp_path)
+    assert list(loaded) == list(src)
+    for k in src:
+        assert_tensor_equal(loaded[k], src[k])
+        assert not loaded[k].is_lazy and not loaded[k].requires_grad
+
+
+def test_round_trip_lazy_tensors_and_map_location():
+    src = every_dtype("lazy")
+    src["pending"] = src["float32"] * 2 + 1  # not yet computed
+    loaded = round_trip(src)
+    for k in src:
+        assert not loaded[k].is_lazy
+        assert_tensor_equal(loaded[k], src[k].to("cpu"))
+    lazy = round_trip({k: v.to("cpu") for k, v in src.items()}, map_location="lazy")
+    for k in src:
+        assert lazy[k].is_lazy
+        assert_tensor_equal(lazy[k].to("cpu"), src[k].to("cpu"))
+
+
+def test_round_trip_non_contiguous_views():
+    base = loom.arange(24.0).reshape(4, 6)
+    src = {"t": base.T, "step": base[::2, 1::3], "expanded": loom.tensor([1.0, 2.0]).expand(3, 2),
+           "offset": base[2:, 3]}
+    loaded = round_trip(src)
+    for k in src:
+        np.testing.assert_array_equal(np_(loaded[k]), np_(src[k]))
+        assert loaded[k].is_contiguous()
+
+
+def test_parameters_and_tensors_that_require_grad_are_saved_as_values():
+    p = loom.nn.Parameter(loom.ones(2, 3))
+    g = (loom.ones(2).requires_grad_() * 3)
+    loaded = round_trip({"p": p, "g": g})
+    assert not loaded["p"].requires_grad and not loaded["g"].requires_grad
+    np.testing.assert_array_equal(np_(loaded["g"]), [3.0, 3.0])
+
+
+def test_single_tensor_round_trip():
+    t = loom.arange(5, dtype=loom.int32)
+    loaded = round_trip(t)
+    assert_tensor_equal(loaded, t)
+
+
+# ---- module and optimizer state dicts ----
+
+class Model(loom.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = loom.nn.Embedding(7, 4)
+        self.layers = loom.nn.ModuleList([loom.nn.Linear(4, 4), loom.nn.LayerNorm(4)])
+        self.head = loom.nn.Linear(4, 2, bias=False)
+        for name, t in every_dtype().items():
+            self.register_buffer("b_" + name, t)
+
+
+def test_model_state_dict_round_trip(tmp_path, device):
+    loom.manual_seed(0)
+    model = Model().to(device)
+    sd = model.state_dict()
+    loaded = round_trip(sd, "path", tmp_path)
+    assert list(loaded) == list(sd)
+    for k in sd:
+        assert_tensor_equal(loaded[k], sd[k].to("cpu"))
+    fresh = Model().to(device)
+    fresh.load_state_dict(loaded)
+    for (k, a), (_, b) in zip(fresh.state_dict().items(), sd.items()):
+        assert_tensor_equal(a.to("cpu"), b.to("cpu"))
+    x = loom.tensor([[1, 2, 6]], device=device)
+    np.testing.assert_array_equal(np_(fresh.head(fresh.layers[1](fresh.layers[0](fresh.emb(x))))),
+                                  np_(model.head(model.layers[1](model.layers[0](model.emb(x))))))
+
+
+def test_optimizer_state_dict_round_trip_and_resume(device):
+    loom.manual_seed(0)
+    model = loom.nn.Sequential(loom.nn.Linear(3, 4), loom.nn.Tanh(), loom.nn.Linear(4, 1)).double().to(device)
+    params = list(model.parameters())
+    opt = loom.optim.Adam([{"params": params[:2]}, {"params": params[2:], "lr": 0.05}], lr=1e-3,
+                          betas=(0.85, 0.995), eps=1e-7, amsgrad=True, weight_decay=0.0)
+    sched = loom.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    x = loom.tensor(np.random.default_rng(0).standard_normal((8, 3)), device=device)
+
+    def step(m, o):
+        o.zero_grad()
+        m(x).pow(2).mean().backward()
+        o.step()
+
+    for _ in range(3):
+        step(model, opt)
+        sched.step()
+    sd = opt.state_dict()
+    loaded = round_trip({"optimizer": sd, "model": model.state_dict(), "epoch": 3, "note": "ckpt", "none": None,
+                         "history": [0.5, 0.25, float("inf")], "pair": (1, 2.5)})
+    assert loaded["epoch"] == 3 and loaded["note"] == "ckpt" and loaded["none"] is None
+    assert loaded["history"] == [0.5, 0.25, float("inf")] and loaded["pair"] == (1, 2.5)
+    lsd = loaded["optimizer"]
+    assert_tree_equal(lsd["param_groups"], sd["param_groups"])
+    assert list(lsd["state"]) == list(sd["state"]) == [0, 1, 2, 3]  # int keys stay ints
+    for i in sd["state"]:
+        assert lsd["state"][i]["step"] == 3 and type(lsd["state"][i]["step"]) is int
+        for k in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            assert_tensor_equal(lsd["state"][i][k], sd["state"][i][k].to("cpu"))
+    assert lsd["param_groups"][0]["betas"] == (0.85, 0.995) and lsd["param_groups"][1]["lr"] == 0.05 * 0.5
+    # resume: a new model and optimizer from the checkpoint continue exactly as the original
+    model2 = loom.nn.Sequential(loom.nn.Linear(3, 4), loom.nn.Tanh(), loom.nn.Linear(4, 1)).double().to(device)
+    model2.load_state_dict(loaded["model"])
+    p2 = list(model2.parameters())
+    opt2 = loom.optim.Adam([{"params": p2[:2]}, {"params": p2[2:], "lr": 0.05}], lr=1e-3, betas=(0.85, 0.995),
+                           eps=1e-7, amsgrad=True)
+    opt2.load_state_dict(lsd)
+    for _ in range(3):
+        step(model, opt)
+        step(model2, opt2)
+    for a, b in zip(model.parameters(), model2.parameters()):
+        np.testing.assert_array_equal(np_(a), np_(b))
+
+
+def test_nested_structures_and_plain_values():
+    obj = {"a": [1, 2.5, True, None, "s", {"deep": (loom.ones(2), [loom.zeros(1, dtype=loom.int64)])}],
+           7: "int key", "": loom.tensor(1.0), "unicode é": -0.0, "big": 2 ** 62, "f": 1e-300}
+    loaded = round_trip(obj)
+    assert_tree_equal(loaded, obj)
+    assert str(loaded["unicode é"]) == "-0.0"
+    assert round_trip([loom.ones(1), 3]) [1] == 3
+    assert round_trip((1, "x")) == (1, "x")
+    assert round_trip(5) == 5 and round_trip(None) is None
+
+
+def test_unsupported_values_raise_type_error():
+    for bad in [{"x": {1, 2}}, {"x": object()}, {(1, 2): loom.ones(1)}, np.ones(2), {"x": b"bytes"}]:
+        with pytest.raises(TypeError):
+            loom.save(bad, io.BytesIO())
+
+
+def test_the_same_tensor_twice():
+    t = loom.arange(3.0)
+    loaded = round_trip({"a": t, "b": t, "c": [t]})
+    for v in (loaded["a"], loaded["b"], loaded["c"][0]):
+        np.testing.assert_array_equal(np_(v), [0.0, 1.0, 2.0])
+
+
+@pytest.mark.xfail(reason="BUG: tensors are stored under dotted key paths, so {'a.b': t1, 'a': {'b': t2}} gives "
+                          "both the name 'a.b': the second overwrites the first and loading returns t2 for both "
+                          "(silent data loss)", strict=True)
+def test_dotted_keys_do_not_collide_with_nested_paths():
+    obj = {"a.b": loom.ones(2), "a": {"b": loom.zeros(2)}}
+    loaded = round_trip(obj)
+    assert_tree_equal(loaded, obj)
+
+
+# ---- the file format ----
+
+def test_file_is_valid_safetensors():
+    src = every_dtype()
+    data = saved_bytes(src)
+    (n,) = struct.unpack("<Q", data[:8])
+    assert n % 8 == 0  # the header is padded so the data stays 8-byte aligned
+    header, arrays = parse(data)
+    assert set(header) == set(src) | {"__metadata__"}
+    assert header["__metadata__"]["format"] == "pt"
+    offsets = []
+    for name, t in src.items():
+        info = header[name]
+        assert info["dtype"] == LOOM_CODE[t.dtype]
+        assert info["shape"] == list(t.shape)
+        offsets.append(info["data_offsets"])
+        np.testing.assert_array_equal(arrays[name].astype(np.float64) if arrays[name].dtype.kind == "f"
+                                      else arrays[name], np_(t).astype(np.float64) if np_(t).dtype.kind == "f"
+                                      else np_(t))
+    assert offsets[0][0] == 0
+    assert [o[1] - o[0] for o in offsets] == [t.numel() * t.element_size() for t in src.values()]
+
+
+def test_tensor_bytes_are_little_endian_raw_data():
+    data = saved_bytes({"x": loom.tensor(np.array([1, 256, -2], np.int32)),
+                        "h": loom.tensor(np.array([1.0], np.float32)).to(loom.bfloat16)})
+    header, _ = parse(data)
+    (n,) = struct.unpack("<Q", data[:8])
+    body = data[8 + n:]
+    b, e = header["x"]["data_offsets"]
+    assert body[b:e] == b"\x01\x00\x00\x00\x00\x01\x00\x00\xfe\xff\xff\xff"
+    b, e = header["h"]["data_offsets"]
+    assert body[b:e] == b"\x80\x3f"  # bfloat16 1.0 = 0x3f80
+
+
+def test_flat_tensor_dicts_read_by_a_manual_parser(device):
+    g = np.random.default_rng(5)
+    tt = {"w": torch.from_numpy(g.standard_normal((3, 5)).astype(np.float32)),
+          "b": torch.arange(4, dtype=torch.int64), "m": torch.tensor([True, False]),
+          "d": torch.from_numpy(g.standard_normal(2))}
+    src = {k: loom.tensor(v.numpy(), device=device) for k, v in tt.items()}
+    _, arrays = parse(saved_bytes(src))
+    assert list(arrays) == list(tt)
+    for k, v in tt.items():
+        assert torch.equal(torch.from_numpy(arrays[k].copy()), v)
+
+
+def test_loading_a_plain_safetensors_file():
+    g = np.random.default_rng(1)
+    tensors = {"z.weight": g.standard_normal((2, 3)).astype(np.float32), "count": np.array(5, dtype=np.int64),
+               "flags": np.array([True, False, True]), "h": np.array([0.5, -1], np.float16),
+               "empty": np.zeros((0, 4), np.float64)}
+    for meta in (None, {"format": "pt"}, {"producer": "another library"}):
+        loaded = loom.load(io.BytesIO(write_safetensors(tensors, meta)))
+        assert isinstance(loaded, dict) and list(loaded) == list(tensors)
+        for k, a in tensors.items():
+            assert tuple(loaded[k].shape) == a.shape
+            np.testing.assert_array_equal(np_(loaded[k]), a)
+            assert np_(loaded[k]).dtype == a.dtype
+
+
+def test_flat_and_nested_files_differ_only_in_metadata():
+    t = {"a": loom.ones(2), "b": loom.zeros(3, dtype=loom.int32)}
+    header, _ = parse(saved_bytes(t))
+    assert {k: v for k, v in header.items() if k != "__metadata__"} == {
+        "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+        "b": {"dtype": "I32", "shape": [3], "data_offsets": [8, 20]}}
+    nested, _ = parse(saved_bytes({"opt": {"state": {0: {"m": loom.ones(2)}}}, "lr": 0.1}))
+    assert set(nested) == {"opt.state.0.m", "__metadata__"}
+
+
+# ---- loading never executes anything ----
+
+MARKER = "/tmp/loom_test_serialization_marker"
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, (f"touch {MARKER}",))
+
+
+def _craft(header, body=b"", raw=None):
+    text = raw if raw is not None else json.dumps(header).encode()
+    return struct.pack("<Q", len(text)) + text + body
+
+
+_BODY = np.arange(6, dtype=np.float32).tobytes()
+_OK = {"x": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}}
+
+# Files loading must reject: (name, bytes, the clean exception type the error should be)
+CRAFTED = {
+    "pickle_payload": pickle.dumps(_Evil()),
+    "pickle_in_a_list": pickle.dumps([_Evil(), b"x" * 100]),
+    "torch_save_zip": None,  # filled in by the test (needs a file)
+    "empty_file": b"",
+    "short_file": b"\x01\x02",
+    "truncated_header": struct.pack("<Q", 100) + b'{"x":',
+    "garbage_header": _craft(None, _BODY, raw=b"\xff\xfe\x00garbage"),
+    "header_not_an_object": _craft([1, 2], _BODY),
+    "header_a_string": _craft("hello", _BODY),
+    "unknown_dtype": _craft({"x": {"dtype": "F8_E4M3", "shape": [6], "data_offsets": [0, 24]}}, _BODY),
+    "shape_does_not_match_bytes": _craft({"x": {"dtype": "F32", "shape": [5], "data_offsets": [0, 24]}}, _BODY),
+    "offsets_beyond_the_end": _craft({"x": {"dtype": "F32", "shape": [8], "data_offsets": [0, 32]}}, _BODY),
+    "entry_without_dtype": _craft({"x": {"shape": [6], "data_offsets": [0, 24]}}, _BODY),
+    "entry_not_an_object": _craft({"x": 5}, _BODY),
+    "float_offsets": _craft({"x": {"dtype": "F32", "shape": [6], "data_offsets": [0.0, 24.0]}}, _BODY),
+    "metadata_not_an_object": _craft({**_OK, "__metadata__": "loom"}, _BODY),
+    "loom_structure_bad_json": _craft({**_OK, "__metadata__": {"loom": "{not json"}}, _BODY),
+    "loom_structure_missing_tensor": _craft({**_OK, "__metadata__": {"loom": json.dumps({"__tensor__": "no"})}}, _BODY),
+    "loom_structure_unknown_node": _craft({**_OK, "__metadata__": {"loom": json.dumps({"__class__": "os.system"})}},
+                                          _BODY),
+    "loom_structure_a_list": _craft({**_OK, "__metadata__": {"loom": json.dumps([1, 2])}}, _BODY),
+    # accepted today (see test_invalid_layouts_are_rejected)
+    "header_longer_than_file": struct.pack("<Q", 2 ** 63) + b"{}",
+    "negative_shape": _craft({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 24]}}, _BODY),
+    "negative_offset": _craft({"x": {"dtype": "F32", "shape": [6], "data_offsets": [-24, 24]}}, _BODY),
+    "reversed_offsets": _craft({"x": {"dtype": "F32", "shape": [0], "data_offsets": [24, 0]}}, _BODY),
+    "overlapping_tensors": _craft({"x": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]},
+                                   "y": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, _BODY),
+    "bytes_after_the_tensors": _craft(_OK, _BODY + b"\x00" * 16),
+}
+ACCEPTED_TODAY = ["header_longer_than_file", "negative_shape", "negative_offset", "reversed_offsets",
+                  "overlapping_tensors", "bytes_after_the_tensors"]
+# Rejected today, but with a bare Python error (AttributeError, TypeError, KeyError, struct.error)
+# instead of a ValueError / RuntimeError saying what is wrong with the file.
+UNCLEAN_TODAY = ["empty_file", "short_file", "header_not_an_object", "header_a_string", "unknown_dtype",
+                 "entry_without_dtype", "entry_not_an_object", "float_offsets", "metadata_not_an_object",
+                 "loom_structure_missing_tensor", "loom_structure_unknown_node", "loom_structure_a_list"]
+
+
+def _crafted(name, tmp_path):
+    if name == "torch_save_zip":
+        path = tmp_path / "t.pt"
+        torch.save({"w": torch.ones(2), "evil": _Evil()}, path)
+        return path.read_bytes()
+    return CRAFTED[name]
+
+
+@pytest.fixture
+def no_marker():
+    if os.path.exists(MARKER):
+        os.remove(MARKER)
+    yield
+    executed = os.path.exists(MARKER)
+    if executed:
+        os.remove(MARKER)
+    assert not executed, "loading executed code from the file"
+
+
+@pytest.mark.parametrize("name", [n for n in CRAFTED if n not in ACCEPTED_TODAY])
+def test_crafted_files_raise_and_execute_nothing(tmp_path, no_marker, name):
+    data = _crafted(name, tmp_path)
+    with pytest.raises(Exception) as e:
+        loom.load(io.BytesIO(data))
+    assert not isinstance(e.value, (SystemExit, KeyboardInterrupt))
+    path = tmp_path / "crafted.safetensors"
+    path.write_bytes(data)
+    with pytest.raises(Exception):
+        loom.load(str(path))
+
+
+def _clean_params():
+    out = []
+    for n in CRAFTED:
+        if n in ACCEPTED_TODAY:
+            continue
+        marks = [pytest.mark.xfail(reason="BUG (minor): a malformed file raises a bare AttributeError / TypeError "
+                                          "/ KeyError / struct.error from the parser's internals instead of an "
+                                          "error that says the file is invalid", strict=True)] \
+            if n in UNCLEAN_TODAY else []
+        out.append(pytest.param(n, marks=marks, id=n))
+    return out
+
+
+@pytest.mark.parametrize("name", _clean_params())
+def test_crafted_files_raise_a_clean_error(tmp_path, no_marker, name):
+    with pytest.raises((ValueError, RuntimeError)):
+        loom.load(io.BytesIO(_crafted(name, tmp_path)))
+
+
+@pytest.mark.xfail(reason="BUG: loom.load does not validate the layout: a header length past the end of the file, "
+                          "negative shapes, negative / reversed / overlapping data_offsets and bytes after the last "
+                          "tensor are accepted (the safetensors format requires rejecting them)", strict=True)
+@pytest.mark.parametrize("name", ACCEPTED_TODAY)
+def test_invalid_layouts_are_rejected(no_marker, name):
+    with pytest.raises((ValueError, RuntimeError)):
+        loom.load(io.BytesIO(CRAFTED[name]))
+
+
+def test_manual_parser_rejects_what_the_format_forbids():
+    """The reference parser of this file is strict (so the format checks above are meaningful)."""
+    for name in ACCEPTED_TODAY:
+        with pytest.raises((AssertionError, ValueError, KeyError)):
+            parse(CRAFTED[name])
+    parse(_craft(_OK, _BODY))
+
+
+def test_load_does_not_unpickle(monkeypatch, tmp_path):
+    """No pickle machinery runs at all while loading (even for a torch.save file)."""
+    calls = []
+    monkeypatch.setattr(pickle, "loads", lambda *a, **k: calls.append("loads"))
+    monkeypatch.setattr(pickle, "load", lambda *a, **k: calls.append("load"))
+    monkeypatch.setattr(pickle, "Unpickler", lambda *a, **k: calls.append("Unpickler"))
+    for data in (_crafted("pickle_payload", tmp_path), _crafted("torch_save_zip", tmp_path)):
+        with pytest.raises(Exception):
+            loom.load(io.BytesIO(data))
+    assert loom.load(io.BytesIO(saved_bytes({"a": loom.ones(1)})))["a"].shape == (1,)
+    assert calls == []
