@@ -92,6 +92,7 @@ class Partitioner {
 
   const Node& node(int32_t i) const { return *t_.nodes[i]; }
   bool view_needs_copy(int32_t i) const;
+  Operand operand(int32_t i) const;
   void place(int32_t i);
   bool try_join(KernelState& k, int32_t i);
   void add_root(KernelState& k, int32_t i);
@@ -379,6 +380,27 @@ void Partitioner::place(int32_t i) {
   kernels_.push_back(std::move(k));
 }
 
+// How a library step reads value i: stored, or as a view of a stored value. A view that is not
+// affine over it, or over a value that was not stored, restarts partitioning with the view (or
+// the value under it) stored.
+Operand Partitioner::operand(int32_t i) const {
+  if (materialized_[i] || is_scalar_leaf(node(i))) return {i, std::nullopt};
+  AffineMap m = AffineMap::identity(node(i).ndim());
+  int32_t at = i;
+  while (!materialized_[at]) {
+    const Node& n = node(at);
+    if (cls(n) != OpClass::View) throw NeedsMaterialization{at};
+    int32_t in = t_.inputs[at][0];
+    auto inner = through_view(m, view_layout(n), node(in).shape());
+    if (!inner) throw NeedsMaterialization{i};
+    m = std::move(*inner);
+    at = in;
+  }
+  Layout view{Dims(node(i).shape()), Dims{}, 0};
+  buffer_access(m, buffer_layout(at), view.strides, view.offset);
+  return {at, std::move(view)};
+}
+
 // A stored view of a strided buffer that no affine index map expresses: the View op copies it.
 bool Partitioner::view_needs_copy(int32_t i) const {
   const Node& n = node(i);
@@ -395,7 +417,9 @@ Program Partitioner::run() {
     if (is_leaf(n) || !materialized_[i]) continue;
     if (is_library_op(n) || view_needs_copy(static_cast<int32_t>(i))) {
       producer_step_[i] = static_cast<int32_t>(steps_.size());
-      steps_.push_back({Step::RunOp, -1, static_cast<int32_t>(i)});
+      Step step{Step::RunOp, -1, static_cast<int32_t>(i)};
+      for (int32_t in : t_.inputs[i]) step.operands.push_back(operand(in));
+      steps_.push_back(std::move(step));
       continue;
     }
     place(static_cast<int32_t>(i));
@@ -437,8 +461,9 @@ std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions
     if (c == OpClass::Reduction) m[i] = true;
     if (is_library_op(node)) {
       m[i] = true;
+      // Views are read in place where they can be (Partitioner::operand).
       for (int32_t in : t.inputs[i])
-        if (!is_scalar_leaf(*t.nodes[in])) m[in] = true;
+        if (!is_scalar_leaf(*t.nodes[in]) && cls(*t.nodes[in]) != OpClass::View) m[in] = true;
     }
     if (!opt.fuse && (c == OpClass::Elementwise || node.op() == OpId::Full)) m[i] = true;
   }

@@ -81,11 +81,21 @@ struct Buffer {
   int32_t output = -1;  // index into the trace's outputs (Output, Destination)
 };
 
+// How a library step reads one input of its op: a scalar leaf, a stored value, or a view of a
+// stored value that was not stored itself (`view`: its layout over the value's buffer, offset
+// included), which the library reads in place (a transposed operand of a matrix product costs
+// no copy).
+struct Operand {
+  int32_t value;                // trace node: the scalar leaf or the stored value
+  std::optional<Layout> view;
+};
+
 struct Step {
   enum Kind : uint8_t { RunKernel, RunOp, CopyToDestination } kind;
   int32_t kernel = -1;  // RunKernel
   int32_t node = -1;    // RunOp: the node whose op runs; CopyToDestination: the value copied
   int32_t output = -1;  // CopyToDestination: the trace output
+  std::vector<Operand> operands;  // RunOp: one per input of the op, in order
 };
 
 struct Program {

@@ -60,8 +60,7 @@ std::vector<int32_t> last_use(const fusion::Program& p, const Trace& t) {
       for (const fusion::Store& st : p.kernels[step.kernel].stores) use(st.access.value);
     } else {
       use(step.node);
-      if (step.kind == fusion::Step::RunOp)
-        for (int32_t in : t.inputs[step.node]) use(in);
+      for (const fusion::Operand& o : step.operands) use(o.value);
     }
   }
   return last;
@@ -247,10 +246,21 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
     if (step.kind == fusion::Step::RunOp) {
       const Node& n = *t.nodes[step.node];
       SmallVec<Operand, 4> operands;
-      for (int32_t in : t.inputs[step.node]) {
-        const Node& x = *t.nodes[in];
-        if (x.op() == OpId::Scalar || x.op() == OpId::Constant) operands.push_back(Operand::of(x.scalar()));
-        else operands.push_back(Operand::of(array_of(in)));
+      std::vector<Array> views;  // operands read as views of stored values (reserved: no moves)
+      views.reserve(step.operands.size());
+      for (const fusion::Operand& o : step.operands) {
+        const Node& x = *t.nodes[o.value];
+        if (x.op() == OpId::Scalar || x.op() == OpId::Constant) {
+          operands.push_back(Operand::of(x.scalar()));
+        } else if (o.view) {
+          const Array& base = array_of(o.value);
+          Layout l = *o.view;
+          l.offset += base.layout.offset;
+          views.push_back(Array{base.storage, std::move(l), base.dtype});
+          operands.push_back(Operand::of(views.back()));
+        } else {
+          operands.push_back(Operand::of(array_of(o.value)));
+        }
       }
       op_def(n.op()).run_cpu({operands.data(), operands.size()}, n.attrs(), array_of(step.node));
       count(metrics().kernel_launches);
