@@ -76,7 +76,7 @@ Tensor mul(const Arg& a, const Arg& b) { return binary(OpId::Mul, a, b); }
 Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode) {
   if (rounding_mode.empty()) return binary(OpId::Div, a, b);
   if (rounding_mode == "floor") return binary(OpId::FloorDiv, a, b);
-  LOOM_CHECK(rounding_mode == "trunc", Value, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+  LOOM_CHECK(rounding_mode == "trunc", Runtime, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
              rounding_mode, "'");
   Tensor floored = binary(OpId::FloorDiv, a, b);
   if (is_floating(floored->dtype())) {
@@ -84,9 +84,15 @@ Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode) {
     return where(binary(OpId::Lt, q, Scalar(int64_t{0})), unary(OpId::Ceil, q), unary(OpId::Floor, q));
   }
   // Integers: C's truncation is floor division plus one when the signs differ and it is inexact.
+  // A Python-number operand's sign is the one it has in the result dtype (-7 is 249 in uint8).
+  DType r = floored->dtype();
+  auto negative = [r](const Arg& x) -> Arg {
+    if (x.is_tensor()) return Arg(binary(OpId::Lt, x, Scalar(int64_t{0})));
+    return Arg(Scalar(x.scalar.stored_as(r).as_int() < 0));
+  };
   Tensor inexact = binary(OpId::Ne, binary(OpId::Remainder, a, b), Scalar(int64_t{0}));
-  Tensor signs_differ = binary(OpId::Ne, binary(OpId::Lt, a, Scalar(int64_t{0})), binary(OpId::Lt, b, Scalar(int64_t{0})));
-  return add(floored, cast(binary(OpId::LogicalAnd, inexact, signs_differ), floored->dtype()));
+  Tensor signs_differ = binary(OpId::Ne, negative(a), negative(b));
+  return binary(OpId::Add, floored, cast(binary(OpId::LogicalAnd, inexact, signs_differ), r));
 }
 
 Tensor pow(const Arg& a, const Arg& b) {

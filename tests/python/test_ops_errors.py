@@ -216,6 +216,9 @@ CASES = [
     ("matmul_with_scalar", lambda m, T: T(np.ones((2, 2))) @ 2, TypeError, ""),
     ("add_string", lambda m, T: T(np.ones(2)) + "a", TypeError, ""),
     ("radd_list", lambda m, T: [1] + T(np.ones(2)), TypeError, ""),
+    # -- other exception types --
+    ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
+     "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
 ]
 
 
@@ -308,8 +311,6 @@ XFAIL_CASES = [
      "index')"),
     ("index_select_float_index_type", lambda m, T: T(np.ones(3)).index_select(0, T([0.0])), RuntimeError,
      "BUG: index_select with a float index raises IndexError; PyTorch raises RuntimeError"),
-    ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
-     "BUG: div with an unknown rounding_mode raises ValueError; PyTorch raises RuntimeError"),
     ("max_of_empty_type", lambda m, T: T(np.zeros(0)).max(), RuntimeError,
      "BUG: max() of an empty tensor raises IndexError; PyTorch raises RuntimeError ('Expected reduction dim to be "
      "specified for input.numel() == 0')"),

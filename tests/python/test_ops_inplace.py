@@ -114,8 +114,6 @@ def test_inplace_integer_division_modes(device):
     run_inplace(device, lambda m, a, b: a.div_(b, rounding_mode="trunc"), x, np.array([2, -4, 3, -2, 1]))
 
 
-@pytest.mark.xfail(reason="BUG: int_tensor.div_(python_scalar, rounding_mode='trunc') raises 'internal: op Lt has "
-                          "no tensor argument and no placement'", strict=True)
 def test_inplace_integer_div_trunc_scalar(device):
     run_inplace(device, lambda m, a: a.div_(2, rounding_mode="trunc"), np.array([-7, -6, 5, 9, 0], dtype=np.int64))
 
