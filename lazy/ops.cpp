@@ -46,6 +46,51 @@ Tensor int_tensor_like(int64_t n, const Tensor& like) {
   return arange(n, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(like));
 }
 
+// torch.result_type of op arguments: tensors by dimensionality, Python numbers as weak operands.
+DType result_type(std::initializer_list<Arg> args) {
+  ResultType r;
+  for (const Arg& a : args) {
+    if (a.is_tensor()) r.add_tensor(a.tensor->dtype(), a.tensor->ndim());
+    else r.add_scalar(a.scalar.kind());
+  }
+  return r.get();
+}
+
+// A Python-number argument converted to dtype as PyTorch converts its Scalar arguments (alpha,
+// value, a clamp bound): raises when it does not fit, then wraps (-1 is 255 in uint8).
+Scalar checked_in(DType dtype, Scalar s) {
+  s.check_fits(dtype);
+  return s.stored_as(dtype);
+}
+
+// x * y as a kernel computing in dtype multiplies them: both converted to dtype, integers
+// wrapping, floats rounded once to dtype (the product of two float32s is exact in a double).
+Scalar product_in(DType dtype, Scalar x, Scalar y) {
+  Scalar a = x.stored_as(dtype), b = y.stored_as(dtype);
+  if (dtype == DType::Bool) return Scalar(a.as_int() != 0 && b.as_int() != 0);
+  if (is_floating(dtype)) return Scalar(a.as_double() * b.as_double()).stored_as(dtype);
+  return Scalar(static_cast<int64_t>(static_cast<uint64_t>(a.as_int()) * static_cast<uint64_t>(b.as_int())))
+      .stored_as(dtype);
+}
+
+// a + alpha * b or a - alpha * b, as PyTorch's add and sub: alpha is a number of the result dtype
+// of (a, b), so b is scaled in that dtype (not in its own), and alpha must be representable in it.
+Tensor add_scaled(OpId op, const Arg& a, const Arg& b, Scalar alpha) {
+  DType r = result_type({a, b});
+  LOOM_CHECK(alpha.kind() != ScalarKind::Bool || r == DType::Bool, Runtime,
+             "Boolean alpha only supported for Boolean results.");
+  LOOM_CHECK(is_floating(r) || !alpha.is_float(), Runtime,
+             "For integral input tensors, argument alpha must not be a floating point number.");
+  Scalar k = checked_in(r, alpha);
+  if (is_one(k)) return binary(op, a, b);
+  Arg scaled = b.is_tensor() ? Arg(binary(OpId::Mul, cast(Tensor(b.tensor), r), k)) : Arg(product_in(r, b.scalar, k));
+  return binary(op, a, scaled);
+}
+
+bool is_bool(const Arg& a) {
+  return a.is_tensor() ? a.tensor->dtype() == DType::Bool : a.scalar.kind() == ScalarKind::Bool;
+}
+
 }  // namespace
 
 int64_t reduced_count(IntSpan shape, const DimList& dims) {
@@ -61,14 +106,16 @@ int64_t reduced_count(IntSpan shape, const DimList& dims) {
 Tensor unary(OpId op, const Tensor& x) { return apply1(op, x); }
 Tensor binary(OpId op, const Arg& a, const Arg& b) { return apply(op, {a, b}); }
 
-Tensor add(const Arg& a, const Arg& b, Scalar alpha) {
-  if (is_one(alpha)) return binary(OpId::Add, a, b);
-  return binary(OpId::Add, a, b.is_tensor() ? Arg(binary(OpId::Mul, b, alpha)) : Arg(Scalar(b.scalar.as_double() * alpha.as_double())));
-}
+Tensor add(const Arg& a, const Arg& b, Scalar alpha) { return add_scaled(OpId::Add, a, b, alpha); }
 
+// PyTorch rejects subtraction with any bool operand (a bool tensor or a Python bool), before
+// alpha is looked at: a - b on masks is almost always meant as a logical op.
 Tensor sub(const Arg& a, const Arg& b, Scalar alpha) {
-  if (is_one(alpha)) return binary(OpId::Sub, a, b);
-  return binary(OpId::Sub, a, b.is_tensor() ? Arg(binary(OpId::Mul, b, alpha)) : Arg(Scalar(b.scalar.as_double() * alpha.as_double())));
+  LOOM_CHECK(!is_bool(a) || !is_bool(b), Runtime, "Subtraction, the `-` operator, with two bool tensors is not "
+             "supported. Use the `^` or `logical_xor()` operator instead.");
+  LOOM_CHECK(!is_bool(a) && !is_bool(b), Runtime, "Subtraction, the `-` operator, with a bool tensor is not "
+             "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return add_scaled(OpId::Sub, a, b, alpha);
 }
 
 Tensor mul(const Arg& a, const Arg& b) { return binary(OpId::Mul, a, b); }

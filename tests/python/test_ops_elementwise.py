@@ -188,21 +188,6 @@ def _operands(name, dta, dtb, shape_a=(3, 1, 4), shape_b=(2, 4)):
     return a, b
 
 
-_ALPHA_DTYPE = pytest.mark.xfail(
-    reason="BUG: add/sub with alpha != 1 multiply `other` by alpha in other's own dtype before promotion: a bool "
-           "other becomes int64 (add(uint8, bool, alpha=2) is int64, PyTorch: uint8) and a float32 other is "
-           "rounded to float32 before a float64 add", strict=True)
-
-
-# Pairs that fail because of known bugs: each is checked on its own in test_binary_promotion_bugs.
-ALPHA_BUG_PAIRS = [("add_alpha", "bool", "bool"), ("add_alpha", "uint8", "bool"), ("add_alpha", "int32", "bool"),
-                   ("sub_alpha", "bool", "bool"), ("sub_alpha", "float64", "float32")]
-
-
-def _known_bug(name, dta, dtb):
-    return (name, dta, dtb) in ALPHA_BUG_PAIRS
-
-
 # One operator per kernel is enough here: the aliases (subtract, multiply, x.add(), a - b, ...) are
 # checked in test_binary_aliases.
 PROMOTION_OPS = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne",
@@ -214,25 +199,14 @@ PROMOTION_OPS = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow",
 @pytest.mark.parametrize("name", PROMOTION_OPS)
 def test_binary_promotion(device, name, dta):
     """dta op every dtype: the result dtype is torch.result_type's, values PyTorch's (broadcast
-    shapes (3, 1, 4) and (2, 4)); where PyTorch raises (bool // bool, ...) loom raises. Subtraction
-    of a bool tensor and a number tensor is covered in test_ops_errors.py (sub_bool_* cases)."""
+    shapes (3, 1, 4) and (2, 4)); where PyTorch raises (bool // bool, any subtraction with a bool
+    operand, ...) loom raises. add / sub with alpha scale `other` in the result dtype."""
     sub = SubChecks()
     for dtb in ALL_DTYPES:
-        if name in SUBTRACTIONS and "bool" in (dta, dtb) and dta != dtb:
-            continue
-        if _known_bug(name, dta, dtb):
-            continue
         with sub(f"{dta} {name} {dtb}"):
             a, b = _operands(name, dta, dtb)
             check(device, BINARY[name], a, b)
     sub.finish()
-
-
-@_ALPHA_DTYPE
-@pytest.mark.parametrize("name,dta,dtb", ALPHA_BUG_PAIRS, ids=["-".join(p) for p in ALPHA_BUG_PAIRS])
-def test_binary_promotion_alpha_bugs(device, name, dta, dtb):
-    a, b = _operands(name, dta, dtb)
-    check(device, BINARY[name], a, b)
 
 
 @pytest.mark.parametrize("name", sorted(set(BINARY) - set(PROMOTION_OPS)))
@@ -241,8 +215,6 @@ def test_binary_aliases(device, name):
     sub = SubChecks()
     for dta, dtb in [("float32", "float32"), ("int64", "float64"), ("int32", "int64"), ("uint8", "int32"),
                      ("bool", "bool"), ("float32", "int64"), ("uint8", "bool")]:
-        if name in SUBTRACTIONS and "bool" in (dta, dtb):
-            continue
         with sub(f"{dta} {name} {dtb}"):
             a, b = _operands(name, dta, dtb)
             check(device, BINARY[name], a, b)
@@ -337,8 +309,6 @@ def _scalar_ok(name, dtype, scalar, reflected):
     if name == "pow" and not reflected and dtype != "bool" and not dtype.startswith("float") \
             and isinstance(scalar, int) and scalar < 0:
         return False  # "Integers to negative integer powers are not allowed" (test_ops_errors.py)
-    if name == "sub" and (dtype == "bool" or isinstance(scalar, bool)):
-        return False  # bool subtraction: test_ops_errors.py
     return True
 
 
@@ -373,8 +343,6 @@ def test_scalar_operand(device, name, dtype, reflected):
 def test_scalar_function_forms(device, name, scalar):
     """loom.<op>(tensor, scalar) and loom.<op>(scalar, tensor) where torch accepts them."""
     values = np.abs(random_array((2, 3), "float32", seed=9)) + 0.5
-    if name == "sub" and isinstance(scalar, bool):
-        return  # bool subtraction: test_ops_errors.py
     check(device, lambda m, t: getattr(m, name)(t, scalar), values)
     if name in ("add", "mul", "div", "pow", "remainder"):
         check(device, lambda m, t: getattr(m, name)(scalar, t), values)
@@ -515,11 +483,9 @@ def test_add_sub_alpha_with_float_scalar(device, dtype):
         check(device, lambda m, t: t.sub(0.25, alpha=alpha), x)
 
 
-@pytest.mark.xfail(reason="BUG: add / sub(tensor, python_scalar, alpha=k) pre-multiply the scalar as a double, so an "
-                          "int scalar becomes a float: int64.add(2, alpha=3) is float32 (PyTorch: int64), "
-                          "uint8.add_(2, alpha=3) raises, bool.add(True, alpha=2) is float32", strict=True)
 @pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
 def test_add_sub_alpha_with_int_scalar(device, dtype):
+    """alpha * other is computed in the result dtype: ints stay ints (and wrap in uint8)."""
     x = random_array((3, 4), dtype, seed=1)
     scalar = True if dtype == "bool" else 2
     check(device, lambda m, t: m.add(t, scalar, alpha=3), x)

@@ -216,6 +216,24 @@ CASES = [
     ("matmul_with_scalar", lambda m, T: T(np.ones((2, 2))) @ 2, TypeError, ""),
     ("add_string", lambda m, T: T(np.ones(2)) + "a", TypeError, ""),
     ("radd_list", lambda m, T: [1] + T(np.ones(2)), TypeError, ""),
+    # -- subtraction with any bool operand --
+    ("sub_bool_int_tensor", lambda m, T: T([True]) - T([1]), RuntimeError, "with a bool tensor is not supported"),
+    ("sub_int_tensor_bool", lambda m, T: T([1]) - T([True]), RuntimeError, "with a bool tensor"),
+    ("rsub_int_bool", lambda m, T: 1 - T([True]), RuntimeError, "with a bool tensor"),
+    ("sub_bool_int_scalar", lambda m, T: T([True, False]) - 1, RuntimeError, "with a bool tensor"),
+    ("sub_int_bool_scalar", lambda m, T: T([1]) - True, RuntimeError, "with a bool tensor"),
+    ("sub_bool_float_tensor", lambda m, T: T([True]) - T([1.5]), RuntimeError, "with a bool tensor"),
+    ("sub_bool_alpha", lambda m, T: m.sub(T([2]), T([True]), alpha=2), RuntimeError, "with a bool tensor"),
+    ("isub_int_bool", lambda m, T: T([2]).__isub__(T([True])), RuntimeError, "with a bool tensor"),
+    ("sub_two_bools_message", lambda m, T: T([True]) - True, RuntimeError, "with two bool tensors"),
+    # -- alpha --
+    ("add_int_float_alpha", lambda m, T: m.add(T([1, 2]), T([1, 2]), alpha=0.5), RuntimeError,
+     "alpha must not be a floating point number"),
+    ("add_int_scalar_float_alpha", lambda m, T: m.add(T([1, 2]), 2, alpha=1.0), RuntimeError, "alpha"),
+    ("add_bool_alpha_int", lambda m, T: m.add(T([1, 2]), T([1, 2]), alpha=True), RuntimeError,
+     "Boolean alpha only supported for Boolean results"),
+    ("add_alpha_out_of_range", lambda m, T: m.add(T([1], np.int32), T([1], np.int32), alpha=2**40), RuntimeError,
+     "without overflow"),
     # -- other exception types --
     ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
      "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
@@ -261,21 +279,6 @@ def test_error(device, case):
 # ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
 
 XFAIL_CASES = [
-    ("sub_bool_int_tensor", lambda m, T: T([True]) - T([1]), RuntimeError,
-     "BUG: bool tensor - int tensor does not raise (PyTorch: 'Subtraction, the `-` operator, with a bool tensor is "
-     "not supported'); loom only rejects a bool result dtype"),
-    ("sub_int_tensor_bool", lambda m, T: T([1]) - T([True]), RuntimeError,
-     "BUG: int tensor - bool tensor does not raise (PyTorch rejects any subtraction involving a bool tensor)"),
-    ("rsub_int_bool", lambda m, T: 1 - T([True]), RuntimeError,
-     "BUG: 1 - bool_tensor does not raise (PyTorch rejects bool subtraction)"),
-    ("sub_bool_int_scalar", lambda m, T: T([True, False]) - 1, RuntimeError,
-     "BUG: bool_tensor - 1 returns int64 instead of raising (PyTorch rejects bool subtraction)"),
-    ("sub_bool_float_tensor", lambda m, T: T([True]) - T([1.5]), RuntimeError,
-     "BUG: bool tensor - float tensor does not raise (PyTorch rejects bool subtraction)"),
-    ("sub_bool_alpha", lambda m, T: m.sub(T([2]), T([True]), alpha=2), RuntimeError,
-     "BUG: sub(int, bool, alpha=2) does not raise (PyTorch rejects bool subtraction)"),
-    ("isub_int_bool", lambda m, T: T([2]).__isub__(T([True])), RuntimeError,
-     "BUG: int_tensor -= bool_tensor does not raise (PyTorch rejects bool subtraction)"),
     ("gelu_int", lambda m, T: F_(m, "gelu")(T([1, 2])), RuntimeError,
      "BUG: gelu of an integer tensor returns float32; PyTorch raises (GeluKernelImpl not implemented for Long)"),
     ("silu_int", lambda m, T: F_(m, "silu")(T([1, 2])), RuntimeError,
@@ -288,9 +291,6 @@ XFAIL_CASES = [
      "BUG: lerp of integer tensors returns float32; PyTorch raises (lerp_kernel_scalar not implemented for Long)"),
     ("round_decimals_int", lambda m, T: T([1, 2]).round(decimals=1), RuntimeError,
      "BUG: round(int_tensor, decimals=1) returns float32 (changes the dtype); PyTorch raises"),
-    ("add_int_float_alpha", lambda m, T: m.add(T([1, 2]), T([1, 2]), alpha=0.5), RuntimeError,
-     "BUG: add(int, int, alpha=0.5) returns float32; PyTorch raises ('For integral input tensors, argument alpha "
-     "must not be a floating point number')"),
     ("inplace_on_expanded", lambda m, T: T(np.ones(1)).expand(3).add_(1), RuntimeError,
      "BUG: an in-place op on an expanded tensor (elements sharing memory) is accepted; PyTorch raises 'unsupported "
      "operation: more than one element of the written-to tensor refers to a single memory location'"),
