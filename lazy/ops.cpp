@@ -195,17 +195,25 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight) {
   return where(binary(OpId::Lt, unary(OpId::Abs, Tensor(weight.tensor)), Scalar(0.5)), low, high);
 }
 
+// addcmul and addcdiv compute input + value * tensor1 (* or /) tensor2 as PyTorch's kernels do:
+// everything in the result dtype of the three tensors (value converted to it, unchecked for
+// floats in integers: 0.5 becomes 0), multiplying value into tensor1 first.
 Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
-  Tensor prod = mul(t1, t2);
-  return add(x, is_one(value) ? prod : mul(prod, value));
+  DType r = result_type({x, t1, t2});
+  LOOM_CHECK(r != DType::Bool, Runtime, "\"addcmul\" not implemented for 'Bool'");
+  Scalar v = checked_in(r, value);
+  Tensor scaled = is_one(v) ? cast(t1, r) : mul(cast(t1, r), v);
+  return binary(OpId::Add, x, mul(scaled, cast(t2, r)));
 }
 
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
   LOOM_CHECK(!(is_integral(t1->dtype(), true) && is_integral(t2->dtype(), true)), Runtime,
              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
              "true division of tensor1 and tensor2.");
-  Tensor quot = div(t1, t2);
-  return add(x, is_one(value) ? quot : mul(quot, value));
+  DType r = result_type({x, t1, t2});  // floating: tensor1 or tensor2 is
+  Scalar v = checked_in(r, value);
+  Tensor scaled = is_one(v) ? cast(t1, r) : mul(cast(t1, r), v);
+  return binary(OpId::Add, x, div(scaled, cast(t2, r)));
 }
 
 Tensor logical_xor(const Arg& a, const Arg& b) {

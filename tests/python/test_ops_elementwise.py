@@ -443,11 +443,9 @@ def test_addcmul_addcdiv(device, name, dtype, value):
           layouts=["transposed", "contiguous", "strided"])
 
 
-@pytest.mark.xfail(reason="BUG: addcmul / addcdiv compute tensor1 * tensor2 (or /) in the tensors' own dtype "
-                          "before promoting with input: addcmul(float64, float32, float32) loses float64 precision, "
-                          "addcmul(uint8, bool, bool) is int64 (PyTorch: uint8)", strict=True)
 @pytest.mark.parametrize("case", ["addcmul_f64_f32", "addcdiv_f64_f32", "addcmul_uint8_bool"])
 def test_addcmul_addcdiv_promotion(device, case):
+    """Computed in the result dtype of all three tensors."""
     if case == "addcmul_uint8_bool":
         check(device, lambda m, x, a, b: m.addcmul(x, a, b, value=2), np.array([1, 2], np.uint8),
               np.array([True, False]), np.array([True, True]))

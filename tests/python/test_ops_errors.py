@@ -226,6 +226,8 @@ CASES = [
     ("sub_bool_alpha", lambda m, T: m.sub(T([2]), T([True]), alpha=2), RuntimeError, "with a bool tensor"),
     ("isub_int_bool", lambda m, T: T([2]).__isub__(T([True])), RuntimeError, "with a bool tensor"),
     ("sub_two_bools_message", lambda m, T: T([True]) - True, RuntimeError, "with two bool tensors"),
+    # -- float-only kernels --
+    ("addcmul_bool", lambda m, T: m.addcmul(T([True]), T([True]), T([False])), RuntimeError, "'Bool'"),
     # -- alpha --
     ("add_int_float_alpha", lambda m, T: m.add(T([1, 2]), T([1, 2]), alpha=0.5), RuntimeError,
      "alpha must not be a floating point number"),
