@@ -26,9 +26,10 @@ namespace loom {
   X(Neg) X(Abs) X(Exp) X(Exp2) X(Log) X(Log2) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Sin) X(Cos)     \
   X(Tan) X(Tanh) X(Sigmoid) X(Relu) X(Gelu) X(GeluTanh) X(Silu) X(Softplus) X(Erf) X(Floor) X(Ceil) \
   X(Round) X(Sign) X(Reciprocal) X(Square) X(LogicalNot) X(IsNan) X(IsInf) X(Cast) X(NanToNum)     \
+  X(BitwiseNot)                                                                                     \
   /* elementwise, binary */                                                                         \
   X(Add) X(Sub) X(Mul) X(Div) X(FloorDiv) X(Remainder) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne)   \
-  X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)                                               \
+  X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr) X(BitwiseAnd) X(BitwiseOr) X(BitwiseXor)      \
   /* elementwise, ternary */                                                                        \
   X(Where)                                                                                          \
   /* reductions */                                                                                  \

@@ -1,6 +1,7 @@
 // Definitions of the elementwise ops: the shape and dtype rule shared by all of them, the CPU
 // kernel generated from each op's expression (lazy/elementwise.h), and Cast.
 #include <array>
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,9 +16,13 @@ namespace {
 template <typename S>
 using compute_t = std::conditional_t<std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>, float, S>;
 
-std::string lower(const char* name) {
-  std::string s(name);
-  for (char& c : s) c = static_cast<char>(std::tolower(c));
+// An op's name as the Python function that runs it is spelled: BitwiseAnd -> bitwise_and.
+std::string snake_name(const char* name) {
+  std::string s;
+  for (const char* c = name; *c; ++c) {
+    if (std::isupper(static_cast<unsigned char>(*c)) && c != name) s += '_';
+    s += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+  }
   return s;
 }
 
@@ -28,7 +33,7 @@ DType promoted(std::span<const InputMeta> in) {
 
 template <typename F>
 OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
-  LOOM_CHECK(static_cast<int>(in.size()) == F::arity, Runtime, lower(op_name(F::id)), " expects ", F::arity,
+  LOOM_CHECK(static_cast<int>(in.size()) == F::arity, Runtime, snake_name(op_name(F::id)), " expects ", F::arity,
              " operands, got ", in.size());
   Dims shape;
   for (const InputMeta& m : in)
@@ -38,9 +43,15 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
                "where expected condition to be a boolean tensor, but got a tensor with dtype ",
                in[0].is_scalar ? "scalar" : dtype_name(in[0].dtype));
   }
+  // PyTorch has no kernel of these ops for such dtypes: it says so in its dispatch message.
+  auto not_implemented = [](DType d) {
+    return detail::concat("\"", snake_name(op_name(F::id)), "\" not implemented for '",
+                          dtype_info(d).scalar_type_name, "'");
+  };
   DType p = promoted<F>(in);
+  if constexpr (F::rule == DTypeRule::Integral) LOOM_CHECK(!is_floating(p), Runtime, not_implemented(p));
   if constexpr (!F::allow_bool) {
-    LOOM_CHECK(p != DType::Bool, Runtime, lower(op_name(F::id)),
+    LOOM_CHECK(p != DType::Bool, Runtime, snake_name(op_name(F::id)),
                " is not supported on bool tensors (use logical_not / logical_xor for masks)");
   }
   bool bool_out = F::rule == DTypeRule::Compare || F::rule == DTypeRule::Logical;
@@ -114,7 +125,7 @@ void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
   visit_dtype(p, [&](auto tag) {
     using S = decltype(tag);
     if constexpr (supports<F, S>()) run_typed<F, S>(in, out, std::make_index_sequence<F::arity>{});
-    else LOOM_FAIL(Runtime, lower(op_name(F::id)), ": no CPU kernel for ", dtype_name(p));
+    else LOOM_FAIL(Runtime, snake_name(op_name(F::id)), ": no CPU kernel for ", dtype_name(p));
   });
 }
 
@@ -137,4 +148,11 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+namespace math {
+void no_symbolic_form(const char* op) {
+  LOOM_FAIL(NotImplemented, op, " has no expression for this symbolic value type yet");
+}
+}  // namespace math
+
 }  // namespace loom

@@ -31,7 +31,7 @@ def _fn(name):
 
 UNARY = ["abs", "neg", "negative", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
          "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "sign", "reciprocal", "square",
-         "logical_not", "isnan", "isinf", "round", "gelu", "softplus", "nan_to_num"]
+         "logical_not", "isnan", "isinf", "round", "gelu", "softplus", "nan_to_num", "bitwise_not"]
 # Unary ops PyTorch also accepts on integer tensors (the others raise there: test_ops_errors.py).
 UNARY_INT_OK = [n for n in UNARY if n not in ("silu", "gelu", "softplus")]
 
@@ -156,6 +156,7 @@ BINARY = {
     "maximum": _op("maximum"), "minimum": _op("minimum"), "eq": _op("eq"), "ne": _op("ne"), "lt": _op("lt"),
     "le": _op("le"), "gt": _op("gt"), "ge": _op("ge"), "logical_and": _op("logical_and"),
     "logical_or": _op("logical_or"), "logical_xor": _op("logical_xor"),
+    "bitwise_and": _op("bitwise_and"), "bitwise_or": _op("bitwise_or"), "bitwise_xor": _op("bitwise_xor"),
     "add_alpha": lambda m, a, b: m.add(a, b, alpha=2),
     "sub_alpha": lambda m, a, b: m.sub(a, b, alpha=3),
     "div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
@@ -164,9 +165,11 @@ BINARY = {
     "op_truediv": lambda m, a, b: a / b, "op_floordiv": lambda m, a, b: a // b, "op_mod": lambda m, a, b: a % b,
     "op_pow": lambda m, a, b: a ** b, "op_eq": lambda m, a, b: a == b, "op_ne": lambda m, a, b: a != b,
     "op_lt": lambda m, a, b: a < b, "op_le": lambda m, a, b: a <= b, "op_gt": lambda m, a, b: a > b,
-    "op_ge": lambda m, a, b: a >= b,
+    "op_ge": lambda m, a, b: a >= b, "op_and": lambda m, a, b: a & b, "op_or": lambda m, a, b: a | b,
+    "op_xor": lambda m, a, b: a ^ b,
     "method_add": lambda m, a, b: a.add(b), "method_mul": lambda m, a, b: a.mul(b),
     "method_maximum": lambda m, a, b: a.maximum(b), "method_pow": lambda m, a, b: a.pow(b),
+    "method_bitwise_xor": lambda m, a, b: a.bitwise_xor(b),
 }
 
 DIVISIONS = {"div", "divide", "true_divide", "floor_divide", "remainder", "div_trunc", "div_floor", "op_truediv",
@@ -191,8 +194,8 @@ def _operands(name, dta, dtb, shape_a=(3, 1, 4), shape_b=(2, 4)):
 # One operator per kernel is enough here: the aliases (subtract, multiply, x.add(), a - b, ...) are
 # checked in test_binary_aliases.
 PROMOTION_OPS = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne",
-                 "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "add_alpha", "sub_alpha",
-                 "div_trunc", "div_floor"]
+                 "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+                 "bitwise_xor", "add_alpha", "sub_alpha", "div_trunc", "div_floor"]
 
 
 @pytest.mark.parametrize("dta", ALL_DTYPES)
@@ -297,7 +300,7 @@ SCALAR_OPS = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
     "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-    "ge": operator.ge,
+    "ge": operator.ge, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
 }
 
 
@@ -369,7 +372,7 @@ def test_zero_dim_promotion(device, name, dt_0d):
     sub.finish()
 
 
-# ---- bool tensors: & | ^ ~ ----
+# ---- & | ^ ~: bitwise on integers, logical on bool tensors ----
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "expanded"])
 @pytest.mark.parametrize("name", ["and", "or", "xor"])
@@ -391,12 +394,24 @@ def test_bool_invert(device, layout):
     check(device, lambda m, x: ~x, np.zeros((0, 2), bool))
 
 
-@pytest.mark.xfail(reason="BUG: bool_tensor | 1 (and &, ^ with an int scalar) is computed as a logical op and "
-                          "returns bool; PyTorch promotes to int64 (bitwise_or of bool and int)", strict=True)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_invert(device, dtype, layout):
+    """~x is bitwise_not: -x - 1 for signed integers, 255 - x for uint8."""
+    values = random_array((4, 5), dtype, seed=3, low=0 if dtype == "uint8" else -100, high=100)
+    check(device, lambda m, x: ~x, values, layouts=[layout])
+    check(device, lambda m, x: x.bitwise_not(), values, layouts=[layout])
+    check(device, lambda m, x: ~x, np.array([np.iinfo(dtype).min, np.iinfo(dtype).max, 0], dtype=dtype))
+
+
 def test_bool_bitwise_with_int_scalar(device):
+    """bool | int is bitwise_or promoted to int64, as in PyTorch."""
     a = np.array([True, False, True])
     check(device, lambda m, x: x | 1, a)
     check(device, lambda m, x: x & 3, a)
+    check(device, lambda m, x: x ^ 1, a)
+    check(device, lambda m, x: 1 ^ x, a)
+    check(device, lambda m, x: x | True, a)
 
 
 # ---- unary operators ----

@@ -228,6 +228,11 @@ CASES = [
     ("sub_two_bools_message", lambda m, T: T([True]) - True, RuntimeError, "with two bool tensors"),
     # -- float-only kernels --
     ("addcmul_bool", lambda m, T: m.addcmul(T([True]), T([True]), T([False])), RuntimeError, "'Bool'"),
+    ("bitwise_float", lambda m, T: T([1.0]) & T([2.0]), RuntimeError, "not implemented for 'Double'"),
+    ("bitwise_or_float_scalar", lambda m, T: T([1, 2]) | 1.5, RuntimeError, "not implemented for 'Float'"),
+    ("bitwise_not_float", lambda m, T: m.bitwise_not(T([1.0])), RuntimeError, "not implemented for 'Double'"),
+    ("invert_float", lambda m, T: ~T([1.0]), TypeError, "only implemented on integer and Boolean"),
+    ("iand_bool_int", lambda m, T: T([True]).__iand__(T([1])), RuntimeError, "can't be cast"),
     # -- alpha --
     ("add_int_float_alpha", lambda m, T: m.add(T([1, 2]), T([1, 2]), alpha=0.5), RuntimeError,
      "alpha must not be a floating point number"),

@@ -220,18 +220,14 @@ def test_operator_rebinding_keeps_other_references(device):
     assert_close(alias, ref)
 
 
-_BOOL_INPLACE = pytest.mark.xfail(
-    reason="BUG: Tensor has no __iand__ / __ior__ / __ixor__: `x &= m` falls back to `x = x & m`, which binds a new "
-           "tensor instead of writing in place (other references to x, and its views, keep the old values)",
-    strict=True)
-
-
-@_BOOL_INPLACE
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "int64"])
 @pytest.mark.parametrize("op", [operator.iand, operator.ior, operator.ixor], ids=["&=", "|=", "^="])
-def test_bool_inplace_operators(device, op):
-    a = random_array((3, 4), "bool", seed=14)
-    b = random_array((3, 4), "bool", seed=15)
+def test_bitwise_inplace_operators(device, op, dtype):
+    """x &= y writes into x (other references and views of x see it)."""
+    a = random_array((3, 4), dtype, seed=14)
+    b = random_array((3, 4), dtype, seed=15)
     run_inplace(device, lambda m, x, y: op(x, y), a, b)
+    run_inplace(device, lambda m, x: op(x, 3 if dtype != "bool" else True), a)
 
 
 # ---- writes through views ----
