@@ -15,6 +15,7 @@ namespace loom {
 enum class DTypeRule : uint8_t {
   Promote,       // result: the promoted dtype of the inputs (add, maximum, neg)
   PromoteFloat,  // like Promote, but integers and bool become the default float (exp, div)
+  Float,         // like Promote, for floating tensors only: integers and bool raise (gelu, silu)
   Integral,      // like Promote, for integer and bool operands only: floats raise (bitwise_and)
   Compare,       // computed in the promoted dtype, result bool (eq, isnan)
   Logical,       // inputs read as bool, result bool (logical_and)
@@ -39,13 +40,13 @@ DType promoted_dtype(std::span<const InputMeta> in) {
   return p;
 }
 
-// Whether op F has a kernel for inputs stored as S: floating types only for PromoteFloat ops,
-// integers and bool only for Integral ones, bool only for logical ops, no bool where the op
-// rejects it.
+// Whether op F has a kernel for inputs stored as S: floating types only for PromoteFloat and
+// Float ops, integers and bool only for Integral ones, bool only for logical ops, no bool where
+// the op rejects it.
 template <typename F, typename S>
 constexpr bool supports() {
   if constexpr (F::rule == DTypeRule::Logical) return std::is_same_v<S, bool>;
-  else if constexpr (F::rule == DTypeRule::PromoteFloat) return !std::is_integral_v<S>;
+  else if constexpr (F::rule == DTypeRule::PromoteFloat || F::rule == DTypeRule::Float) return !std::is_integral_v<S>;
   else if constexpr (F::rule == DTypeRule::Integral) return std::is_integral_v<S>;
   else if constexpr (!F::allow_bool) return !std::is_same_v<S, bool>;
   else return true;
@@ -91,20 +92,20 @@ struct Relu {
   template <typename T> static T f(T x) { return select(x < T(0), T(0), x); }
 };
 struct Gelu {
-  LOOM_EW(Gelu, PromoteFloat, 1, true)
+  LOOM_EW(Gelu, Float, 1, false)
   template <typename T> static T f(T x) { return T(0.5) * x * (one<T>() + erf(x * T(0.7071067811865476))); }
 };
 struct GeluTanh {
-  LOOM_EW(GeluTanh, PromoteFloat, 1, true)
+  LOOM_EW(GeluTanh, Float, 1, false)
   template <typename T>
   static T f(T x) {
     return T(0.5) * x * (one<T>() + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
   }
 };
-struct Silu { LOOM_EW(Silu, PromoteFloat, 1, true) template <typename T> static T f(T x) { return x / (one<T>() + exp(-x)); } };
+struct Silu { LOOM_EW(Silu, Float, 1, false) template <typename T> static T f(T x) { return x / (one<T>() + exp(-x)); } };
 // softplus(x, beta, threshold) = log1p(exp(beta x)) / beta, linear above the threshold.
 struct Softplus {
-  LOOM_EW(Softplus, PromoteFloat, 3, true)
+  LOOM_EW(Softplus, Float, 3, false)
   template <typename T>
   static T f(T x, T beta, T threshold) {
     return select(x * beta > threshold, x, log1p(exp(x * beta)) / beta);

@@ -106,6 +106,9 @@ int64_t reduced_count(IntSpan shape, const DimList& dims) {
 Tensor unary(OpId op, const Tensor& x) { return apply1(op, x); }
 Tensor binary(OpId op, const Arg& a, const Arg& b) { return apply(op, {a, b}); }
 
+// PyTorch's square is pow(x, 2): a bool input promotes with the int exponent to int64.
+Tensor square(const Tensor& x) { return unary(OpId::Square, x->dtype() == DType::Bool ? cast(x, DType::Int64) : x); }
+
 Tensor add(const Arg& a, const Arg& b, Scalar alpha) { return add_scaled(OpId::Add, a, b, alpha); }
 
 // PyTorch rejects subtraction with any bool operand (a bool tensor or a Python bool), before
@@ -171,6 +174,8 @@ Tensor softplus(const Tensor& x, Scalar beta, Scalar threshold) {
 
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
+  // Integers and bools have no NaN or infinity: PyTorch returns a copy, ignoring the replacements.
+  if (!is_floating(x->dtype())) return clone(x);
   double big = 0;
   switch (x->dtype()) {
     case DType::Float16: big = 65504.0; break;
@@ -182,8 +187,18 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
                                 Arg(Scalar(neginf.value_or(-big)))});
 }
 
-// PyTorch's two-sided formula: exact at both ends (weight 0 gives start, 1 gives end).
+// PyTorch's two-sided formula: exact at both ends (weight 0 gives start, 1 gives end). Like its
+// kernel, it takes floating tensors of one dtype, and a number weight must fit that dtype.
 Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight) {
+  DType d = start->dtype();
+  LOOM_CHECK(is_floating(d), Runtime, "\"lerp\" not implemented for '", dtype_info(d).scalar_type_name, "'");
+  LOOM_CHECK(end->dtype() == d, Runtime, "expected dtype ", dtype_name(d), " for `end` but got dtype ",
+             dtype_name(end->dtype()));
+  if (weight.is_tensor())
+    LOOM_CHECK(weight.tensor->dtype() == d, Runtime, "expected dtype ", dtype_name(d), " for `weight` but got dtype ",
+               dtype_name(weight.tensor->dtype()));
+  else
+    weight.scalar.check_fits(d);
   Tensor diff = sub(end, start);
   if (!weight.is_tensor()) {
     double w = weight.scalar.as_double();
@@ -224,9 +239,13 @@ Tensor logical_xor(const Arg& a, const Arg& b) {
   return binary(OpId::Ne, as_bool(a), as_bool(b));
 }
 
-Tensor round(const Tensor& x, int64_t decimals) {
-  if (decimals == 0) return unary(OpId::Round, x);
-  double scale = std::pow(10.0, static_cast<double>(decimals));
+Tensor round(const Tensor& x, std::optional<int64_t> decimals) {
+  if (!decimals) return unary(OpId::Round, x);  // the identity on integers, as in PyTorch
+  // PyTorch's round with decimals (even 0) has floating kernels only.
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "\"round\" not implemented for '",
+             dtype_info(x->dtype()).scalar_type_name, "'");
+  if (*decimals == 0) return unary(OpId::Round, x);
+  double scale = std::pow(10.0, static_cast<double>(*decimals));
   return div(unary(OpId::Round, mul(x, Scalar(scale))), Scalar(scale));
 }
 

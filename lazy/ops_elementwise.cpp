@@ -48,6 +48,9 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
     return detail::concat("\"", snake_name(op_name(F::id)), "\" not implemented for '",
                           dtype_info(d).scalar_type_name, "'");
   };
+  if constexpr (F::rule == DTypeRule::Float) {
+    for (const InputMeta& m : in) LOOM_CHECK(m.is_scalar || is_floating(m.dtype), Runtime, not_implemented(m.dtype));
+  }
   DType p = promoted<F>(in);
   if constexpr (F::rule == DTypeRule::Integral) LOOM_CHECK(!is_floating(p), Runtime, not_implemented(p));
   if constexpr (!F::allow_bool) {

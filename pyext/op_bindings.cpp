@@ -46,6 +46,14 @@ BINDING(b_unary) {
   LOOM_PY_END(nullptr)
 }
 
+BINDING(b_square) {
+  LOOM_PY_BEGIN
+  PARSE(1, "square", 1, "input");
+  REQUIRE(0, "square", "input");
+  return out(ops::square(tensor_arg(a[0], "input")));
+  LOOM_PY_END(nullptr)
+}
+
 template <Name name, OpId op>
 BINDING(b_binary) {
   LOOM_PY_BEGIN
@@ -202,7 +210,7 @@ BINDING(b_round) {
   LOOM_PY_BEGIN
   PARSE(2, "round", 1, "input", "decimals");
   REQUIRE(0, "round", "input");
-  return out(ops::round(tensor_arg(a[0], "input"), a.has(1) ? to_int64(a[1], "decimals") : 0));
+  return out(ops::round(tensor_arg(a[0], "input"), optional_int(a[1], "decimals")));
   LOOM_PY_END(nullptr)
 }
 
@@ -607,8 +615,9 @@ const Entry kEntries[] = {
     UNARY(log2, Log2), UNARY(log1p, Log1p), UNARY(expm1, Expm1), UNARY(sqrt, Sqrt), UNARY(rsqrt, Rsqrt),
     UNARY(sin, Sin), UNARY(cos, Cos), UNARY(tan, Tan), UNARY(tanh, Tanh), UNARY(sigmoid, Sigmoid), UNARY(relu, Relu),
     UNARY(silu, Silu), UNARY(erf, Erf), UNARY(floor, Floor), UNARY(ceil, Ceil), UNARY(sign, Sign),
-    UNARY(reciprocal, Reciprocal), UNARY(square, Square), UNARY(logical_not, LogicalNot), UNARY(isnan, IsNan),
+    UNARY(reciprocal, Reciprocal), UNARY(logical_not, LogicalNot), UNARY(isnan, IsNan),
     UNARY(isinf, IsInf), UNARY(bitwise_not, BitwiseNot),
+    BOTH("square", b_square, "square(input)"), INPLACE("square_", b_square, "in-place square()"),
     BOTH("round", b_round, "round(input, decimals=0): round half to even"),
     BOTH("gelu", b_gelu, "gelu(input, approximate='none')"),
     BOTH("softplus", b_softplus, "softplus(input, beta=1, threshold=20)"),

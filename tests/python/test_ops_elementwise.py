@@ -32,8 +32,6 @@ def _fn(name):
 UNARY = ["abs", "neg", "negative", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
          "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "sign", "reciprocal", "square",
          "logical_not", "isnan", "isinf", "round", "gelu", "softplus", "nan_to_num", "bitwise_not"]
-# Unary ops PyTorch also accepts on integer tensors (the others raise there: test_ops_errors.py).
-UNARY_INT_OK = [n for n in UNARY if n not in ("silu", "gelu", "softplus")]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -53,30 +51,12 @@ def test_unary_special_values(device, name, dtype):
     check(device, _fn(name), np.array(SPECIAL, dtype=dtype))
 
 
-_NAN_TO_NUM_INT = pytest.mark.xfail(
-    reason="BUG: nan_to_num on an integer/bool tensor returns float32 instead of keeping the input dtype",
-    strict=True)
-_SQUARE_BOOL = pytest.mark.xfail(
-    reason="BUG: square(bool tensor) raises; PyTorch returns int64 (square is pow(x, 2))", strict=True)
-
-
-def _unary_int_params():
-    out = []
-    for name in UNARY_INT_OK:
-        for dt in INT_DTYPES + ["bool"]:
-            marks = []
-            if name == "nan_to_num":
-                marks.append(_NAN_TO_NUM_INT)
-            if name == "square" and dt == "bool":
-                marks.append(_SQUARE_BOOL)
-            out.append(pytest.param(name, dt, marks=marks, id=f"{name}-{dt}"))
-    return out
-
-
-@pytest.mark.parametrize("name,dtype", _unary_int_params())
+@pytest.mark.parametrize("dtype", INT_DTYPES + ["bool"])
+@pytest.mark.parametrize("name", UNARY)
 def test_unary_int_and_bool(device, name, dtype):
-    """Integer and bool inputs: PromoteFloat ops give float32, the rest keep the dtype; ops that
-    PyTorch rejects on bool (abs, neg, floor, ...) raise."""
+    """Integer and bool inputs: PromoteFloat ops give float32, the rest keep the dtype (nan_to_num
+    is the identity), square of bool is int64; ops that PyTorch rejects on these dtypes (abs, neg,
+    floor of bool; gelu, silu of any) raise."""
     for shape, layout in [((3, 4), "contiguous"), ((3, 4), "transposed"), ((2, 6), "strided"), ((0,), "contiguous"),
                           ((), "contiguous")]:
         check(device, _fn(name), random_array(shape, dtype, seed=3), layouts=[layout])

@@ -227,6 +227,18 @@ CASES = [
     ("isub_int_bool", lambda m, T: T([2]).__isub__(T([True])), RuntimeError, "with a bool tensor"),
     ("sub_two_bools_message", lambda m, T: T([True]) - True, RuntimeError, "with two bool tensors"),
     # -- float-only kernels --
+    ("gelu_int", lambda m, T: F_(m, "gelu")(T([1, 2])), RuntimeError, "not implemented for 'Long'"),
+    ("silu_int", lambda m, T: F_(m, "silu")(T([1, 2])), RuntimeError, "not implemented for 'Long'"),
+    ("softplus_int", lambda m, T: F_(m, "softplus")(T([1, 2])), RuntimeError, "not implemented for 'Long'"),
+    ("softplus_uint8", lambda m, T: F_(m, "softplus")(T([1, 2], np.uint8)), RuntimeError, "'Byte'"),
+    ("gelu_bool", lambda m, T: F_(m, "gelu")(T([True])), RuntimeError, "not implemented for 'Bool'"),
+    ("gelu_tanh_int", lambda m, T: F_(m, "gelu")(T([1]), approximate="tanh"), RuntimeError, "not implemented"),
+    ("lerp_int", lambda m, T: m.lerp(T([1, 2]), T([3, 4]), 0.5), RuntimeError, "not implemented for 'Long'"),
+    ("lerp_int_tensor_weight", lambda m, T: m.lerp(T([1, 2]), T([3, 4]), T([1, 1])), RuntimeError, ""),
+    ("lerp_end_dtype", lambda m, T: m.lerp(T([1.0, 2.0], f32), T([3.0, 4.0]), 0.5), RuntimeError, "for `end`"),
+    ("lerp_weight_dtype", lambda m, T: m.lerp(T([1.0], f32), T([3.0], f32), T([0.5])), RuntimeError, "`weight`"),
+    ("round_decimals_int", lambda m, T: T([1, 2]).round(decimals=1), RuntimeError, "not implemented for 'Long'"),
+    ("round_decimals_zero_int", lambda m, T: T([1, 2]).round(decimals=0), RuntimeError, "not implemented"),
     ("addcmul_bool", lambda m, T: m.addcmul(T([True]), T([True]), T([False])), RuntimeError, "'Bool'"),
     ("bitwise_float", lambda m, T: T([1.0]) & T([2.0]), RuntimeError, "not implemented for 'Double'"),
     ("bitwise_or_float_scalar", lambda m, T: T([1, 2]) | 1.5, RuntimeError, "not implemented for 'Float'"),
@@ -244,6 +256,9 @@ CASES = [
     # -- other exception types --
     ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
      "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
+    # -- numbers that do not fit the dtype they are converted to --
+    ("lerp_weight_out_of_range", lambda m, T: m.lerp(T([1.0], f32), T([2.0], f32), 1e300), RuntimeError,
+     "without overflow"),
 ]
 
 
@@ -286,18 +301,6 @@ def test_error(device, case):
 # ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
 
 XFAIL_CASES = [
-    ("gelu_int", lambda m, T: F_(m, "gelu")(T([1, 2])), RuntimeError,
-     "BUG: gelu of an integer tensor returns float32; PyTorch raises (GeluKernelImpl not implemented for Long)"),
-    ("silu_int", lambda m, T: F_(m, "silu")(T([1, 2])), RuntimeError,
-     "BUG: silu of an integer tensor returns float32; PyTorch raises"),
-    ("softplus_int", lambda m, T: F_(m, "softplus")(T([1, 2])), RuntimeError,
-     "BUG: softplus of an integer tensor returns float32; PyTorch raises"),
-    ("gelu_bool", lambda m, T: F_(m, "gelu")(T([True])), RuntimeError,
-     "BUG: gelu of a bool tensor returns float32; PyTorch raises"),
-    ("lerp_int", lambda m, T: m.lerp(T([1, 2]), T([3, 4]), 0.5), RuntimeError,
-     "BUG: lerp of integer tensors returns float32; PyTorch raises (lerp_kernel_scalar not implemented for Long)"),
-    ("round_decimals_int", lambda m, T: T([1, 2]).round(decimals=1), RuntimeError,
-     "BUG: round(int_tensor, decimals=1) returns float32 (changes the dtype); PyTorch raises"),
     ("inplace_on_expanded", lambda m, T: T(np.ones(1)).expand(3).add_(1), RuntimeError,
      "BUG: an in-place op on an expanded tensor (elements sharing memory) is accepted; PyTorch raises 'unsupported "
      "operation: more than one element of the written-to tensor refers to a single memory location'"),
