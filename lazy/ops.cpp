@@ -258,8 +258,12 @@ Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim) {
   return apply1(op, x, std::move(attrs));
 }
 
+// sum / prod with dtype=: the input converted to dtype, reduced (integers accumulate in int64,
+// which wraps to the same result modulo 2^bits), the result in dtype (a bool sum is any(), a bool
+// prod all()).
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  return reduce(OpId::Sum, dtype ? cast(x, *dtype) : x, dims, keepdim);
+  if (!dtype) return reduce(OpId::Sum, x, dims, keepdim);
+  return cast(reduce(OpId::Sum, cast(x, *dtype), dims, keepdim), *dtype);
 }
 
 Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
@@ -274,11 +278,33 @@ Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<D
 Tensor prod(const Tensor& x, std::optional<int64_t> dim, bool keepdim, std::optional<DType> dtype) {
   DimList dims;
   if (dim) dims.push_back(*dim);
-  return reduce(OpId::Prod, dtype ? cast(x, *dtype) : x, dims, dim ? keepdim : false);
+  if (!dtype) return reduce(OpId::Prod, x, dims, dim ? keepdim : false);
+  return cast(reduce(OpId::Prod, cast(x, *dtype), dims, dim ? keepdim : false), *dtype);
 }
 
-Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) { return reduce(OpId::Amax, x, dims, keepdim); }
-Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) { return reduce(OpId::Amin, x, dims, keepdim); }
+// amax / amin / max / min of every element of an empty tensor have no value: PyTorch asks for a
+// dim (RuntimeError), where a given empty dim is an IndexError (the reduction's own check).
+static void require_elements(const char* name, const Tensor& x, const DimList& dims) {
+  LOOM_CHECK(!dims.empty() || x->numel() > 0, Runtime, name, "(): Expected reduction dim to be specified for "
+             "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+}
+
+Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
+  require_elements("amax", x, dims);
+  return reduce(OpId::Amax, x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
+  require_elements("amin", x, dims);
+  return reduce(OpId::Amin, x, dims, keepdim);
+}
+Tensor max(const Tensor& x) {
+  require_elements("max", x, {});
+  return reduce(OpId::Amax, x, {}, false);
+}
+Tensor min(const Tensor& x) {
+  require_elements("min", x, {});
+  return reduce(OpId::Amin, x, {}, false);
+}
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   if (!dim) return reduce(OpId::Argmax, reshape(x, Dims{-1}), DimList{0}, false);
@@ -312,6 +338,9 @@ Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim
 
 Tensor logsumexp(const Tensor& x0, const DimList& dims, bool keepdim) {
   Tensor x = is_floating(x0->dtype()) ? x0 : cast(x0, default_float_dtype());
+  // Over nothing: the log of an empty sum, -inf (there is no max to shift by).
+  if (reduced_count(x->sizes(), dims) == 0)
+    return unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, x), dims, keepdim));
   Tensor m = amax(x, dims, true);
   // An infinite max would turn x - m into nan; shifting by 0 instead is exact there.
   m = where(binary(OpId::Eq, unary(OpId::Abs, m), Scalar(INFINITY)), Scalar(0.0), m);
@@ -319,16 +348,19 @@ Tensor logsumexp(const Tensor& x0, const DimList& dims, bool keepdim) {
   return add(s, keepdim ? m : squeeze_dims(m, x->ndim(), dims));
 }
 
+// all / any: bool results, except uint8 for uint8 input (PyTorch's documented legacy behaviour).
 Tensor all(const Tensor& x, const DimList& dims, bool keepdim) {
+  DType out = x->dtype() == DType::UInt8 ? DType::UInt8 : DType::Bool;
   if (reduced_count(x->sizes(), dims) == 0)  // all() of nothing is true
-    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(true), DType::Bool, placement_of(x));
-  return reduce(OpId::Amin, cast(x, DType::Bool), dims, keepdim);
+    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(true), out, placement_of(x));
+  return cast(reduce(OpId::Amin, cast(x, DType::Bool), dims, keepdim), out);
 }
 
 Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
+  DType out = x->dtype() == DType::UInt8 ? DType::UInt8 : DType::Bool;
   if (reduced_count(x->sizes(), dims) == 0)
-    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(false), DType::Bool, placement_of(x));
-  return reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim);
+    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(false), out, placement_of(x));
+  return cast(reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim), out);
 }
 
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
@@ -341,25 +373,34 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   return pow(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), Scalar(1.0 / p));
 }
 
+// x minus its max along dim, for numerically stable exponentials; x itself along an empty dim
+// (whose result is empty: there is nothing to shift, and no max).
+static Tensor shifted_by_max(const Tensor& x, int64_t dim) {
+  if (reduced_count(x->sizes(), DimList{dim}) == 0) return x;
+  return sub(x, amax(x, DimList{dim}, true));
+}
+
 Tensor softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   require_floating(x, "softmax");
-  Tensor e = unary(OpId::Exp, sub(x, amax(x, DimList{dim}, true)));
+  Tensor e = unary(OpId::Exp, shifted_by_max(x, dim));
   return div(e, reduce(OpId::Sum, e, DimList{dim}, true));
 }
 
 Tensor log_softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   require_floating(x, "log_softmax");
-  Tensor shifted = sub(x, amax(x, DimList{dim}, true));
+  Tensor shifted = shifted_by_max(x, dim);
   return sub(shifted, unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, shifted), DimList{dim}, true)));
 }
 
 Tensor cumsum(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
+  LOOM_CHECK(dtype != DType::Bool, Runtime, "\"cumsum\" not implemented for 'Bool'");
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   Attrs attrs;
   attrs.push_back(wrap_dim(dim, x->ndim()));
-  return apply1(OpId::Cumsum, x, std::move(attrs));
+  Tensor out = apply1(OpId::Cumsum, x, std::move(attrs));
+  return dtype ? cast(out, *dtype) : out;  // integer sums run in int64: the same modulo 2^bits
 }
 
 // ---- matrix products ----

@@ -46,6 +46,9 @@ Tensor mean(const Tensor& x, const DimList& dims = {}, bool keepdim = false, std
 Tensor prod(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false, std::optional<DType> dtype = {});
 Tensor amax(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+// max() / min(): the extreme element (RuntimeError for an empty tensor, as PyTorch).
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 // max(dim) / min(dim): (values, indices).

@@ -238,12 +238,15 @@ BINDING(b_prod) {
   LOOM_PY_END(nullptr)
 }
 
-template <Name name, OpId op>
+template <Name name, bool is_max>
 BINDING(b_extreme) {
   LOOM_PY_BEGIN
   PARSE(3, name.s, 3, "input", "dim", "keepdim");
   REQUIRE(0, name.s, "input");
-  return out(ops::reduce(op, tensor_arg(a[0], "input"), dims_of(a[1], "dim"), a.has(2) && to_bool(a[2], "keepdim")));
+  Tensor x = tensor_arg(a[0], "input");
+  ops::DimList dims = dims_of(a[1], "dim");
+  bool keepdim = a.has(2) && to_bool(a[2], "keepdim");
+  return out(is_max ? ops::amax(x, dims, keepdim) : ops::amin(x, dims, keepdim));
   LOOM_PY_END(nullptr)
 }
 
@@ -270,15 +273,24 @@ PyTypeObject* min_max_type() {
   return check(reinterpret_cast<PyObject*>(type)) ? type : nullptr;
 }
 
-// max(): the largest element; max(dim, keepdim=False): (values, indices); max(other): maximum.
+// max(): the largest element; max(dim, keepdim=False): (values, indices); max(other) (other
+// positional or by keyword): maximum.
 template <Name name, bool is_max>
 BINDING(b_max) {
   LOOM_PY_BEGIN
-  PARSE(3, name.s, 3, "input", "dim", "keepdim");
+  PARSE(4, name.s, 3, "input", "dim", "keepdim", "other");
   REQUIRE(0, name.s, "input");
   Tensor x = tensor_arg(a[0], "input");
-  if (!a.has(1)) return out(is_max ? ops::amax(x) : ops::amin(x));
-  if (is_tensor(a[1])) return out(ops::binary(is_max ? OpId::Maximum : OpId::Minimum, x, arg_of(a[1], "other")));
+  PyObject* other = a[3] ? a[3] : a.has(1) && is_tensor(a[1]) ? a[1] : nullptr;
+  if (other) {
+    LOOM_CHECK(!a[2] && (!a[3] || !a[1]), Type, name.s, "() received an invalid combination of arguments: other "
+               "cannot be given with dim or keepdim");
+    return out(ops::binary(is_max ? OpId::Maximum : OpId::Minimum, x, tensor_arg(other, "other")));
+  }
+  if (!a.has(1)) {
+    LOOM_CHECK(!a[2], Type, name.s, "() received an invalid combination of arguments: keepdim needs dim");
+    return out(is_max ? ops::max(x) : ops::min(x));
+  }
   int64_t dim = to_int64(a[1], "dim");
   auto [values, indices] = is_max ? ops::max_dim(x, dim, a.has(2) && to_bool(a[2], "keepdim"))
                                   : ops::min_dim(x, dim, a.has(2) && to_bool(a[2], "keepdim"));
@@ -667,8 +679,8 @@ const Entry kEntries[] = {
     BOTH("sum", (b_sum<"sum", false>), "sum(input, dim=None, keepdim=False, dtype=None)"),
     BOTH("mean", (b_sum<"mean", true>), "mean(input, dim=None, keepdim=False, dtype=None)"),
     BOTH("prod", b_prod, "prod(input, dim=None, keepdim=False, dtype=None)"),
-    BOTH("amax", (b_extreme<"amax", OpId::Amax>), "amax(input, dim=(), keepdim=False)"),
-    BOTH("amin", (b_extreme<"amin", OpId::Amin>), "amin(input, dim=(), keepdim=False)"),
+    BOTH("amax", (b_extreme<"amax", true>), "amax(input, dim=(), keepdim=False)"),
+    BOTH("amin", (b_extreme<"amin", false>), "amin(input, dim=(), keepdim=False)"),
     BOTH("argmax", (b_arg_extreme<"argmax", true>), "argmax(input, dim=None, keepdim=False)"),
     BOTH("argmin", (b_arg_extreme<"argmin", false>), "argmin(input, dim=None, keepdim=False)"),
     BOTH("max", (b_max<"max", true>), "max(input) / max(input, dim, keepdim=False) / max(input, other)"),

@@ -240,6 +240,7 @@ CASES = [
     ("round_decimals_int", lambda m, T: T([1, 2]).round(decimals=1), RuntimeError, "not implemented for 'Long'"),
     ("round_decimals_zero_int", lambda m, T: T([1, 2]).round(decimals=0), RuntimeError, "not implemented"),
     ("addcmul_bool", lambda m, T: m.addcmul(T([True]), T([True]), T([False])), RuntimeError, "'Bool'"),
+    ("cumsum_bool_dtype", lambda m, T: m.cumsum(T([1, 2]), 0, dtype=m.bool), RuntimeError, "'Bool'"),
     ("bitwise_float", lambda m, T: T([1.0]) & T([2.0]), RuntimeError, "not implemented for 'Double'"),
     ("bitwise_or_float_scalar", lambda m, T: T([1, 2]) | 1.5, RuntimeError, "not implemented for 'Float'"),
     ("bitwise_not_float", lambda m, T: m.bitwise_not(T([1.0])), RuntimeError, "not implemented for 'Double'"),
@@ -256,6 +257,12 @@ CASES = [
     # -- other exception types --
     ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
      "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
+    ("max_of_empty_type", lambda m, T: T(np.zeros(0)).max(), RuntimeError,
+     r"max\(\): Expected reduction dim to be specified for input.numel\(\) == 0"),
+    ("min_of_empty", lambda m, T: T(np.zeros(0)).min(), RuntimeError, "Expected reduction dim to be specified"),
+    ("amax_of_empty", lambda m, T: T(np.zeros(0)).amax(), RuntimeError, "Expected reduction dim to be specified"),
+    ("amax_of_empty_dim", lambda m, T: T(np.zeros((0, 3))).amax(0), IndexError, "non-zero size"),
+    ("max_other_with_dim", lambda m, T: T(np.ones(2)).max(dim=0, other=T(np.ones(2))), TypeError, ""),
     # -- numbers that do not fit the dtype they are converted to --
     ("lerp_weight_out_of_range", lambda m, T: m.lerp(T([1.0], f32), T([2.0], f32), 1e300), RuntimeError,
      "without overflow"),
@@ -321,9 +328,6 @@ XFAIL_CASES = [
      "index')"),
     ("index_select_float_index_type", lambda m, T: T(np.ones(3)).index_select(0, T([0.0])), RuntimeError,
      "BUG: index_select with a float index raises IndexError; PyTorch raises RuntimeError"),
-    ("max_of_empty_type", lambda m, T: T(np.zeros(0)).max(), RuntimeError,
-     "BUG: max() of an empty tensor raises IndexError; PyTorch raises RuntimeError ('Expected reduction dim to be "
-     "specified for input.numel() == 0')"),
     ("clamp_max_out_of_range", lambda m, T: T([1, 200], np.int32).clamp(max=2**40), RuntimeError,
      "BUG: int32_tensor.clamp(max=2**40) converts the bound to int32 with wrap-around (0) and returns [0, 0]; PyTorch "
      "raises 'value cannot be converted to type int without overflow'"),
