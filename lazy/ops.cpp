@@ -1,5 +1,6 @@
 #include "lazy/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -611,8 +612,11 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   LOOM_CHECK(!xs.empty(), Runtime, "torch.cat(): expected a non-empty list of Tensors");
   std::vector<Arg> list;
   for (const Tensor& t : xs) list.emplace_back(t);
+  // dim counts in the first tensor that is not a legacy empty one (Cat skips those); with only
+  // those, the result is one of them whatever dim says.
+  auto shaped = std::find_if(xs.begin(), xs.end(), [](const Tensor& t) { return !(t->ndim() == 1 && t->numel() == 0); });
   Attrs attrs;
-  attrs.push_back(wrap_dim(dim, xs[0]->ndim()));
+  attrs.push_back(shaped == xs.end() ? 0 : wrap_dim(dim, (*shaped)->ndim()));
   return apply(OpId::Cat, std::span<const Arg>(list.data(), list.size()), std::move(attrs));
 }
 

@@ -53,17 +53,28 @@ OutputMeta infer_none(std::span<const InputMeta>, const Attrs&) {
 }
 
 // ---- Cat: attrs[0] = dim ----
+// Like PyTorch, cat skips legacy empty tensors (1-d, size 0) next to tensors of other shapes: they
+// add no elements and need not match, but still take part in the result dtype.
+
+bool legacy_empty(IntSpan shape) { return shape.size() == 1 && shape[0] == 0; }
 
 OutputMeta infer_cat(std::span<const InputMeta> in, const Attrs& attrs) {
   LOOM_CHECK(!in.empty(), Runtime, "torch.cat(): expected a non-empty list of Tensors");
   int64_t dim = attrs[0];
-  IntSpan first = in[0].shape;
-  LOOM_CHECK(!first.empty(), Runtime, "zero-dimensional tensor (at position 0) cannot be concatenated");
-  Dims shape(first);
-  shape[dim] = 0;
   ResultType r;
   for (size_t i = 0; i < in.size(); ++i) {
+    LOOM_CHECK(!in[i].shape.empty(), Runtime, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    r.add_tensor(in[i].dtype, 1);
+  }
+  size_t k = 0;
+  while (k < in.size() && legacy_empty(in[k].shape)) ++k;
+  if (k == in.size()) return {r.get(), Dims{0}};  // nothing but legacy empty tensors
+  IntSpan first = in[k].shape;
+  Dims shape(first);
+  shape[dim] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
     IntSpan s = in[i].shape;
+    if (legacy_empty(s)) continue;
     LOOM_CHECK(s.size() == first.size(), Runtime, "Tensors must have same number of dimensions: got ", first.size(),
                " and ", s.size());
     for (size_t d = 0; d < s.size(); ++d)
@@ -71,7 +82,6 @@ OutputMeta infer_cat(std::span<const InputMeta> in, const Attrs& attrs) {
                  "Sizes of tensors must match except in dimension ", dim, ". Expected size ", first[d], " but got size ",
                  s[d], " for tensor number ", i, " in the list.");
     shape[dim] += s[dim];
-    r.add_tensor(in[i].dtype, 1);
   }
   return {r.get(), std::move(shape)};
 }
@@ -80,6 +90,7 @@ void run_cat(std::span<const Operand> in, const Attrs& attrs, const Array& out) 
   int64_t dim = attrs[0];
   int64_t start = 0;
   for (const Operand& op : in) {
+    if (legacy_empty(op.array->sizes())) continue;
     int64_t len = op.array->sizes()[dim];
     copy_(out.view_as(narrow(out.layout, dim, start, len)), *op.array);
     start += len;
