@@ -131,6 +131,14 @@ Tensor copy_pending(const Tensor& t) {
 
 }  // namespace detail
 
+void check_no_internal_overlap(const TensorImpl& self) {
+  // A pending tensor is produced dense unless it is a view, whose layout over its base is known.
+  const Layout* layout = !self.is_pending() ? &self.array().layout : self.view_info() ? &self.view_info()->relative : nullptr;
+  LOOM_CHECK(!layout || !layout->has_internal_overlap(), Runtime,
+             "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+             "location. Please clone() the tensor before performing the operation.");
+}
+
 void assign(TensorImpl& self, const Tensor& value) {
   LOOM_CHECK(same_placement(self, *value), Runtime, "Expected all tensors to be on the same device, but found at "
              "least two devices, ", placement_name(self), " and ", placement_name(*value), "!");

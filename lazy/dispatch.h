@@ -59,6 +59,11 @@ Tensor view_of(const Tensor& t, Transform&& transform);
 // Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely.
 void assign(TensorImpl& self, const Tensor& value);
 
+// PyTorch's check before an op writes self in place element by element (arithmetic, unary ops,
+// clamp_, copy_, ...; not fill_, masked_fill_ or index_put_): no two of self's indices may share
+// memory (an expanded tensor), since each write would clobber the others' inputs.
+void check_no_internal_overlap(const TensorImpl& self);
+
 // Re-derives a view of a pending tensor from its base if the base changed since (a no-op
 // otherwise). Reads of views and syncs call it, so a view always shows its base's value.
 void refresh_view(TensorImpl& t);

@@ -868,10 +868,22 @@ Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement 
 
 // ---- in-place ----
 
-void add_(TensorImpl& self, const Arg& other, Scalar alpha) { assign(self, add(Arg(&self), other, alpha)); }
-void sub_(TensorImpl& self, const Arg& other, Scalar alpha) { assign(self, sub(Arg(&self), other, alpha)); }
-void mul_(TensorImpl& self, const Arg& other) { assign(self, mul(Arg(&self), other)); }
-void div_(TensorImpl& self, const Arg& other) { assign(self, div(Arg(&self), other)); }
+void add_(TensorImpl& self, const Arg& other, Scalar alpha) {
+  check_no_internal_overlap(self);
+  assign(self, add(Arg(&self), other, alpha));
+}
+void sub_(TensorImpl& self, const Arg& other, Scalar alpha) {
+  check_no_internal_overlap(self);
+  assign(self, sub(Arg(&self), other, alpha));
+}
+void mul_(TensorImpl& self, const Arg& other) {
+  check_no_internal_overlap(self);
+  assign(self, mul(Arg(&self), other));
+}
+void div_(TensorImpl& self, const Arg& other) {
+  check_no_internal_overlap(self);
+  assign(self, div(Arg(&self), other));
+}
 
 void fill_(TensorImpl& self, const Arg& value) {
   if (value.is_tensor())
@@ -893,6 +905,7 @@ void fill_(TensorImpl& self, const Arg& value) {
 void zero_(TensorImpl& self) { fill_(self, Arg(Scalar(int64_t{0}))); }
 
 void copy_(TensorImpl& self, const Tensor& src) {
+  check_no_internal_overlap(self);
   Tensor value = src->is_lazy() == self.is_lazy() && src->device() == self.device()
                      ? cast(src, self.dtype())
                      : to(src, self.dtype(), self.device(), self.is_lazy());

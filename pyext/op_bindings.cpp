@@ -590,9 +590,15 @@ PyObject* as_method(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
 }
 
 // An in-place method t.f_(...): computes t.f(...) and writes it into t, which keeps its identity
-// and (eager, or lazy once materialized) its storage.
-template <Impl F>
+// and (eager, or lazy once materialized) its storage. `selective` methods write chosen elements
+// (masked_fill_, tril_, triu_): PyTorch allows those on tensors with internal overlap.
+template <Impl F, bool selective = false>
 PyObject* as_inplace_method(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  if constexpr (!selective) {
+    LOOM_PY_BEGIN
+    check_no_internal_overlap(impl_of(self));
+    LOOM_PY_END(nullptr)
+  }
   PyObject* result = as_method<F>(self, args, nargs, kwnames);
   if (!result) return nullptr;
   PyRef owned = PyRef::steal(result);
@@ -618,6 +624,8 @@ struct Entry {
 #define FUNC(name, f, doc) {name, FN(f), nullptr, kFunction, doc}
 #define METH(name, f, doc) {name, nullptr, MT(f), kMethod, doc}
 #define INPLACE(name, f, doc) {name, nullptr, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&as_inplace_method<f>)), kMethod, doc}
+#define INPLACE_SELECTIVE(name, f, doc) \
+  {name, nullptr, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&as_inplace_method<f, true>)), kMethod, doc}
 #define UNARY(name, op) BOTH(#name, (b_unary<#name, OpId::op>), #name "(input)"), \
     INPLACE(#name "_", (b_unary<#name, OpId::op>), "in-place " #name "()")
 #define BINARY(name, op) BOTH(#name, (b_binary<#name, OpId::op>), #name "(input, other)")
@@ -649,11 +657,11 @@ const Entry kEntries[] = {
     INPLACE("lerp_", b_lerp, "lerp_(end, weight)"),
     INPLACE("addcmul_", (b_addc<"addcmul_", false>), "addcmul_(tensor1, tensor2, value=1)"),
     INPLACE("addcdiv_", (b_addc<"addcdiv_", true>), "addcdiv_(tensor1, tensor2, value=1)"),
-    INPLACE("masked_fill_", b_masked_fill, "masked_fill_(mask, value)"),
+    INPLACE_SELECTIVE("masked_fill_", b_masked_fill, "masked_fill_(mask, value)"),
     INPLACE("nan_to_num_", b_nan_to_num, "nan_to_num_(nan=0.0, posinf=None, neginf=None)"),
     INPLACE("round_", b_round, "round_(decimals=0)"),
-    INPLACE("tril_", (b_triangle<"tril_", true>), "tril_(diagonal=0)"),
-    INPLACE("triu_", (b_triangle<"triu_", false>), "triu_(diagonal=0)"),
+    INPLACE_SELECTIVE("tril_", (b_triangle<"tril_", true>), "tril_(diagonal=0)"),
+    INPLACE_SELECTIVE("triu_", (b_triangle<"triu_", false>), "triu_(diagonal=0)"),
     METH("fill_", b_fill_, "fill_(value): every element becomes value"),
     METH("zero_", b_zero_, "zero_(): every element becomes 0"),
     METH("copy_", b_copy_, "copy_(src): copy src's values (broadcast, converted) into self"),

@@ -254,6 +254,19 @@ CASES = [
      "Boolean alpha only supported for Boolean results"),
     ("add_alpha_out_of_range", lambda m, T: m.add(T([1], np.int32), T([1], np.int32), alpha=2**40), RuntimeError,
      "without overflow"),
+    # -- in-place writes into a tensor whose elements share memory --
+    ("inplace_on_expanded", lambda m, T: T(np.ones(1)).expand(3).add_(1), RuntimeError,
+     "more than one element of the written-to tensor refers to a single memory location"),
+    ("mul_on_expanded", lambda m, T: T(np.zeros((1, 3))).expand(2, 3).mul_(2), RuntimeError, "single memory location"),
+    ("iadd_on_expanded", lambda m, T: T(np.ones(1)).expand(3).__iadd__(1), RuntimeError, "single memory location"),
+    ("copy_on_expanded", lambda m, T: T(np.ones(1)).expand(3).copy_(T(np.ones(3))), RuntimeError,
+     "single memory location"),
+    ("unary_on_expanded", lambda m, T: T(np.zeros((1, 3))).expand(3, 3).exp_(), RuntimeError,
+     "single memory location"),
+    ("clamp_on_expanded", lambda m, T: T(np.zeros((1, 3))).expand(3, 3).clamp_(min=0), RuntimeError,
+     "single memory location"),
+    ("on_transposed_expanded", lambda m, T: T(np.zeros((3, 1))).expand(3, 3).t().add_(1), RuntimeError,
+     "single memory location"),
     # -- other exception types --
     ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
      "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
@@ -308,11 +321,6 @@ def test_error(device, case):
 # ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
 
 XFAIL_CASES = [
-    ("inplace_on_expanded", lambda m, T: T(np.ones(1)).expand(3).add_(1), RuntimeError,
-     "BUG: an in-place op on an expanded tensor (elements sharing memory) is accepted; PyTorch raises 'unsupported "
-     "operation: more than one element of the written-to tensor refers to a single memory location'"),
-    ("fill_on_expanded", lambda m, T: T(np.zeros((1, 3))).expand(2, 3).mul_(2), RuntimeError,
-     "BUG: mul_ on an expanded tensor is accepted; PyTorch raises (internal overlap)"),
     ("one_hot_class_too_large", lambda m, T: F_(m, "one_hot")(T([0, 3]), 3), RuntimeError,
      "BUG: one_hot with a class >= num_classes silently gives an all-zero row; PyTorch raises 'Class values must be "
      "smaller than num_classes'"),

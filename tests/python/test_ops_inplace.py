@@ -230,6 +230,29 @@ def test_bitwise_inplace_operators(device, op, dtype):
     run_inplace(device, lambda m, x: op(x, 3 if dtype != "bool" else True), a)
 
 
+@pytest.mark.parametrize("write", ["fill_", "zero_", "masked_fill_", "setitem", "expand of size 1"])
+def test_writes_allowed_on_expanded(device, write):
+    """PyTorch rejects elementwise in-place ops on tensors whose elements share memory (test_ops_errors.py),
+    but fills, masked fills and index assignments write them, and a size-1 expanded dim shares nothing."""
+    def run(m, dev):
+        base = m.zeros(1, 3, device=dev) if m is loom else m.zeros(1, 3)
+        t = base.expand(2, 3)
+        if write == "fill_":
+            t.fill_(2.0)
+        elif write == "zero_":
+            base.fill_(5.0)
+            t.zero_()
+        elif write == "masked_fill_":
+            t.masked_fill_(m.ones(2, 3, dtype=m.bool, **({"device": dev} if m is loom else {})), 3.0)
+        elif write == "setitem":
+            t[0] = 4.0
+        else:
+            t = base.expand(1, 3)
+            t.add_(1)
+        return base
+    assert_close(run(loom, device), run(torch, None))
+
+
 # ---- writes through views ----
 
 VIEWS = {
