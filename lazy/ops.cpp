@@ -714,12 +714,18 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Arg& value) {
 
 Tensor one_hot(const Tensor& idx, int64_t num_classes) {
   LOOM_CHECK(idx->dtype() == DType::Int64, Runtime, "one_hot is only applicable to index tensor.");
-  if (num_classes < 0) {
-    // The class count depends on the data: read it (a sync point in lazy mode).
-    LOOM_CHECK(idx->numel() > 0, Runtime, "Can not infer total number of classes from empty tensor.");
-    Tensor m = amax(idx);
-    materialize(*m);
-    num_classes = item(m->array()).as_int() + 1;
+  if (idx->numel() == 0) {
+    LOOM_CHECK(num_classes != -1, Runtime, "Can not infer total number of classes from empty tensor.");
+  } else {
+    // Like PyTorch on the CPU, read the range of the classes to check it (and, for -1, to count
+    // them): a sync point in lazy mode, where both extremes come from one trace.
+    Tensor lo = amin(idx), hi = amax(idx);
+    materialize(*lo);
+    materialize(*hi);
+    LOOM_CHECK(item(lo->array()).as_int() >= 0, Runtime, "Class values must be non-negative.");
+    int64_t top = item(hi->array()).as_int();
+    if (num_classes == -1) num_classes = top + 1;
+    else LOOM_CHECK(num_classes > top, Runtime, "Class values must be smaller than num_classes.");
   }
   Tensor classes = int_tensor_like(num_classes, idx);
   return cast(binary(OpId::Eq, unsqueeze(idx, -1), classes), DType::Int64);

@@ -267,6 +267,13 @@ CASES = [
      "single memory location"),
     ("on_transposed_expanded", lambda m, T: T(np.zeros((3, 1))).expand(3, 3).t().add_(1), RuntimeError,
      "single memory location"),
+    # -- one_hot classes out of range (checked on the data) --
+    ("one_hot_class_too_large", lambda m, T: F_(m, "one_hot")(T([0, 3]), 3), RuntimeError,
+     "Class values must be smaller than num_classes"),
+    ("one_hot_negative_class", lambda m, T: F_(m, "one_hot")(T([-1]), 3), RuntimeError,
+     "Class values must be non-negative"),
+    ("one_hot_negative_class_inferred", lambda m, T: F_(m, "one_hot")(T([-1, 2])), RuntimeError, "non-negative"),
+    ("one_hot_zero_classes", lambda m, T: F_(m, "one_hot")(T([0]), 0), RuntimeError, "smaller than num_classes"),
     # -- other exception types --
     ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
      "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
@@ -321,12 +328,6 @@ def test_error(device, case):
 # ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
 
 XFAIL_CASES = [
-    ("one_hot_class_too_large", lambda m, T: F_(m, "one_hot")(T([0, 3]), 3), RuntimeError,
-     "BUG: one_hot with a class >= num_classes silently gives an all-zero row; PyTorch raises 'Class values must be "
-     "smaller than num_classes'"),
-    ("one_hot_negative_class", lambda m, T: F_(m, "one_hot")(T([-1]), 3), RuntimeError,
-     "BUG: one_hot with a negative class silently gives an all-zero row; PyTorch raises 'Class values must be "
-     "non-negative'"),
     ("gather_index_oob_type", lambda m, T: T(np.ones((2, 3))).gather(1, T([[3]])), RuntimeError,
      "BUG: gather with an out-of-range index raises IndexError; PyTorch raises RuntimeError"),
     ("scatter_add_index_oob_type", lambda m, T: T(np.zeros(3)).scatter_add(0, T([3]), T([1.0])), RuntimeError,
