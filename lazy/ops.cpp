@@ -648,11 +648,18 @@ Tensor index_put(const Tensor& x, int64_t first, const std::vector<Tensor>& indi
   return apply(OpId::IndexPut, std::span<const Arg>(args.data(), args.size()), std::move(attrs));
 }
 
+// An Index with index_select's rules: int32 or int64 indices (else RuntimeError), a negative one
+// out of range (IndexError "index out of range in self"), as in PyTorch.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
+  LOOM_CHECK(idx->dtype() == DType::Int64 || idx->dtype() == DType::Int32, Runtime,
+             "index_select(): Expected dtype int32 or int64 for index");
   LOOM_CHECK(idx->ndim() <= 1, Index, "index_select(): Index is supposed to be a vector");
   int64_t d = wrap_dim(dim, x->ndim());
-  if (x->ndim() == 0) return index(unsqueeze(x, 0), 0, {reshape(idx, Dims{-1})});
-  return index(x, d, {idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx});
+  Tensor src = x->ndim() == 0 ? unsqueeze(x, 0) : x;
+  Attrs attrs;
+  attrs.push_back(x->ndim() == 0 ? 0 : d);
+  attrs.push_back(1);
+  return apply(OpId::Index, {Arg(src), Arg(idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx)}, std::move(attrs));
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {

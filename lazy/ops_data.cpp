@@ -27,13 +27,18 @@ std::vector<int64_t> element_offsets(IntSpan sizes, IntSpan strides) {
   return out;
 }
 
-// An integer index tensor as int64 values, broadcast to `shape`, with negative indices wrapped
-// and every index checked against `size` (the indexed dim's size).
-std::vector<int64_t> index_values(const Array& index, IntSpan shape, int64_t size, int64_t dim) {
+// An integer index tensor as int64 values, broadcast to `shape`, every index checked against
+// `size` (the indexed dim's size). Indexing (x[i]) wraps negative indices; index_select (`select`)
+// does not, and words its error as PyTorch's.
+std::vector<int64_t> index_values(const Array& index, IntSpan shape, int64_t size, int64_t dim, bool select) {
   Array flat = copy_to(index.view_as(expand(index.layout, shape)), DType::Int64, kCPU);
   const int64_t* p = static_cast<const int64_t*>(flat.data());
   std::vector<int64_t> out(p, p + flat.numel());
   for (int64_t& i : out) {
+    if (select) {
+      LOOM_CHECK(i >= 0 && i < size, Index, "index out of range in self");
+      continue;
+    }
     LOOM_CHECK(i >= -size && i < size, Index, "index ", i, " is out of bounds for dimension ", dim, " with size ",
                size);
     if (i < 0) i += size;
@@ -44,6 +49,11 @@ std::vector<int64_t> index_values(const Array& index, IntSpan shape, int64_t siz
 void require_index_dtype(const InputMeta& m, const char* what) {
   LOOM_CHECK(!m.is_scalar && (m.dtype == DType::Int64 || m.dtype == DType::Int32), Index, what,
              "(): Expected dtype int64 or int32 for index, got ", m.is_scalar ? "a scalar" : dtype_name(m.dtype));
+}
+
+// gather and scatter_add take int64 indices only, as in PyTorch (RuntimeError, not IndexError).
+void require_int64_index(const InputMeta& m, const char* what) {
+  LOOM_CHECK(!m.is_scalar && m.dtype == DType::Int64, Runtime, what, "(): Expected dtype int64 for index");
 }
 
 // ---- Leaves and View: no kernels (the executor binds their values) ----
@@ -135,7 +145,8 @@ void run_cumsum(std::span<const Operand> in, const Attrs& attrs, const Array& ou
 }
 
 // ---- Index: x[..., i_0, ..., i_{k-1}, ...] with integer index tensors at consecutive dims
-// starting at attrs[0]; the indices broadcast together. ----
+// starting at attrs[0]; the indices broadcast together. attrs[1] (optional) is 1 for
+// index_select's rule: negative indices are out of range. ----
 
 OutputMeta infer_index(std::span<const InputMeta> in, const Attrs& attrs) {
   int64_t first = attrs[0];
@@ -159,7 +170,7 @@ struct IndexPlan {
   int64_t nb = 0;
 };
 
-IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t first) {
+IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t first, bool select = false) {
   size_t k = indices.size();
   Dims b;
   for (const Operand& i : indices) b = broadcast_shapes(b, i.array->sizes());
@@ -171,7 +182,7 @@ IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t f
   plan.picked.assign(static_cast<size_t>(plan.nb), 0);
   for (size_t j = 0; j < k; ++j) {
     int64_t d = first + static_cast<int64_t>(j);
-    std::vector<int64_t> v = index_values(*indices[j].array, b, x.sizes()[d], d);
+    std::vector<int64_t> v = index_values(*indices[j].array, b, x.sizes()[d], d, select);
     for (size_t e = 0; e < v.size(); ++e) plan.picked[e] += v[e] * x.strides()[d];
   }
   return plan;
@@ -180,7 +191,7 @@ IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t f
 void run_index(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
   const Array& x = *in[0].array;
   Array x_host = x.device().is_cpu() ? x : copy_to(x, x.dtype, kCPU);
-  IndexPlan plan = plan_index(x_host, in.subspan(1), attrs[0]);
+  IndexPlan plan = plan_index(x_host, in.subspan(1), attrs[0], attrs.size() > 1 && attrs[1] != 0);
   size_t item = itemsize(x.dtype);
   const char* src = static_cast<const char*>(x_host.data());
   char* dst = static_cast<char*>(out.data());
@@ -245,7 +256,7 @@ void run_index_put(std::span<const Operand> in, const Attrs& attrs, const Array&
 // ---- Gather: out[i][j] = x[i][index[i][j]] along attrs[0] ----
 
 OutputMeta infer_gather(std::span<const InputMeta> in, const Attrs& attrs) {
-  require_index_dtype(in[1], "gather");
+  require_int64_index(in[1], "gather");
   int64_t dim = attrs[0];
   IntSpan x = in[0].shape, idx = in[1].shape;
   LOOM_CHECK(x.size() == idx.size() || (x.empty() && idx.size() <= 1), Runtime,
@@ -258,7 +269,8 @@ OutputMeta infer_gather(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 // Calls fn(x_offset, position) for every element of `index`, where x_offset addresses x at the
-// element's index with dim replaced by the index value.
+// element's index with dim replaced by the index value. Negative indices are out of range: gather
+// and scatter_add do not wrap them, as in PyTorch.
 template <typename Fn>
 void for_each_gathered(const Array& x, const Array& index, int64_t dim, Fn&& fn) {
   Array idx = copy_to(index, DType::Int64, kCPU);
@@ -268,8 +280,7 @@ void for_each_gathered(const Array& x, const Array& index, int64_t dim, Fn&& fn)
   Dims pos(idx.ndim(), 0);
   for (int64_t e = 0; e < n; ++e) {
     int64_t i = iv[e];
-    LOOM_CHECK(i >= -size && i < size, Index, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
-    if (i < 0) i += size;
+    LOOM_CHECK(i >= 0 && i < size, Runtime, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
     int64_t offset = x.layout.offset;
     for (int64_t d = 0; d < x.ndim(); ++d) offset += (d == dim ? i : pos[d]) * x.strides()[d];
     fn(offset, e);
@@ -293,7 +304,7 @@ void run_gather(std::span<const Operand> in, const Attrs& attrs, const Array& ou
 // ---- ScatterAdd: x with out[i][index[i][j]] += src[i][j] along attrs[0]. Inputs: x, index, src.
 
 OutputMeta infer_scatter_add(std::span<const InputMeta> in, const Attrs& attrs) {
-  require_index_dtype(in[1], "scatter_add");
+  require_int64_index(in[1], "scatter");
   LOOM_CHECK(!in[2].is_scalar && in[2].dtype == in[0].dtype, Runtime, "scatter_add(): Expected self.dtype to be equal to src.dtype");
   IntSpan x = in[0].shape, idx = in[1].shape, src = in[2].shape;
   LOOM_CHECK(x.size() == idx.size() && src.size() == idx.size(), Runtime,

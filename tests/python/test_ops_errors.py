@@ -274,6 +274,27 @@ CASES = [
      "Class values must be non-negative"),
     ("one_hot_negative_class_inferred", lambda m, T: F_(m, "one_hot")(T([-1, 2])), RuntimeError, "non-negative"),
     ("one_hot_zero_classes", lambda m, T: F_(m, "one_hot")(T([0]), 0), RuntimeError, "smaller than num_classes"),
+    # -- indices of gather / scatter_add / index_select --
+    ("gather_index_oob_type", lambda m, T: T(np.ones((2, 3))).gather(1, T([[3]])), RuntimeError,
+     "index 3 is out of bounds for dimension 1 with size 3"),
+    ("scatter_add_index_oob_type", lambda m, T: T(np.zeros(3)).scatter_add(0, T([3]), T([1.0])), RuntimeError,
+     "index 3 is out of bounds"),
+    ("gather_negative_index", lambda m, T: T(np.ones((2, 3))).gather(1, T([[-1]])), RuntimeError,
+     "index -1 is out of bounds for dimension 1 with size 3"),
+    ("scatter_add_negative_index", lambda m, T: T(np.zeros(3)).scatter_add(0, T([-1]), T([1.0])), RuntimeError,
+     "index -1 is out of bounds for dimension 0 with size 3"),
+    ("take_along_dim_negative_index", lambda m, T: m.take_along_dim(T(np.ones(3)), T([-1])), RuntimeError,
+     "index -1 is out of bounds"),
+    ("gather_float_index_type", lambda m, T: T(np.ones(3)).gather(0, T([0.0])), RuntimeError,
+     "Expected dtype int64 for index"),
+    ("gather_int32_index", lambda m, T: T(np.ones(3)).gather(0, T([0], np.int32)), RuntimeError, "int64"),
+    ("scatter_add_int32_index", lambda m, T: T(np.zeros(3)).scatter_add(0, T([0], np.int32), T([1.0])),
+     RuntimeError, "int64"),
+    ("index_select_float_index_type", lambda m, T: T(np.ones(3)).index_select(0, T([0.0])), RuntimeError,
+     "Expected dtype int32 or int64"),
+    ("index_select_negative_index", lambda m, T: T(np.ones(3)).index_select(0, T([-1])), IndexError,
+     "index out of range in self"),
+    ("index_select_index_oob", lambda m, T: T(np.ones(3)).index_select(0, T([3])), IndexError, "out of range"),
     # -- other exception types --
     ("div_bad_rounding_mode_type", lambda m, T: m.div(T([1.0]), 2, rounding_mode="round"), RuntimeError,
      "expected rounding_mode to be one of None, 'trunc', or 'floor'"),
@@ -328,15 +349,6 @@ def test_error(device, case):
 # ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
 
 XFAIL_CASES = [
-    ("gather_index_oob_type", lambda m, T: T(np.ones((2, 3))).gather(1, T([[3]])), RuntimeError,
-     "BUG: gather with an out-of-range index raises IndexError; PyTorch raises RuntimeError"),
-    ("scatter_add_index_oob_type", lambda m, T: T(np.zeros(3)).scatter_add(0, T([3]), T([1.0])), RuntimeError,
-     "BUG: scatter_add with an out-of-range index raises IndexError; PyTorch raises RuntimeError"),
-    ("gather_float_index_type", lambda m, T: T(np.ones(3)).gather(0, T([0.0])), RuntimeError,
-     "BUG: gather with a float index raises IndexError; PyTorch raises RuntimeError ('Expected dtype int64 for "
-     "index')"),
-    ("index_select_float_index_type", lambda m, T: T(np.ones(3)).index_select(0, T([0.0])), RuntimeError,
-     "BUG: index_select with a float index raises IndexError; PyTorch raises RuntimeError"),
     ("clamp_max_out_of_range", lambda m, T: T([1, 200], np.int32).clamp(max=2**40), RuntimeError,
      "BUG: int32_tensor.clamp(max=2**40) converts the bound to int32 with wrap-around (0) and returns [0, 0]; PyTorch "
      "raises 'value cannot be converted to type int without overflow'"),
@@ -352,10 +364,6 @@ XFAIL_CASES = [
     ("gelu_approximate_not_a_string", lambda m, T: F_(m, "gelu")(T([1.0, 2.0]), approximate=3), TypeError,
      "BUG: gelu(x, approximate=3) raises RuntimeError 'basic_string: construction from null is not valid' "
      "(PyUnicode_AsUTF8 of a non-string); PyTorch raises TypeError"),
-    ("gather_negative_index", lambda m, T: T(np.ones((2, 3))).gather(1, T([[-1]])), RuntimeError,
-     "BUG: gather accepts a negative index (wraps it); PyTorch raises 'index -1 is out of bounds'"),
-    ("scatter_add_negative_index", lambda m, T: T(np.zeros(3)).scatter_add(0, T([-1]), T([1.0])), RuntimeError,
-     "BUG: scatter_add accepts a negative index (wraps it); PyTorch raises 'index -1 is out of bounds'"),
 ]
 
 
