@@ -80,7 +80,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   SmallVec<InputMeta, 4> metas;
   for (const Arg& a : args) {
     if (a.tensor) metas.push_back({false, ScalarKind::Float, a.tensor->dtype(), a.tensor->sizes()});
-    else metas.push_back({true, a.scalar.kind(), DType::Float32, {}});
+    else metas.push_back({true, a.scalar.kind(), DType::Float32, {}, a.scalar});
   }
   OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
 

@@ -59,12 +59,15 @@ enum class OpClass : uint8_t {
 
 using Attrs = SmallVec<int64_t, 4>;
 
-// What an op sees of an input before anything runs: a tensor's dtype and shape, or a scalar's kind.
+// What an op sees of an input before anything runs: a tensor's dtype and shape, or a scalar's kind
+// and value (so that checks of numbers, a zero integer divisor or a fill value that does not fit,
+// raise where the op is called, in lazy mode too).
 struct InputMeta {
   bool is_scalar = false;
   ScalarKind kind = ScalarKind::Float;  // scalars only
   DType dtype = DType::Float32;         // tensors only
   IntSpan shape;                        // tensors only
+  Scalar value{int64_t{0}};             // scalars only
 };
 
 // The result of an op's shape and dtype rule.

@@ -150,6 +150,13 @@ Tensor pow(const Arg& a, const Arg& b) {
   if (a.is_tensor() && !b.is_tensor() && is_integral(a.tensor->dtype(), true) && !b.scalar.is_float()) {
     LOOM_CHECK(b.scalar.as_int() >= 0, Runtime, "Integers to negative integer powers are not allowed.");
   }
+  // PyTorch's pow kernels for integers and float16 take a number operand in the result dtype,
+  // with an overflow check (float32 and float64 ones take it as a double).
+  DType r = result_type({a, b});
+  if (is_integral(r, true) || r == DType::Float16) {
+    for (const Arg* x : {&a, &b})
+      if (!x->is_tensor()) x->scalar.check_fits(r);
+  }
   return binary(OpId::Pow, a, b);
 }
 
@@ -157,6 +164,9 @@ Tensor where(const Tensor& cond, const Arg& a, const Arg& b) { return apply(OpId
 
 Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max) {
   LOOM_CHECK(min || max, Runtime, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  // A number bound is converted to the result dtype with an overflow check, as in PyTorch.
+  for (const std::optional<Arg>& bound : {min, max})
+    if (bound && !bound->is_tensor()) bound->scalar.check_fits(result_type({x, *bound}));
   Tensor out = x;
   if (min) out = binary(OpId::Maximum, out, *min);
   if (max) out = binary(OpId::Minimum, out, *max);
@@ -712,6 +722,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Arg& value) {
   if (value.is_tensor())
     LOOM_CHECK(value.tensor->ndim() == 0, Runtime, "masked_fill_ only supports a 0-dimensional value tensor, but got "
                "tensor with ", value.tensor->ndim(), " dimension(s).");
+  else
+    value.scalar.check_fits(x->dtype());  // the number is converted to x's dtype, as in PyTorch
   Tensor out = where(mask, value, x);
   Dims target = broadcast_shapes(x->sizes(), mask->sizes());
   LOOM_CHECK(target == Dims(x->sizes()), Runtime, "masked_fill: the mask of shape ", format_dims(mask->sizes()),
@@ -814,6 +826,7 @@ void require_floating_dtype(DType dtype, const char* what) {
 
 Tensor full(IntSpan sizes, Scalar value, DType dtype, Placement where) {
   check_sizes(sizes);
+  value.check_fits(dtype);  // at the call in both modes (a lazy Full runs only at the sync)
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
     loom::fill_(a, value);

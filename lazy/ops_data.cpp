@@ -211,7 +211,9 @@ OutputMeta infer_index_put(std::span<const InputMeta> in, const Attrs& attrs) {
   gather.push_back(in[0]);
   for (size_t j = 2; j < in.size(); ++j) gather.push_back(in[j]);
   OutputMeta region = infer_index({gather.data(), gather.size()}, attrs);
-  if (!in[1].is_scalar) {
+  if (in[1].is_scalar) {
+    in[1].value.check_fits(in[0].dtype);  // as PyTorch converts the number to x's dtype
+  } else {
     LOOM_CHECK(broadcast_shapes(region.shape, in[1].shape) == region.shape, Runtime, "shape mismatch: value tensor of shape ",
                format_dims(in[1].shape), " cannot be broadcast to indexing result of shape ", format_dims(region.shape));
   }

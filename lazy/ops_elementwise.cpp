@@ -53,6 +53,17 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
   }
   DType p = promoted<F>(in);
   if constexpr (F::rule == DTypeRule::Integral) LOOM_CHECK(!is_floating(p), Runtime, not_implemented(p));
+  if constexpr (F::rule == DTypeRule::Select) {
+    // PyTorch converts a number operand of where to the result dtype with an overflow check.
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i].is_scalar) in[i].value.check_fits(p);
+  }
+  if constexpr (F::id == OpId::FloorDiv || F::id == OpId::Remainder) {
+    // A number divisor that is 0 in an integral result dtype (256 is 0 in uint8) needs no data to
+    // be found: raise here, as eager mode does, not when a lazy trace runs.
+    LOOM_CHECK(!is_integral(p, true) || !in[1].is_scalar || in[1].value.stored_as(p).as_int() != 0, Runtime,
+               "ZeroDivisionError");
+  }
   if constexpr (!F::allow_bool) {
     LOOM_CHECK(p != DType::Bool, Runtime, snake_name(op_name(F::id)),
                " is not supported on bool tensors (use logical_not / logical_xor for masks)");
@@ -61,15 +72,13 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
   return {bool_out ? DType::Bool : p, std::move(shape)};
 }
 
-// Integer floor division and remainder by zero raise in eager mode, as in PyTorch.
-void check_no_zero_divisor(const Operand& divisor) {
-  if (!divisor.is_array()) {
-    LOOM_CHECK(divisor.scalar.as_double() != 0.0, Runtime, "ZeroDivisionError");
-    return;
-  }
-  Array host = copy_to(*divisor.array, DType::Float64, kCPU);
-  const double* p = static_cast<const double*>(host.data());
-  for (int64_t i = 0; i < host.numel(); ++i) LOOM_CHECK(p[i] != 0.0, Runtime, "ZeroDivisionError");
+// Integer floor division and remainder by a tensor holding a zero (in the compute dtype p: 256 is
+// 0 in uint8) raise, as in PyTorch. A number divisor was checked when the op was recorded (infer).
+void check_no_zero_divisor(const Operand& divisor, DType p) {
+  if (!divisor.is_array()) return;
+  Array nonzero = copy_to(copy_to(*divisor.array, p, kCPU), DType::Bool, kCPU);
+  const bool* b = static_cast<const bool*>(nonzero.data());
+  for (int64_t i = 0; i < nonzero.numel(); ++i) LOOM_CHECK(b[i], Runtime, "ZeroDivisionError");
 }
 
 // The storage type operand k is read as: bool for logical ops and where's condition, else S.
@@ -119,11 +128,11 @@ void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
   std::array<InputMeta, F::arity> metas;
   for (int i = 0; i < F::arity; ++i) {
     if (in[i].is_array()) metas[i] = {false, ScalarKind::Float, in[i].array->dtype, in[i].array->sizes()};
-    else metas[i] = {true, in[i].scalar.kind(), DType::Float32, {}};
+    else metas[i] = {true, in[i].scalar.kind(), DType::Float32, {}, in[i].scalar};
   }
   DType p = promoted<F>(metas);
   if constexpr (F::id == OpId::FloorDiv || F::id == OpId::Remainder) {
-    if (is_integral(p, true)) check_no_zero_divisor(in[1]);
+    if (is_integral(p, true)) check_no_zero_divisor(in[1], p);
   }
   visit_dtype(p, [&](auto tag) {
     using S = decltype(tag);

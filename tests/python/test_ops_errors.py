@@ -305,8 +305,29 @@ CASES = [
     ("amax_of_empty_dim", lambda m, T: T(np.zeros((0, 3))).amax(0), IndexError, "non-zero size"),
     ("max_other_with_dim", lambda m, T: T(np.ones(2)).max(dim=0, other=T(np.ones(2))), TypeError, ""),
     # -- numbers that do not fit the dtype they are converted to --
+    ("clamp_max_out_of_range", lambda m, T: T([1, 200], np.int32).clamp(max=2**40), RuntimeError,
+     "without overflow"),
+    ("clamp_min_out_of_range_uint8", lambda m, T: T([1, 2], np.uint8).clamp(min=300), RuntimeError, "overflow"),
+    ("clamp_float_out_of_range", lambda m, T: T([1.0], f32).clamp(max=1e300), RuntimeError, "overflow"),
+    ("masked_fill_out_of_range", lambda m, T: T([1, 2], np.uint8).masked_fill(T([True, False]), 300), RuntimeError,
+     "without overflow"),
+    ("masked_fill_float_into_int", lambda m, T: T([1, 2], np.int32).masked_fill(T([True, False]), 1e20),
+     RuntimeError, "without overflow"),
+    ("where_scalar_out_of_range", lambda m, T: m.where(T([True, False]), T([1, 2], np.int32), 2**40), RuntimeError,
+     "without overflow"),
+    ("where_scalar_first_out_of_range", lambda m, T: m.where(T([True, False]), 300, T([1, 2], np.uint8)),
+     RuntimeError, "without overflow"),
+    ("pow_exponent_out_of_range", lambda m, T: T([1, 2], np.uint8) ** 300, RuntimeError, "without overflow"),
+    ("pow_base_out_of_range", lambda m, T: 300 ** T([1, 2], np.uint8), RuntimeError, "without overflow"),
     ("lerp_weight_out_of_range", lambda m, T: m.lerp(T([1.0], f32), T([2.0], f32), 1e300), RuntimeError,
      "without overflow"),
+    ("setitem_advanced_out_of_range", lambda m, T: T([1, 2], np.uint8).__setitem__(T([0]), 300), RuntimeError,
+     "without overflow"),
+    ("setitem_mask_out_of_range", lambda m, T: T([1, 2], np.uint8).__setitem__(T([True, False]), 300),
+     RuntimeError, "without overflow"),
+    ("floordiv_by_wrapped_zero", lambda m, T: T([1, 2], np.uint8) // 256, RuntimeError, "ZeroDivisionError"),
+    ("div_trunc_by_zero", lambda m, T: m.div(T([1, 2]), 0, rounding_mode="trunc"), RuntimeError,
+     "ZeroDivisionError"),
 ]
 
 
@@ -349,13 +370,6 @@ def test_error(device, case):
 # ---- known deviations from PyTorch (loom bugs, each with a minimal case) ----
 
 XFAIL_CASES = [
-    ("clamp_max_out_of_range", lambda m, T: T([1, 200], np.int32).clamp(max=2**40), RuntimeError,
-     "BUG: int32_tensor.clamp(max=2**40) converts the bound to int32 with wrap-around (0) and returns [0, 0]; PyTorch "
-     "raises 'value cannot be converted to type int without overflow'"),
-    ("masked_fill_out_of_range", lambda m, T: T([1, 2], np.uint8).masked_fill(T([True, False]), 300), RuntimeError,
-     "BUG: masked_fill(uint8, 300) wraps to 44; PyTorch raises (value cannot be converted without overflow)"),
-    ("where_scalar_out_of_range", lambda m, T: m.where(T([True, False]), T([1, 2], np.int32), 2**40), RuntimeError,
-     "BUG: where(cond, int32_tensor, 2**40) wraps the scalar to 0; PyTorch raises"),
     ("softplus_beta_not_a_number", lambda m, T: F_(m, "softplus")(T([1.0, 2.0]), beta="a"), TypeError,
      "BUG: softplus(x, beta='a') dereferences an empty std::optional (scalar_of) in b_softplus: undefined behaviour, "
      "returns a wrong tensor instead of raising TypeError"),
@@ -447,7 +461,7 @@ _POISON_PERMANENT = pytest.mark.xfail(
            "after every tensor involved is deleted: the lazy device stays unusable for the rest of the process",
     strict=True)
 _POISON_LIVE = pytest.mark.xfail(
-    reason="BUG (lazy): a live pending tensor whose evaluation raises (x = t // 0, never read) makes reading any "
+    reason="BUG (lazy): a live pending tensor whose evaluation raises (x = t // zeros, never read) makes reading any "
            "other, unrelated lazy tensor raise its error (a sync evaluates every pending tensor)", strict=True)
 
 
@@ -460,12 +474,23 @@ def _skip_if_no_lazy(device):
         pytest.skip("lazy device not available yet")
 
 
-@_device_param([_POISON_PERMANENT])
-@pytest.mark.parametrize("failing", ["t.floor_divide_(0)", "t.fill_(300)", "t[loom.tensor([5], device=DEV)] = 1",
-                                     "t.add_(t.gather(0, loom.tensor([7, 0], device=DEV)))"])
+def _poison_params():
+    """Checks that need no data (a number divisor, a fill value) raise at the call in both modes;
+    lazy ones that need the data raise at the sync, and poison it."""
+    out = []
+    for failing in ["t.floor_divide_(0)", "t.fill_(300)", "t[loom.tensor([5], device=DEV)] = 1",
+                    "t.add_(t.gather(0, loom.tensor([7, 0], device=DEV)))"]:
+        for device in ["cpu", "lazy"]:
+            at_sync = device == "lazy" and failing not in ("t.floor_divide_(0)", "t.fill_(300)")
+            out.append(pytest.param(device, failing, marks=[_POISON_PERMANENT] if at_sync else [],
+                                    id=f"{failing}-{device}"))
+    return out
+
+
+@pytest.mark.parametrize("device,failing", _poison_params())
 def test_failed_inplace_does_not_poison_later_syncs(device, failing):
-    """Eager raises at the op, lazy at the sync; either way, once the failing tensor is gone, new
-    computations work."""
+    """Eager raises at the op, lazy at the op or at the sync; either way, once the failing tensor is
+    gone, new computations work."""
     _skip_if_no_lazy(device)
     out = run_isolated(f"""
         import gc
@@ -492,7 +517,7 @@ def test_pending_error_does_not_leak_into_unrelated_reads(device):
     out = run_isolated(f"""
         DEV = {device!r}
         try:
-            x = loom.tensor([4, 5], device=DEV) // 0
+            x = loom.tensor([4, 5], device=DEV) // loom.tensor([0, 1], device=DEV)
         except RuntimeError:
             x = None  # eager raises at once
         y = loom.tensor([1.0, 2.0], device=DEV) + 1
