@@ -64,11 +64,22 @@ BINDING(b_binary) {
   LOOM_PY_END(nullptr)
 }
 
-Scalar alpha_of(PyObject* obj) {
-  if (!obj) return Scalar(int64_t{1});
+// A Number argument (alpha, value, beta, ...), `fallback` when not given; anything else (None
+// included) is a TypeError worded as PyTorch's argument parser words it.
+Scalar number_arg(PyObject* obj, const char* fname, const char* argname, Scalar fallback = Scalar(int64_t{1})) {
+  if (!obj) return fallback;
   auto s = scalar_of(obj);
-  LOOM_CHECK(s, Type, "alpha must be a number, not ", type_name(obj));
+  LOOM_CHECK(s, Type, fname, "(): argument '", argname, "' must be Number, not ", type_name(obj));
   return *s;
+}
+
+// A str argument (given), or TypeError.
+std::string string_arg(PyObject* obj, const char* fname, const char* argname) {
+  LOOM_CHECK(PyUnicode_Check(obj), Type, fname, "(): argument '", argname, "' must be str, not ", type_name(obj));
+  Py_ssize_t len = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(obj, &len);
+  if (!s) throw PythonError{};
+  return std::string(s, static_cast<size_t>(len));
 }
 
 template <Name name, bool subtract>
@@ -78,7 +89,7 @@ BINDING(b_add) {
   REQUIRE(0, name.s, "input");
   REQUIRE(1, name.s, "other");
   Arg x = arg_of(a[0], "input"), y = arg_of(a[1], "other");
-  Scalar alpha = alpha_of(a[2]);
+  Scalar alpha = number_arg(a[2], name.s, "alpha");
   return out(subtract ? ops::sub(x, y, alpha) : ops::add(x, y, alpha));
   LOOM_PY_END(nullptr)
 }
@@ -89,11 +100,7 @@ BINDING(b_div) {
   PARSE(3, name.s, 2, "input", "other", "rounding_mode");
   REQUIRE(0, name.s, "input");
   REQUIRE(1, name.s, "other");
-  std::string mode;
-  if (a.has(2)) {
-    LOOM_CHECK(PyUnicode_Check(a[2]), Type, "rounding_mode must be None, 'trunc' or 'floor'");
-    mode = PyUnicode_AsUTF8(a[2]);
-  }
+  std::string mode = a.has(2) ? string_arg(a[2], name.s, "rounding_mode") : "";
   return out(ops::div(arg_of(a[0], "input"), arg_of(a[1], "other"), mode));
   LOOM_PY_END(nullptr)
 }
@@ -145,7 +152,7 @@ BINDING(b_gelu) {
   LOOM_PY_BEGIN
   PARSE(2, "gelu", 1, "input", "approximate");
   REQUIRE(0, "gelu", "input");
-  std::string approx = a.has(1) ? PyUnicode_AsUTF8(a[1]) : "none";
+  std::string approx = a[1] ? string_arg(a[1], "gelu", "approximate") : "none";
   return out(ops::gelu(tensor_arg(a[0], "input"), approx));
   LOOM_PY_END(nullptr)
 }
@@ -154,8 +161,8 @@ BINDING(b_softplus) {
   LOOM_PY_BEGIN
   PARSE(3, "softplus", 3, "input", "beta", "threshold");
   REQUIRE(0, "softplus", "input");
-  Scalar beta = a.has(1) ? *scalar_of(a[1]) : Scalar(int64_t{1});
-  Scalar threshold = a.has(2) ? *scalar_of(a[2]) : Scalar(int64_t{20});
+  Scalar beta = number_arg(a[1], "softplus", "beta");
+  Scalar threshold = number_arg(a[2], "softplus", "threshold", Scalar(int64_t{20}));
   return out(ops::softplus(tensor_arg(a[0], "input"), beta, threshold));
   LOOM_PY_END(nullptr)
 }
@@ -191,7 +198,7 @@ BINDING(b_addc) {
   REQUIRE(0, name.s, "input");
   REQUIRE(1, name.s, "tensor1");
   REQUIRE(2, name.s, "tensor2");
-  Scalar value = alpha_of(a[3]);
+  Scalar value = number_arg(a[3], name.s, "value");
   Tensor x = tensor_arg(a[0], "input"), t1 = tensor_arg(a[1], "tensor1"), t2 = tensor_arg(a[2], "tensor2");
   return out(divide ? ops::addcdiv(x, t1, t2, value) : ops::addcmul(x, t1, t2, value));
   LOOM_PY_END(nullptr)
@@ -393,8 +400,8 @@ BINDING(b_addmm) {
   REQUIRE(0, "addmm", "input");
   REQUIRE(1, "addmm", "mat1");
   REQUIRE(2, "addmm", "mat2");
-  return out(ops::addmm(tensor_arg(a[0], "input"), tensor_arg(a[1], "mat1"), tensor_arg(a[2], "mat2"), alpha_of(a[3]),
-                        alpha_of(a[4])));
+  return out(ops::addmm(tensor_arg(a[0], "input"), tensor_arg(a[1], "mat1"), tensor_arg(a[2], "mat2"),
+                        number_arg(a[3], "addmm", "beta"), number_arg(a[4], "addmm", "alpha")));
   LOOM_PY_END(nullptr)
 }
 
