@@ -54,6 +54,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   TensorImpl* first = nullptr;
   for (const Arg& a : args) {
     if (!a.tensor) continue;
+    a.tensor->check_usable();
     if (!first) {
       first = a.tensor.get();
     } else if (!same_placement(*first, *a.tensor)) {
@@ -140,6 +141,8 @@ void check_no_internal_overlap(const TensorImpl& self) {
 }
 
 void assign(TensorImpl& self, const Tensor& value) {
+  self.check_usable();
+  value->check_usable();
   LOOM_CHECK(same_placement(self, *value), Runtime, "Expected all tensors to be on the same device, but found at "
              "least two devices, ", placement_name(self), " and ", placement_name(*value), "!");
   Dims target(self.sizes());

@@ -56,7 +56,8 @@ template <typename Transform>
 Tensor view_of(const Tensor& t, Transform&& transform);
 
 // In-place: self's value becomes `value` (broadcast to self's shape, cast to self's dtype).
-// Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely.
+// Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely, and
+// if either is errored (lazy/tensor.h).
 void assign(TensorImpl& self, const Tensor& value);
 
 // PyTorch's check before an op writes self in place element by element (arithmetic, unary ops,
@@ -78,6 +79,7 @@ Tensor copy_pending(const Tensor& t);
 
 template <typename Transform>
 Tensor view_of(const Tensor& t, Transform&& transform) {
+  t->check_usable();
   if (!t->is_pending()) {
     const Array& a = t->array();
     std::optional<Layout> l = transform(a.layout);
