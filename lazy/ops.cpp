@@ -164,9 +164,14 @@ Tensor where(const Tensor& cond, const Arg& a, const Arg& b) { return apply(OpId
 
 Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max) {
   LOOM_CHECK(min || max, Runtime, "torch.clamp: At least one of 'min' or 'max' must not be None");
-  // A number bound is converted to the result dtype with an overflow check, as in PyTorch.
-  for (const std::optional<Arg>& bound : {min, max})
-    if (bound && !bound->is_tensor()) bound->scalar.check_fits(result_type({x, *bound}));
+  // A number bound is converted to the result dtype with an overflow check, as in PyTorch, whose
+  // kernels for number bounds have no bool version.
+  for (const std::optional<Arg>& bound : {min, max}) {
+    if (!bound || bound->is_tensor()) continue;
+    DType r = result_type({x, *bound});
+    LOOM_CHECK(r != DType::Bool, Runtime, "\"clamp\" not implemented for 'Bool'");
+    bound->scalar.check_fits(r);
+  }
   Tensor out = x;
   if (min) out = binary(OpId::Maximum, out, *min);
   if (max) out = binary(OpId::Minimum, out, *max);

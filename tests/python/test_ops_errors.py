@@ -309,6 +309,8 @@ CASES = [
      "without overflow"),
     ("clamp_min_out_of_range_uint8", lambda m, T: T([1, 2], np.uint8).clamp(min=300), RuntimeError, "overflow"),
     ("clamp_float_out_of_range", lambda m, T: T([1.0], f32).clamp(max=1e300), RuntimeError, "overflow"),
+    ("clamp_bool_number_bound", lambda m, T: T([True, False]).clamp(max=True), RuntimeError,
+     "not implemented for 'Bool'"),
     ("masked_fill_out_of_range", lambda m, T: T([1, 2], np.uint8).masked_fill(T([True, False]), 300), RuntimeError,
      "without overflow"),
     ("masked_fill_float_into_int", lambda m, T: T([1, 2], np.int32).masked_fill(T([True, False]), 1e20),
