@@ -262,7 +262,15 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
           operands.push_back(Operand::of(array_of(o.value)));
         }
       }
-      op_def(n.op()).run_cpu({operands.data(), operands.size()}, n.attrs(), array_of(step.node));
+      try {
+        op_def(n.op()).run_cpu({operands.data(), operands.size()}, n.attrs(), array_of(step.node));
+      } catch (const Error& e) {
+        // A library op's error is its node's (its data: an index out of range, a division by
+        // zero), except running out of memory: the sync then fails as a whole. Generated
+        // kernels cannot fail on data (integer division and indexing are library ops).
+        if (e.kind() == ErrorKind::OutOfMemory) throw;
+        throw NodeError(e, step.node, n.op());
+      }
       count(metrics().kernel_launches);
     }
   }

@@ -64,7 +64,14 @@ std::vector<Array> Interpreter::run(const Trace& trace) {
         v.fresh = true;
         const OpDef& def = op_def(node.op());
         LOOM_CHECK(def.run_cpu, NotImplemented, "no CPU kernel for ", def.name);
-        def.run_cpu({operands.data(), operands.size()}, node.attrs(), v.array);
+        try {
+          def.run_cpu({operands.data(), operands.size()}, node.attrs(), v.array);
+        } catch (const Error& e) {
+          // A kernel's error is this node's (its data), except running out of memory: the sync
+          // then fails as a whole and can be retried.
+          if (e.kind() == ErrorKind::OutOfMemory) throw;
+          throw NodeError(e, static_cast<int>(i), node.op());
+        }
         count(metrics().kernel_launches);
       }
     }

@@ -56,6 +56,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   TensorImpl* first = nullptr;
   for (const Arg& a : args) {
     if (!a.tensor) continue;
+    a.tensor->check_usable();
     if (!first) {
       first = a.tensor.get();
     } else if (!same_placement(*first, *a.tensor)) {
@@ -82,7 +83,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   SmallVec<InputMeta, 4> metas;
   for (const Arg& a : args) {
     if (a.tensor) metas.push_back({false, ScalarKind::Float, a.tensor->dtype(), a.tensor->sizes()});
-    else metas.push_back({true, a.scalar.kind(), DType::Float32, {}});
+    else metas.push_back({true, a.scalar.kind(), DType::Float32, {}, a.scalar});
   }
   OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
   // Autograd needs the attributes after the node took them.
@@ -146,7 +147,17 @@ Tensor copy_pending(const Tensor& t) {
 
 }  // namespace detail
 
+void check_no_internal_overlap(const TensorImpl& self) {
+  // A pending tensor is produced dense unless it is a view, whose layout over its base is known.
+  const Layout* layout = !self.is_pending() ? &self.array().layout : self.view_info() ? &self.view_info()->relative : nullptr;
+  LOOM_CHECK(!layout || !layout->has_internal_overlap(), Runtime,
+             "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+             "location. Please clone() the tensor before performing the operation.");
+}
+
 void assign(TensorImpl& self, const Tensor& value) {
+  self.check_usable();
+  value->check_usable();
   LOOM_CHECK(same_placement(self, *value), Runtime, "Expected all tensors to be on the same device, but found at "
              "least two devices, ", placement_name(self), " and ", placement_name(*value), "!");
   Dims target(self.sizes());

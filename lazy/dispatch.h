@@ -56,8 +56,14 @@ template <typename Transform>
 Tensor view_of(const Tensor& t, Transform&& transform);
 
 // In-place: self's value becomes `value` (broadcast to self's shape, cast to self's dtype).
-// Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely.
+// Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely, and
+// if either is errored (lazy/tensor.h).
 void assign(TensorImpl& self, const Tensor& value);
+
+// PyTorch's check before an op writes self in place element by element (arithmetic, unary ops,
+// clamp_, copy_, ...; not fill_, masked_fill_ or index_put_): no two of self's indices may share
+// memory (an expanded tensor), since each write would clobber the others' inputs.
+void check_no_internal_overlap(const TensorImpl& self);
 
 // Re-derives a view of a pending tensor from its base if the base changed since (a no-op
 // otherwise). Reads of views and syncs call it, so a view always shows its base's value.
@@ -73,6 +79,7 @@ Tensor copy_pending(const Tensor& t);
 
 template <typename Transform>
 Tensor view_of(const Tensor& t, Transform&& transform) {
+  t->check_usable();
   if (!t->is_pending()) {
     const Array& a = t->array();
     std::optional<Layout> l = transform(a.layout);

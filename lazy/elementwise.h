@@ -15,6 +15,8 @@ namespace loom {
 enum class DTypeRule : uint8_t {
   Promote,       // result: the promoted dtype of the inputs (add, maximum, neg)
   PromoteFloat,  // like Promote, but integers and bool become the default float (exp, div)
+  Float,         // like Promote, for floating tensors only: integers and bool raise (gelu, silu)
+  Integral,      // like Promote, for integer and bool operands only: floats raise (bitwise_and)
   Compare,       // computed in the promoted dtype, result bool (eq, isnan)
   Logical,       // inputs read as bool, result bool (logical_and)
   Select,        // where(cond, a, b): cond bool, the rest promoted; result promoted
@@ -38,12 +40,14 @@ DType promoted_dtype(std::span<const InputMeta> in) {
   return p;
 }
 
-// Whether op F has a kernel for inputs stored as S: floating types only for PromoteFloat ops,
-// bool only for logical ops, no bool where the op rejects it.
+// Whether op F has a kernel for inputs stored as S: floating types only for PromoteFloat and
+// Float ops, integers and bool only for Integral ones, bool only for logical ops, no bool where
+// the op rejects it.
 template <typename F, typename S>
 constexpr bool supports() {
   if constexpr (F::rule == DTypeRule::Logical) return std::is_same_v<S, bool>;
-  else if constexpr (F::rule == DTypeRule::PromoteFloat) return !std::is_integral_v<S>;
+  else if constexpr (F::rule == DTypeRule::PromoteFloat || F::rule == DTypeRule::Float) return !std::is_integral_v<S>;
+  else if constexpr (F::rule == DTypeRule::Integral) return std::is_integral_v<S>;
   else if constexpr (!F::allow_bool) return !std::is_same_v<S, bool>;
   else return true;
 }
@@ -88,20 +92,20 @@ struct Relu {
   template <typename T> static T f(T x) { return select(x < T(0), T(0), x); }
 };
 struct Gelu {
-  LOOM_EW(Gelu, PromoteFloat, 1, true)
+  LOOM_EW(Gelu, Float, 1, false)
   template <typename T> static T f(T x) { return T(0.5) * x * (one<T>() + erf(x * T(0.7071067811865476))); }
 };
 struct GeluTanh {
-  LOOM_EW(GeluTanh, PromoteFloat, 1, true)
+  LOOM_EW(GeluTanh, Float, 1, false)
   template <typename T>
   static T f(T x) {
     return T(0.5) * x * (one<T>() + tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
   }
 };
-struct Silu { LOOM_EW(Silu, PromoteFloat, 1, true) template <typename T> static T f(T x) { return x / (one<T>() + exp(-x)); } };
+struct Silu { LOOM_EW(Silu, Float, 1, false) template <typename T> static T f(T x) { return x / (one<T>() + exp(-x)); } };
 // softplus(x, beta, threshold) = log1p(exp(beta x)) / beta, linear above the threshold.
 struct Softplus {
-  LOOM_EW(Softplus, PromoteFloat, 3, true)
+  LOOM_EW(Softplus, Float, 3, false)
   template <typename T>
   static T f(T x, T beta, T threshold) {
     return select(x * beta > threshold, x, log1p(exp(x * beta)) / beta);
@@ -135,6 +139,7 @@ struct Sign {
 };
 struct Reciprocal { LOOM_EW(Reciprocal, PromoteFloat, 1, true) template <typename T> static T f(T x) { return one<T>() / x; } };
 struct Square { LOOM_EW(Square, Promote, 1, false) template <typename T> static T f(T x) { return x * x; } };
+struct BitwiseNot { LOOM_EW(BitwiseNot, Integral, 1, true) template <typename T> static T f(T x) { return bit_not(x); } };
 struct LogicalNot { LOOM_EW(LogicalNot, Logical, 1, true) template <typename B> static B f(B x) { return !x; } };
 struct IsNan { LOOM_EW(IsNan, Compare, 1, true) template <typename T> static auto f(T x) { return isnan(x); } };
 struct IsInf { LOOM_EW(IsInf, Compare, 1, true) template <typename T> static auto f(T x) { return isinf(x); } };
@@ -210,6 +215,9 @@ struct Gt { LOOM_EW(Gt, Compare, 2, true) template <typename T> static auto f(T 
 struct Ge { LOOM_EW(Ge, Compare, 2, true) template <typename T> static auto f(T a, T b) { return a >= b; } };
 struct LogicalAnd { LOOM_EW(LogicalAnd, Logical, 2, true) template <typename B> static B f(B a, B b) { return a && b; } };
 struct LogicalOr { LOOM_EW(LogicalOr, Logical, 2, true) template <typename B> static B f(B a, B b) { return a || b; } };
+struct BitwiseAnd { LOOM_EW(BitwiseAnd, Integral, 2, true) template <typename T> static T f(T a, T b) { return bit_and(a, b); } };
+struct BitwiseOr { LOOM_EW(BitwiseOr, Integral, 2, true) template <typename T> static T f(T a, T b) { return bit_or(a, b); } };
+struct BitwiseXor { LOOM_EW(BitwiseXor, Integral, 2, true) template <typename T> static T f(T a, T b) { return bit_xor(a, b); } };
 
 struct Where {
   LOOM_EW(Where, Select, 3, true)
@@ -231,10 +239,11 @@ bool visit_elementwise(OpId op, Fn&& fn) {
     LOOM_EW_CASE(Tan) LOOM_EW_CASE(Tanh) LOOM_EW_CASE(Sigmoid) LOOM_EW_CASE(Relu) LOOM_EW_CASE(Gelu)
     LOOM_EW_CASE(GeluTanh) LOOM_EW_CASE(Silu) LOOM_EW_CASE(Softplus) LOOM_EW_CASE(Erf) LOOM_EW_CASE(Floor)
     LOOM_EW_CASE(Ceil) LOOM_EW_CASE(Round) LOOM_EW_CASE(Sign) LOOM_EW_CASE(Reciprocal) LOOM_EW_CASE(Square)
-    LOOM_EW_CASE(LogicalNot) LOOM_EW_CASE(IsNan) LOOM_EW_CASE(IsInf) LOOM_EW_CASE(NanToNum) LOOM_EW_CASE(Add)
+    LOOM_EW_CASE(BitwiseNot) LOOM_EW_CASE(LogicalNot) LOOM_EW_CASE(IsNan) LOOM_EW_CASE(IsInf) LOOM_EW_CASE(NanToNum) LOOM_EW_CASE(Add)
     LOOM_EW_CASE(Sub) LOOM_EW_CASE(Mul) LOOM_EW_CASE(Div) LOOM_EW_CASE(FloorDiv) LOOM_EW_CASE(Remainder)
     LOOM_EW_CASE(Pow) LOOM_EW_CASE(Maximum) LOOM_EW_CASE(Minimum) LOOM_EW_CASE(Eq) LOOM_EW_CASE(Ne) LOOM_EW_CASE(Lt)
     LOOM_EW_CASE(Le) LOOM_EW_CASE(Gt) LOOM_EW_CASE(Ge) LOOM_EW_CASE(LogicalAnd) LOOM_EW_CASE(LogicalOr)
+    LOOM_EW_CASE(BitwiseAnd) LOOM_EW_CASE(BitwiseOr) LOOM_EW_CASE(BitwiseXor)
     LOOM_EW_CASE(Where)
 #undef LOOM_EW_CASE
     default: return false;

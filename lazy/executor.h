@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "lazy/node.h"
+#include "runtime/error.h"
 
 namespace loom {
 
@@ -26,11 +27,26 @@ struct Trace {
   uint64_t key = 0;  // equal keys <=> same computation on inputs of the same description
 };
 
+// The failure of one node of a trace, found while computing it: an error that depends on the
+// data (an index out of range, an integer division by zero). `node` is the node's index in the
+// trace; the message is the cause's, naming the lazy op. Executors report such failures with it
+// (and only such: an out-of-memory error is not the node's fault), so that a sync can tell the
+// outputs the failure reaches from those it does not (lazy/sync.h).
+class NodeError : public Error {
+ public:
+  NodeError(const Error& cause, int node, OpId op);
+  int node() const noexcept { return node_; }
+
+ private:
+  int node_;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
   // Computes every output. Returns one array per output (in order): the destination for
-  // in-place outputs, else new storage. A failure throws and leaves all tensors untouched.
+  // in-place outputs, else new storage. A failure throws (NodeError when a node's computation
+  // failed) and leaves all tensors untouched: no destination is written.
   virtual std::vector<Array> run(const Trace& trace) = 0;
   // Waits until the work launched for `device` has finished (a no-op where runs are synchronous).
   virtual void synchronize(Device device) = 0;

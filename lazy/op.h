@@ -27,9 +27,10 @@ namespace loom {
   X(Neg) X(Abs) X(Exp) X(Exp2) X(Log) X(Log2) X(Log1p) X(Expm1) X(Sqrt) X(Rsqrt) X(Sin) X(Cos)     \
   X(Tan) X(Tanh) X(Sigmoid) X(Relu) X(Gelu) X(GeluTanh) X(Silu) X(Softplus) X(Erf) X(Floor) X(Ceil) \
   X(Round) X(Sign) X(Reciprocal) X(Square) X(LogicalNot) X(IsNan) X(IsInf) X(Cast) X(NanToNum)     \
+  X(BitwiseNot)                                                                                     \
   /* elementwise, binary */                                                                         \
   X(Add) X(Sub) X(Mul) X(Div) X(FloorDiv) X(Remainder) X(Pow) X(Maximum) X(Minimum) X(Eq) X(Ne)   \
-  X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr)                                               \
+  X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr) X(BitwiseAnd) X(BitwiseOr) X(BitwiseXor)      \
   /* elementwise, ternary */                                                                        \
   X(Where)                                                                                          \
   /* reductions */                                                                                  \
@@ -59,12 +60,15 @@ enum class OpClass : uint8_t {
 
 using Attrs = SmallVec<int64_t, 4>;
 
-// What an op sees of an input before anything runs: a tensor's dtype and shape, or a scalar's kind.
+// What an op sees of an input before anything runs: a tensor's dtype and shape, or a scalar's kind
+// and value (so that checks of numbers, a zero integer divisor or a fill value that does not fit,
+// raise where the op is called, in lazy mode too).
 struct InputMeta {
   bool is_scalar = false;
   ScalarKind kind = ScalarKind::Float;  // scalars only
   DType dtype = DType::Float32;         // tensors only
   IntSpan shape;                        // tensors only
+  Scalar value{int64_t{0}};             // scalars only
 };
 
 // The result of an op's shape and dtype rule.

@@ -1,5 +1,6 @@
 #include "lazy/ops.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -73,6 +74,51 @@ std::function<Tensor(const Tensor&)> reshape_backward(const Tensor& x) {
   return [shape](const Tensor& g) { return reshape(g, shape); };
 }
 
+// torch.result_type of op arguments: tensors by dimensionality, Python numbers as weak operands.
+DType result_type(std::initializer_list<Arg> args) {
+  ResultType r;
+  for (const Arg& a : args) {
+    if (a.is_tensor()) r.add_tensor(a.tensor->dtype(), a.tensor->ndim());
+    else r.add_scalar(a.scalar.kind());
+  }
+  return r.get();
+}
+
+// A Python-number argument converted to dtype as PyTorch converts its Scalar arguments (alpha,
+// value, a clamp bound): raises when it does not fit, then wraps (-1 is 255 in uint8).
+Scalar checked_in(DType dtype, Scalar s) {
+  s.check_fits(dtype);
+  return s.stored_as(dtype);
+}
+
+// x * y as a kernel computing in dtype multiplies them: both converted to dtype, integers
+// wrapping, floats rounded once to dtype (the product of two float32s is exact in a double).
+Scalar product_in(DType dtype, Scalar x, Scalar y) {
+  Scalar a = x.stored_as(dtype), b = y.stored_as(dtype);
+  if (dtype == DType::Bool) return Scalar(a.as_int() != 0 && b.as_int() != 0);
+  if (is_floating(dtype)) return Scalar(a.as_double() * b.as_double()).stored_as(dtype);
+  return Scalar(static_cast<int64_t>(static_cast<uint64_t>(a.as_int()) * static_cast<uint64_t>(b.as_int())))
+      .stored_as(dtype);
+}
+
+// a + alpha * b or a - alpha * b, as PyTorch's add and sub: alpha is a number of the result dtype
+// of (a, b), so b is scaled in that dtype (not in its own), and alpha must be representable in it.
+Tensor add_scaled(OpId op, const Arg& a, const Arg& b, Scalar alpha) {
+  DType r = result_type({a, b});
+  LOOM_CHECK(alpha.kind() != ScalarKind::Bool || r == DType::Bool, Runtime,
+             "Boolean alpha only supported for Boolean results.");
+  LOOM_CHECK(is_floating(r) || !alpha.is_float(), Runtime,
+             "For integral input tensors, argument alpha must not be a floating point number.");
+  Scalar k = checked_in(r, alpha);
+  if (is_one(k)) return binary(op, a, b);
+  Arg scaled = b.is_tensor() ? Arg(binary(OpId::Mul, cast(Tensor(b.tensor), r), k)) : Arg(product_in(r, b.scalar, k));
+  return binary(op, a, scaled);
+}
+
+bool is_bool(const Arg& a) {
+  return a.is_tensor() ? a.tensor->dtype() == DType::Bool : a.scalar.kind() == ScalarKind::Bool;
+}
+
 }  // namespace
 
 Tensor sum_to(const Tensor& grad, IntSpan shape) {
@@ -107,14 +153,19 @@ int64_t reduced_count(IntSpan shape, const DimList& dims) {
 Tensor unary(OpId op, const Tensor& x) { return apply1(op, x); }
 Tensor binary(OpId op, const Arg& a, const Arg& b) { return apply(op, {a, b}); }
 
-Tensor add(const Arg& a, const Arg& b, Scalar alpha) {
-  if (is_one(alpha)) return binary(OpId::Add, a, b);
-  return binary(OpId::Add, a, b.is_tensor() ? Arg(binary(OpId::Mul, b, alpha)) : Arg(Scalar(b.scalar.as_double() * alpha.as_double())));
-}
+// PyTorch's square is pow(x, 2): a bool input promotes with the int exponent to int64.
+Tensor square(const Tensor& x) { return unary(OpId::Square, x->dtype() == DType::Bool ? cast(x, DType::Int64) : x); }
 
+Tensor add(const Arg& a, const Arg& b, Scalar alpha) { return add_scaled(OpId::Add, a, b, alpha); }
+
+// PyTorch rejects subtraction with any bool operand (a bool tensor or a Python bool), before
+// alpha is looked at: a - b on masks is almost always meant as a logical op.
 Tensor sub(const Arg& a, const Arg& b, Scalar alpha) {
-  if (is_one(alpha)) return binary(OpId::Sub, a, b);
-  return binary(OpId::Sub, a, b.is_tensor() ? Arg(binary(OpId::Mul, b, alpha)) : Arg(Scalar(b.scalar.as_double() * alpha.as_double())));
+  LOOM_CHECK(!is_bool(a) || !is_bool(b), Runtime, "Subtraction, the `-` operator, with two bool tensors is not "
+             "supported. Use the `^` or `logical_xor()` operator instead.");
+  LOOM_CHECK(!is_bool(a) && !is_bool(b), Runtime, "Subtraction, the `-` operator, with a bool tensor is not "
+             "supported. If you are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+  return add_scaled(OpId::Sub, a, b, alpha);
 }
 
 Tensor mul(const Arg& a, const Arg& b) { return binary(OpId::Mul, a, b); }
@@ -122,7 +173,7 @@ Tensor mul(const Arg& a, const Arg& b) { return binary(OpId::Mul, a, b); }
 Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode) {
   if (rounding_mode.empty()) return binary(OpId::Div, a, b);
   if (rounding_mode == "floor") return binary(OpId::FloorDiv, a, b);
-  LOOM_CHECK(rounding_mode == "trunc", Value, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+  LOOM_CHECK(rounding_mode == "trunc", Runtime, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
              rounding_mode, "'");
   Tensor floored = binary(OpId::FloorDiv, a, b);
   if (is_floating(floored->dtype())) {
@@ -130,14 +181,27 @@ Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode) {
     return where(binary(OpId::Lt, q, Scalar(int64_t{0})), unary(OpId::Ceil, q), unary(OpId::Floor, q));
   }
   // Integers: C's truncation is floor division plus one when the signs differ and it is inexact.
+  // A Python-number operand's sign is the one it has in the result dtype (-7 is 249 in uint8).
+  DType r = floored->dtype();
+  auto negative = [r](const Arg& x) -> Arg {
+    if (x.is_tensor()) return Arg(binary(OpId::Lt, x, Scalar(int64_t{0})));
+    return Arg(Scalar(x.scalar.stored_as(r).as_int() < 0));
+  };
   Tensor inexact = binary(OpId::Ne, binary(OpId::Remainder, a, b), Scalar(int64_t{0}));
-  Tensor signs_differ = binary(OpId::Ne, binary(OpId::Lt, a, Scalar(int64_t{0})), binary(OpId::Lt, b, Scalar(int64_t{0})));
-  return add(floored, cast(binary(OpId::LogicalAnd, inexact, signs_differ), floored->dtype()));
+  Tensor signs_differ = binary(OpId::Ne, negative(a), negative(b));
+  return binary(OpId::Add, floored, cast(binary(OpId::LogicalAnd, inexact, signs_differ), r));
 }
 
 Tensor pow(const Arg& a, const Arg& b) {
   if (a.is_tensor() && !b.is_tensor() && is_integral(a.tensor->dtype(), true) && !b.scalar.is_float()) {
     LOOM_CHECK(b.scalar.as_int() >= 0, Runtime, "Integers to negative integer powers are not allowed.");
+  }
+  // PyTorch's pow kernels for integers and float16 take a number operand in the result dtype,
+  // with an overflow check (float32 and float64 ones take it as a double).
+  DType r = result_type({a, b});
+  if (is_integral(r, true) || r == DType::Float16) {
+    for (const Arg* x : {&a, &b})
+      if (!x->is_tensor()) x->scalar.check_fits(r);
   }
   return binary(OpId::Pow, a, b);
 }
@@ -146,6 +210,14 @@ Tensor where(const Tensor& cond, const Arg& a, const Arg& b) { return apply(OpId
 
 Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max) {
   LOOM_CHECK(min || max, Runtime, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  // A number bound is converted to the result dtype with an overflow check, as in PyTorch, whose
+  // kernels for number bounds have no bool version.
+  for (const std::optional<Arg>& bound : {min, max}) {
+    if (!bound || bound->is_tensor()) continue;
+    DType r = result_type({x, *bound});
+    LOOM_CHECK(r != DType::Bool, Runtime, "\"clamp\" not implemented for 'Bool'");
+    bound->scalar.check_fits(r);
+  }
   Tensor out = x;
   if (min) out = binary(OpId::Maximum, out, *min);
   if (max) out = binary(OpId::Minimum, out, *max);
@@ -164,6 +236,8 @@ Tensor softplus(const Tensor& x, Scalar beta, Scalar threshold) {
 
 Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<double> posinf,
                   std::optional<double> neginf) {
+  // Integers and bools have no NaN or infinity: PyTorch returns a copy, ignoring the replacements.
+  if (!is_floating(x->dtype())) return clone(x);
   double big = 0;
   switch (x->dtype()) {
     case DType::Float16: big = 65504.0; break;
@@ -175,8 +249,18 @@ Tensor nan_to_num(const Tensor& x, std::optional<double> nan, std::optional<doub
                                 Arg(Scalar(neginf.value_or(-big)))});
 }
 
-// PyTorch's two-sided formula: exact at both ends (weight 0 gives start, 1 gives end).
+// PyTorch's two-sided formula: exact at both ends (weight 0 gives start, 1 gives end). Like its
+// kernel, it takes floating tensors of one dtype, and a number weight must fit that dtype.
 Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight) {
+  DType d = start->dtype();
+  LOOM_CHECK(is_floating(d), Runtime, "\"lerp\" not implemented for '", dtype_info(d).scalar_type_name, "'");
+  LOOM_CHECK(end->dtype() == d, Runtime, "expected dtype ", dtype_name(d), " for `end` but got dtype ",
+             dtype_name(end->dtype()));
+  if (weight.is_tensor())
+    LOOM_CHECK(weight.tensor->dtype() == d, Runtime, "expected dtype ", dtype_name(d), " for `weight` but got dtype ",
+               dtype_name(weight.tensor->dtype()));
+  else
+    weight.scalar.check_fits(d);
   Tensor diff = sub(end, start);
   if (!weight.is_tensor()) {
     double w = weight.scalar.as_double();
@@ -188,17 +272,25 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight) {
   return where(binary(OpId::Lt, unary(OpId::Abs, Tensor(weight.tensor)), Scalar(0.5)), low, high);
 }
 
+// addcmul and addcdiv compute input + value * tensor1 (* or /) tensor2 as PyTorch's kernels do:
+// everything in the result dtype of the three tensors (value converted to it, unchecked for
+// floats in integers: 0.5 becomes 0), multiplying value into tensor1 first.
 Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
-  Tensor prod = mul(t1, t2);
-  return add(x, is_one(value) ? prod : mul(prod, value));
+  DType r = result_type({x, t1, t2});
+  LOOM_CHECK(r != DType::Bool, Runtime, "\"addcmul\" not implemented for 'Bool'");
+  Scalar v = checked_in(r, value);
+  Tensor scaled = is_one(v) ? cast(t1, r) : mul(cast(t1, r), v);
+  return binary(OpId::Add, x, mul(scaled, cast(t2, r)));
 }
 
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value) {
   LOOM_CHECK(!(is_integral(t1->dtype(), true) && is_integral(t2->dtype(), true)), Runtime,
              "Integer division with addcdiv is no longer supported, and in a future release addcdiv will perform a "
              "true division of tensor1 and tensor2.");
-  Tensor quot = div(t1, t2);
-  return add(x, is_one(value) ? quot : mul(quot, value));
+  DType r = result_type({x, t1, t2});  // floating: tensor1 or tensor2 is
+  Scalar v = checked_in(r, value);
+  Tensor scaled = is_one(v) ? cast(t1, r) : mul(cast(t1, r), v);
+  return binary(OpId::Add, x, div(scaled, cast(t2, r)));
 }
 
 Tensor logical_xor(const Arg& a, const Arg& b) {
@@ -209,9 +301,13 @@ Tensor logical_xor(const Arg& a, const Arg& b) {
   return binary(OpId::Ne, as_bool(a), as_bool(b));
 }
 
-Tensor round(const Tensor& x, int64_t decimals) {
-  if (decimals == 0) return unary(OpId::Round, x);
-  double scale = std::pow(10.0, static_cast<double>(decimals));
+Tensor round(const Tensor& x, std::optional<int64_t> decimals) {
+  if (!decimals) return unary(OpId::Round, x);  // the identity on integers, as in PyTorch
+  // PyTorch's round with decimals (even 0) has floating kernels only.
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "\"round\" not implemented for '",
+             dtype_info(x->dtype()).scalar_type_name, "'");
+  if (*decimals == 0) return unary(OpId::Round, x);
+  double scale = std::pow(10.0, static_cast<double>(*decimals));
   return div(unary(OpId::Round, mul(x, Scalar(scale))), Scalar(scale));
 }
 
@@ -224,8 +320,12 @@ Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim) {
   return apply1(op, x, std::move(attrs));
 }
 
+// sum / prod with dtype=: the input converted to dtype, reduced (integers accumulate in int64,
+// which wraps to the same result modulo 2^bits), the result in dtype (a bool sum is any(), a bool
+// prod all()).
 Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
-  return reduce(OpId::Sum, dtype ? cast(x, *dtype) : x, dims, keepdim);
+  if (!dtype) return reduce(OpId::Sum, x, dims, keepdim);
+  return cast(reduce(OpId::Sum, cast(x, *dtype), dims, keepdim), *dtype);
 }
 
 Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
@@ -240,11 +340,33 @@ Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<D
 Tensor prod(const Tensor& x, std::optional<int64_t> dim, bool keepdim, std::optional<DType> dtype) {
   DimList dims;
   if (dim) dims.push_back(*dim);
-  return reduce(OpId::Prod, dtype ? cast(x, *dtype) : x, dims, dim ? keepdim : false);
+  if (!dtype) return reduce(OpId::Prod, x, dims, dim ? keepdim : false);
+  return cast(reduce(OpId::Prod, cast(x, *dtype), dims, dim ? keepdim : false), *dtype);
 }
 
-Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) { return reduce(OpId::Amax, x, dims, keepdim); }
-Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) { return reduce(OpId::Amin, x, dims, keepdim); }
+// amax / amin / max / min of every element of an empty tensor have no value: PyTorch asks for a
+// dim (RuntimeError), where a given empty dim is an IndexError (the reduction's own check).
+static void require_elements(const char* name, const Tensor& x, const DimList& dims) {
+  LOOM_CHECK(!dims.empty() || x->numel() > 0, Runtime, name, "(): Expected reduction dim to be specified for "
+             "input.numel() == 0. Specify the reduction dim with the 'dim' argument.");
+}
+
+Tensor amax(const Tensor& x, const DimList& dims, bool keepdim) {
+  require_elements("amax", x, dims);
+  return reduce(OpId::Amax, x, dims, keepdim);
+}
+Tensor amin(const Tensor& x, const DimList& dims, bool keepdim) {
+  require_elements("amin", x, dims);
+  return reduce(OpId::Amin, x, dims, keepdim);
+}
+Tensor max(const Tensor& x) {
+  require_elements("max", x, {});
+  return reduce(OpId::Amax, x, {}, false);
+}
+Tensor min(const Tensor& x) {
+  require_elements("min", x, {});
+  return reduce(OpId::Amin, x, {}, false);
+}
 
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   if (!dim) return reduce(OpId::Argmax, reshape(x, Dims{-1}), DimList{0}, false);
@@ -278,6 +400,9 @@ Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim
 
 Tensor logsumexp(const Tensor& x0, const DimList& dims, bool keepdim) {
   Tensor x = is_floating(x0->dtype()) ? x0 : cast(x0, default_float_dtype());
+  // Over nothing: the log of an empty sum, -inf (there is no max to shift by).
+  if (reduced_count(x->sizes(), dims) == 0)
+    return unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, x), dims, keepdim));
   Tensor m = amax(x, dims, true);
   // An infinite max would turn x - m into nan; shifting by 0 instead is exact there.
   m = where(binary(OpId::Eq, unary(OpId::Abs, m), Scalar(INFINITY)), Scalar(0.0), m);
@@ -285,16 +410,19 @@ Tensor logsumexp(const Tensor& x0, const DimList& dims, bool keepdim) {
   return add(s, keepdim ? m : squeeze_dims(m, x->ndim(), dims));
 }
 
+// all / any: bool results, except uint8 for uint8 input (PyTorch's documented legacy behaviour).
 Tensor all(const Tensor& x, const DimList& dims, bool keepdim) {
+  DType out = x->dtype() == DType::UInt8 ? DType::UInt8 : DType::Bool;
   if (reduced_count(x->sizes(), dims) == 0)  // all() of nothing is true
-    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(true), DType::Bool, placement_of(x));
-  return reduce(OpId::Amin, cast(x, DType::Bool), dims, keepdim);
+    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(true), out, placement_of(x));
+  return cast(reduce(OpId::Amin, cast(x, DType::Bool), dims, keepdim), out);
 }
 
 Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
+  DType out = x->dtype() == DType::UInt8 ? DType::UInt8 : DType::Bool;
   if (reduced_count(x->sizes(), dims) == 0)
-    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(false), DType::Bool, placement_of(x));
-  return reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim);
+    return full(reduce(OpId::Sum, x, dims, keepdim)->sizes(), Scalar(false), out, placement_of(x));
+  return cast(reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim), out);
 }
 
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
@@ -307,25 +435,34 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   return pow(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), Scalar(1.0 / p));
 }
 
+// x minus its max along dim, for numerically stable exponentials; x itself along an empty dim
+// (whose result is empty: there is nothing to shift, and no max).
+static Tensor shifted_by_max(const Tensor& x, int64_t dim) {
+  if (reduced_count(x->sizes(), DimList{dim}) == 0) return x;
+  return sub(x, amax(x, DimList{dim}, true));
+}
+
 Tensor softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   require_floating(x, "softmax");
-  Tensor e = unary(OpId::Exp, sub(x, amax(x, DimList{dim}, true)));
+  Tensor e = unary(OpId::Exp, shifted_by_max(x, dim));
   return div(e, reduce(OpId::Sum, e, DimList{dim}, true));
 }
 
 Tensor log_softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   require_floating(x, "log_softmax");
-  Tensor shifted = sub(x, amax(x, DimList{dim}, true));
+  Tensor shifted = shifted_by_max(x, dim);
   return sub(shifted, unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, shifted), DimList{dim}, true)));
 }
 
 Tensor cumsum(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
+  LOOM_CHECK(dtype != DType::Bool, Runtime, "\"cumsum\" not implemented for 'Bool'");
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   Attrs attrs;
   attrs.push_back(wrap_dim(dim, x->ndim()));
-  return apply1(OpId::Cumsum, x, std::move(attrs));
+  Tensor out = apply1(OpId::Cumsum, x, std::move(attrs));
+  return dtype ? cast(out, *dtype) : out;  // integer sums run in int64: the same modulo 2^bits
 }
 
 // ---- matrix products ----
@@ -570,8 +707,11 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   LOOM_CHECK(!xs.empty(), Runtime, "torch.cat(): expected a non-empty list of Tensors");
   std::vector<Arg> list;
   for (const Tensor& t : xs) list.emplace_back(t);
+  // dim counts in the first tensor that is not a legacy empty one (Cat skips those); with only
+  // those, the result is one of them whatever dim says.
+  auto shaped = std::find_if(xs.begin(), xs.end(), [](const Tensor& t) { return !(t->ndim() == 1 && t->numel() == 0); });
   Attrs attrs;
-  attrs.push_back(wrap_dim(dim, xs[0]->ndim()));
+  attrs.push_back(shaped == xs.end() ? 0 : wrap_dim(dim, (*shaped)->ndim()));
   return apply(OpId::Cat, std::span<const Arg>(list.data(), list.size()), std::move(attrs));
 }
 
@@ -603,11 +743,18 @@ Tensor index_put(const Tensor& x, int64_t first, const std::vector<Tensor>& indi
   return apply(OpId::IndexPut, std::span<const Arg>(args.data(), args.size()), std::move(attrs));
 }
 
+// An Index with index_select's rules: int32 or int64 indices (else RuntimeError), a negative one
+// out of range (IndexError "index out of range in self"), as in PyTorch.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
+  LOOM_CHECK(idx->dtype() == DType::Int64 || idx->dtype() == DType::Int32, Runtime,
+             "index_select(): Expected dtype int32 or int64 for index");
   LOOM_CHECK(idx->ndim() <= 1, Index, "index_select(): Index is supposed to be a vector");
   int64_t d = wrap_dim(dim, x->ndim());
-  if (x->ndim() == 0) return index(unsqueeze(x, 0), 0, {reshape(idx, Dims{-1})});
-  return index(x, d, {idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx});
+  Tensor src = x->ndim() == 0 ? unsqueeze(x, 0) : x;
+  Attrs attrs;
+  attrs.push_back(x->ndim() == 0 ? 0 : d);
+  attrs.push_back(1);
+  return apply(OpId::Index, {Arg(src), Arg(idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx)}, std::move(attrs));
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {
@@ -660,6 +807,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Arg& value) {
   if (value.is_tensor())
     LOOM_CHECK(value.tensor->ndim() == 0, Runtime, "masked_fill_ only supports a 0-dimensional value tensor, but got "
                "tensor with ", value.tensor->ndim(), " dimension(s).");
+  else
+    value.scalar.check_fits(x->dtype());  // the number is converted to x's dtype, as in PyTorch
   Tensor out = where(mask, value, x);
   Dims target = broadcast_shapes(x->sizes(), mask->sizes());
   LOOM_CHECK(target == Dims(x->sizes()), Runtime, "masked_fill: the mask of shape ", format_dims(mask->sizes()),
@@ -669,12 +818,18 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, const Arg& value) {
 
 Tensor one_hot(const Tensor& idx, int64_t num_classes) {
   LOOM_CHECK(idx->dtype() == DType::Int64, Runtime, "one_hot is only applicable to index tensor.");
-  if (num_classes < 0) {
-    // The class count depends on the data: read it (a sync point in lazy mode).
-    LOOM_CHECK(idx->numel() > 0, Runtime, "Can not infer total number of classes from empty tensor.");
-    Tensor m = amax(idx);
-    materialize(*m);
-    num_classes = item(m->array()).as_int() + 1;
+  if (idx->numel() == 0) {
+    LOOM_CHECK(num_classes != -1, Runtime, "Can not infer total number of classes from empty tensor.");
+  } else {
+    // Like PyTorch on the CPU, read the range of the classes to check it (and, for -1, to count
+    // them): a sync point in lazy mode, where both extremes come from one trace.
+    Tensor lo = amin(idx), hi = amax(idx);
+    materialize(*lo);
+    materialize(*hi);
+    LOOM_CHECK(item(lo->array()).as_int() >= 0, Runtime, "Class values must be non-negative.");
+    int64_t top = item(hi->array()).as_int();
+    if (num_classes == -1) num_classes = top + 1;
+    else LOOM_CHECK(num_classes > top, Runtime, "Class values must be smaller than num_classes.");
   }
   Tensor classes = int_tensor_like(num_classes, idx);
   return cast(binary(OpId::Eq, unsqueeze(idx, -1), classes), DType::Int64);
@@ -761,6 +916,7 @@ void require_floating_dtype(DType dtype, const char* what) {
 
 Tensor full(IntSpan sizes, Scalar value, DType dtype, Placement where) {
   check_sizes(sizes);
+  value.check_fits(dtype);  // at the call in both modes (a lazy Full runs only at the sync)
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
     loom::fill_(a, value);
@@ -828,10 +984,22 @@ Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement 
 
 // ---- in-place ----
 
-void add_(TensorImpl& self, const Arg& other, Scalar alpha) { assign(self, add(Arg(&self), other, alpha)); }
-void sub_(TensorImpl& self, const Arg& other, Scalar alpha) { assign(self, sub(Arg(&self), other, alpha)); }
-void mul_(TensorImpl& self, const Arg& other) { assign(self, mul(Arg(&self), other)); }
-void div_(TensorImpl& self, const Arg& other) { assign(self, div(Arg(&self), other)); }
+void add_(TensorImpl& self, const Arg& other, Scalar alpha) {
+  check_no_internal_overlap(self);
+  assign(self, add(Arg(&self), other, alpha));
+}
+void sub_(TensorImpl& self, const Arg& other, Scalar alpha) {
+  check_no_internal_overlap(self);
+  assign(self, sub(Arg(&self), other, alpha));
+}
+void mul_(TensorImpl& self, const Arg& other) {
+  check_no_internal_overlap(self);
+  assign(self, mul(Arg(&self), other));
+}
+void div_(TensorImpl& self, const Arg& other) {
+  check_no_internal_overlap(self);
+  assign(self, div(Arg(&self), other));
+}
 
 void fill_(TensorImpl& self, const Arg& value) {
   if (value.is_tensor())
@@ -853,6 +1021,7 @@ void fill_(TensorImpl& self, const Arg& value) {
 void zero_(TensorImpl& self) { fill_(self, Arg(Scalar(int64_t{0}))); }
 
 void copy_(TensorImpl& self, const Tensor& src) {
+  check_no_internal_overlap(self);
   Tensor value = src->is_lazy() == self.is_lazy() && src->device() == self.device()
                      ? cast(src, self.dtype())
                      : to(src, self.dtype(), self.device(), self.is_lazy());

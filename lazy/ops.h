@@ -17,6 +17,7 @@ namespace loom::ops {
 
 // ---- elementwise ----
 Tensor unary(OpId op, const Tensor& x);
+Tensor square(const Tensor& x);
 Tensor binary(OpId op, const Arg& a, const Arg& b);
 Tensor add(const Arg& a, const Arg& b, Scalar alpha = Scalar(int64_t{1}));
 Tensor sub(const Arg& a, const Arg& b, Scalar alpha = Scalar(int64_t{1}));
@@ -34,7 +35,8 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Arg& weight);
 Tensor addcmul(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = Scalar(int64_t{1}));
 Tensor addcdiv(const Tensor& x, const Tensor& t1, const Tensor& t2, Scalar value = Scalar(int64_t{1}));
 Tensor logical_xor(const Arg& a, const Arg& b);
-Tensor round(const Tensor& x, int64_t decimals = 0);
+// decimals: none rounds to an integer (any dtype); a number of decimals needs a floating tensor.
+Tensor round(const Tensor& x, std::optional<int64_t> decimals = {});
 
 // ---- reductions. `dims` empty means all dims. ----
 using DimList = SmallVec<int64_t, 4>;
@@ -44,6 +46,9 @@ Tensor mean(const Tensor& x, const DimList& dims = {}, bool keepdim = false, std
 Tensor prod(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false, std::optional<DType> dtype = {});
 Tensor amax(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const DimList& dims = {}, bool keepdim = false);
+// max() / min(): the extreme element (RuntimeError for an empty tensor, as PyTorch).
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = {}, bool keepdim = false);
 // max(dim) / min(dim): (values, indices).

@@ -27,13 +27,18 @@ std::vector<int64_t> element_offsets(IntSpan sizes, IntSpan strides) {
   return out;
 }
 
-// An integer index tensor as int64 values, broadcast to `shape`, with negative indices wrapped
-// and every index checked against `size` (the indexed dim's size).
-std::vector<int64_t> index_values(const Array& index, IntSpan shape, int64_t size, int64_t dim) {
+// An integer index tensor as int64 values, broadcast to `shape`, every index checked against
+// `size` (the indexed dim's size). Indexing (x[i]) wraps negative indices; index_select (`select`)
+// does not, and words its error as PyTorch's.
+std::vector<int64_t> index_values(const Array& index, IntSpan shape, int64_t size, int64_t dim, bool select) {
   Array flat = copy_to(index.view_as(expand(index.layout, shape)), DType::Int64, kCPU);
   const int64_t* p = static_cast<const int64_t*>(flat.data());
   std::vector<int64_t> out(p, p + flat.numel());
   for (int64_t& i : out) {
+    if (select) {
+      LOOM_CHECK(i >= 0 && i < size, Index, "index out of range in self");
+      continue;
+    }
     LOOM_CHECK(i >= -size && i < size, Index, "index ", i, " is out of bounds for dimension ", dim, " with size ",
                size);
     if (i < 0) i += size;
@@ -46,7 +51,12 @@ void require_index_dtype(const InputMeta& m, const char* what) {
              "(): Expected dtype int64 or int32 for index, got ", m.is_scalar ? "a scalar" : dtype_name(m.dtype));
 }
 
-// ---- Leaves and View: not made through apply() ----
+// gather and scatter_add take int64 indices only, as in PyTorch (RuntimeError, not IndexError).
+void require_int64_index(const InputMeta& m, const char* what) {
+  LOOM_CHECK(!m.is_scalar && m.dtype == DType::Int64, Runtime, what, "(): Expected dtype int64 for index");
+}
+
+// ---- Leaves and View: no kernels (the executor binds their values) ----
 
 OutputMeta infer_none(std::span<const InputMeta>, const Attrs&) {
   LOOM_FAIL(Runtime, "internal: leaves and views are not made through apply()");
@@ -61,17 +71,28 @@ void run_view(std::span<const Operand> in, const Attrs& attrs, const Array& out)
 }
 
 // ---- Cat: attrs[0] = dim ----
+// Like PyTorch, cat skips legacy empty tensors (1-d, size 0) next to tensors of other shapes: they
+// add no elements and need not match, but still take part in the result dtype.
+
+bool legacy_empty(IntSpan shape) { return shape.size() == 1 && shape[0] == 0; }
 
 OutputMeta infer_cat(std::span<const InputMeta> in, const Attrs& attrs) {
   LOOM_CHECK(!in.empty(), Runtime, "torch.cat(): expected a non-empty list of Tensors");
   int64_t dim = attrs[0];
-  IntSpan first = in[0].shape;
-  LOOM_CHECK(!first.empty(), Runtime, "zero-dimensional tensor (at position 0) cannot be concatenated");
-  Dims shape(first);
-  shape[dim] = 0;
   ResultType r;
   for (size_t i = 0; i < in.size(); ++i) {
+    LOOM_CHECK(!in[i].shape.empty(), Runtime, "zero-dimensional tensor (at position ", i, ") cannot be concatenated");
+    r.add_tensor(in[i].dtype, 1);
+  }
+  size_t k = 0;
+  while (k < in.size() && legacy_empty(in[k].shape)) ++k;
+  if (k == in.size()) return {r.get(), Dims{0}};  // nothing but legacy empty tensors
+  IntSpan first = in[k].shape;
+  Dims shape(first);
+  shape[dim] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
     IntSpan s = in[i].shape;
+    if (legacy_empty(s)) continue;
     LOOM_CHECK(s.size() == first.size(), Runtime, "Tensors must have same number of dimensions: got ", first.size(),
                " and ", s.size());
     for (size_t d = 0; d < s.size(); ++d)
@@ -79,7 +100,6 @@ OutputMeta infer_cat(std::span<const InputMeta> in, const Attrs& attrs) {
                  "Sizes of tensors must match except in dimension ", dim, ". Expected size ", first[d], " but got size ",
                  s[d], " for tensor number ", i, " in the list.");
     shape[dim] += s[dim];
-    r.add_tensor(in[i].dtype, 1);
   }
   return {r.get(), std::move(shape)};
 }
@@ -88,6 +108,7 @@ void run_cat(std::span<const Operand> in, const Attrs& attrs, const Array& out) 
   int64_t dim = attrs[0];
   int64_t start = 0;
   for (const Operand& op : in) {
+    if (legacy_empty(op.array->sizes())) continue;
     int64_t len = op.array->sizes()[dim];
     copy_(out.view_as(narrow(out.layout, dim, start, len)), *op.array);
     start += len;
@@ -132,7 +153,8 @@ void run_cumsum(std::span<const Operand> in, const Attrs& attrs, const Array& ou
 }
 
 // ---- Index: x[..., i_0, ..., i_{k-1}, ...] with integer index tensors at consecutive dims
-// starting at attrs[0]; the indices broadcast together. ----
+// starting at attrs[0]; the indices broadcast together. attrs[1] (optional) is 1 for
+// index_select's rule: negative indices are out of range. ----
 
 OutputMeta infer_index(std::span<const InputMeta> in, const Attrs& attrs) {
   int64_t first = attrs[0];
@@ -156,7 +178,7 @@ struct IndexPlan {
   int64_t nb = 0;
 };
 
-IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t first) {
+IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t first, bool select = false) {
   size_t k = indices.size();
   Dims b;
   for (const Operand& i : indices) b = broadcast_shapes(b, i.array->sizes());
@@ -168,7 +190,7 @@ IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t f
   plan.picked.assign(static_cast<size_t>(plan.nb), 0);
   for (size_t j = 0; j < k; ++j) {
     int64_t d = first + static_cast<int64_t>(j);
-    std::vector<int64_t> v = index_values(*indices[j].array, b, x.sizes()[d], d);
+    std::vector<int64_t> v = index_values(*indices[j].array, b, x.sizes()[d], d, select);
     for (size_t e = 0; e < v.size(); ++e) plan.picked[e] += v[e] * x.strides()[d];
   }
   return plan;
@@ -177,7 +199,7 @@ IndexPlan plan_index(const Array& x, std::span<const Operand> indices, int64_t f
 void run_index(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
   const Array& x = *in[0].array;
   Array x_host = x.device().is_cpu() ? x : copy_to(x, x.dtype, kCPU);
-  IndexPlan plan = plan_index(x_host, in.subspan(1), attrs[0]);
+  IndexPlan plan = plan_index(x_host, in.subspan(1), attrs[0], attrs.size() > 1 && attrs[1] != 0);
   size_t item = itemsize(x.dtype);
   const char* src = static_cast<const char*>(x_host.data());
   char* dst = static_cast<char*>(out.data());
@@ -197,7 +219,9 @@ OutputMeta infer_index_put(std::span<const InputMeta> in, const Attrs& attrs) {
   gather.push_back(in[0]);
   for (size_t j = 2; j < in.size(); ++j) gather.push_back(in[j]);
   OutputMeta region = infer_index({gather.data(), gather.size()}, attrs);
-  if (!in[1].is_scalar) {
+  if (in[1].is_scalar) {
+    in[1].value.check_fits(in[0].dtype);  // as PyTorch converts the number to x's dtype
+  } else {
     LOOM_CHECK(broadcast_shapes(region.shape, in[1].shape) == region.shape, Runtime, "shape mismatch: value tensor of shape ",
                format_dims(in[1].shape), " cannot be broadcast to indexing result of shape ", format_dims(region.shape));
   }
@@ -242,7 +266,7 @@ void run_index_put(std::span<const Operand> in, const Attrs& attrs, const Array&
 // ---- Gather: out[i][j] = x[i][index[i][j]] along attrs[0] ----
 
 OutputMeta infer_gather(std::span<const InputMeta> in, const Attrs& attrs) {
-  require_index_dtype(in[1], "gather");
+  require_int64_index(in[1], "gather");
   int64_t dim = attrs[0];
   IntSpan x = in[0].shape, idx = in[1].shape;
   LOOM_CHECK(x.size() == idx.size() || (x.empty() && idx.size() <= 1), Runtime,
@@ -255,7 +279,8 @@ OutputMeta infer_gather(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 // Calls fn(x_offset, position) for every element of `index`, where x_offset addresses x at the
-// element's index with dim replaced by the index value.
+// element's index with dim replaced by the index value. Negative indices are out of range: gather
+// and scatter_add do not wrap them, as in PyTorch.
 template <typename Fn>
 void for_each_gathered(const Array& x, const Array& index, int64_t dim, Fn&& fn) {
   Array idx = copy_to(index, DType::Int64, kCPU);
@@ -265,8 +290,7 @@ void for_each_gathered(const Array& x, const Array& index, int64_t dim, Fn&& fn)
   Dims pos(idx.ndim(), 0);
   for (int64_t e = 0; e < n; ++e) {
     int64_t i = iv[e];
-    LOOM_CHECK(i >= -size && i < size, Index, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
-    if (i < 0) i += size;
+    LOOM_CHECK(i >= 0 && i < size, Runtime, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
     int64_t offset = x.layout.offset;
     for (int64_t d = 0; d < x.ndim(); ++d) offset += (d == dim ? i : pos[d]) * x.strides()[d];
     fn(offset, e);
@@ -290,7 +314,7 @@ void run_gather(std::span<const Operand> in, const Attrs& attrs, const Array& ou
 // ---- ScatterAdd: x with out[i][index[i][j]] += src[i][j] along attrs[0]. Inputs: x, index, src.
 
 OutputMeta infer_scatter_add(std::span<const InputMeta> in, const Attrs& attrs) {
-  require_index_dtype(in[1], "scatter_add");
+  require_int64_index(in[1], "scatter");
   LOOM_CHECK(!in[2].is_scalar && in[2].dtype == in[0].dtype, Runtime, "scatter_add(): Expected self.dtype to be equal to src.dtype");
   IntSpan x = in[0].shape, idx = in[1].shape, src = in[2].shape;
   LOOM_CHECK(x.size() == idx.size() && src.size() == idx.size(), Runtime,

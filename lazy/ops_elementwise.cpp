@@ -1,6 +1,7 @@
 // Definitions of the elementwise ops: the shape and dtype rule shared by all of them, the CPU
 // kernel generated from each op's expression (lazy/elementwise.h), and Cast.
 #include <array>
+#include <cctype>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,9 +16,13 @@ namespace {
 template <typename S>
 using compute_t = std::conditional_t<std::is_same_v<S, Half> || std::is_same_v<S, BFloat16>, float, S>;
 
-std::string lower(const char* name) {
-  std::string s(name);
-  for (char& c : s) c = static_cast<char>(std::tolower(c));
+// An op's name as the Python function that runs it is spelled: BitwiseAnd -> bitwise_and.
+std::string snake_name(const char* name) {
+  std::string s;
+  for (const char* c = name; *c; ++c) {
+    if (std::isupper(static_cast<unsigned char>(*c)) && c != name) s += '_';
+    s += static_cast<char>(std::tolower(static_cast<unsigned char>(*c)));
+  }
   return s;
 }
 
@@ -28,7 +33,7 @@ DType promoted(std::span<const InputMeta> in) {
 
 template <typename F>
 OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
-  LOOM_CHECK(static_cast<int>(in.size()) == F::arity, Runtime, lower(op_name(F::id)), " expects ", F::arity,
+  LOOM_CHECK(static_cast<int>(in.size()) == F::arity, Runtime, snake_name(op_name(F::id)), " expects ", F::arity,
              " operands, got ", in.size());
   Dims shape;
   for (const InputMeta& m : in)
@@ -38,24 +43,42 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
                "where expected condition to be a boolean tensor, but got a tensor with dtype ",
                in[0].is_scalar ? "scalar" : dtype_name(in[0].dtype));
   }
+  // PyTorch has no kernel of these ops for such dtypes: it says so in its dispatch message.
+  auto not_implemented = [](DType d) {
+    return detail::concat("\"", snake_name(op_name(F::id)), "\" not implemented for '",
+                          dtype_info(d).scalar_type_name, "'");
+  };
+  if constexpr (F::rule == DTypeRule::Float) {
+    for (const InputMeta& m : in) LOOM_CHECK(m.is_scalar || is_floating(m.dtype), Runtime, not_implemented(m.dtype));
+  }
   DType p = promoted<F>(in);
+  if constexpr (F::rule == DTypeRule::Integral) LOOM_CHECK(!is_floating(p), Runtime, not_implemented(p));
+  if constexpr (F::rule == DTypeRule::Select) {
+    // PyTorch converts a number operand of where to the result dtype with an overflow check.
+    for (size_t i = 1; i < in.size(); ++i)
+      if (in[i].is_scalar) in[i].value.check_fits(p);
+  }
+  if constexpr (F::id == OpId::FloorDiv || F::id == OpId::Remainder) {
+    // A number divisor that is 0 in an integral result dtype (256 is 0 in uint8) needs no data to
+    // be found: raise here, as eager mode does, not when a lazy trace runs.
+    LOOM_CHECK(!is_integral(p, true) || !in[1].is_scalar || in[1].value.stored_as(p).as_int() != 0, Runtime,
+               "ZeroDivisionError");
+  }
   if constexpr (!F::allow_bool) {
-    LOOM_CHECK(p != DType::Bool, Runtime, lower(op_name(F::id)),
+    LOOM_CHECK(p != DType::Bool, Runtime, snake_name(op_name(F::id)),
                " is not supported on bool tensors (use logical_not / logical_xor for masks)");
   }
   bool bool_out = F::rule == DTypeRule::Compare || F::rule == DTypeRule::Logical;
   return {bool_out ? DType::Bool : p, std::move(shape)};
 }
 
-// Integer floor division and remainder by zero raise in eager mode, as in PyTorch.
-void check_no_zero_divisor(const Operand& divisor) {
-  if (!divisor.is_array()) {
-    LOOM_CHECK(divisor.scalar.as_double() != 0.0, Runtime, "ZeroDivisionError");
-    return;
-  }
-  Array host = copy_to(*divisor.array, DType::Float64, kCPU);
-  const double* p = static_cast<const double*>(host.data());
-  for (int64_t i = 0; i < host.numel(); ++i) LOOM_CHECK(p[i] != 0.0, Runtime, "ZeroDivisionError");
+// Integer floor division and remainder by a tensor holding a zero (in the compute dtype p: 256 is
+// 0 in uint8) raise, as in PyTorch. A number divisor was checked when the op was recorded (infer).
+void check_no_zero_divisor(const Operand& divisor, DType p) {
+  if (!divisor.is_array()) return;
+  Array nonzero = copy_to(copy_to(*divisor.array, p, kCPU), DType::Bool, kCPU);
+  const bool* b = static_cast<const bool*>(nonzero.data());
+  for (int64_t i = 0; i < nonzero.numel(); ++i) LOOM_CHECK(b[i], Runtime, "ZeroDivisionError");
 }
 
 // The storage type operand k is read as: bool for logical ops and where's condition, else S.
@@ -105,16 +128,16 @@ void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
   std::array<InputMeta, F::arity> metas;
   for (int i = 0; i < F::arity; ++i) {
     if (in[i].is_array()) metas[i] = {false, ScalarKind::Float, in[i].array->dtype, in[i].array->sizes()};
-    else metas[i] = {true, in[i].scalar.kind(), DType::Float32, {}};
+    else metas[i] = {true, in[i].scalar.kind(), DType::Float32, {}, in[i].scalar};
   }
   DType p = promoted<F>(metas);
   if constexpr (F::id == OpId::FloorDiv || F::id == OpId::Remainder) {
-    if (is_integral(p, true)) check_no_zero_divisor(in[1]);
+    if (is_integral(p, true)) check_no_zero_divisor(in[1], p);
   }
   visit_dtype(p, [&](auto tag) {
     using S = decltype(tag);
     if constexpr (supports<F, S>()) run_typed<F, S>(in, out, std::make_index_sequence<F::arity>{});
-    else LOOM_FAIL(Runtime, lower(op_name(F::id)), ": no CPU kernel for ", dtype_name(p));
+    else LOOM_FAIL(Runtime, snake_name(op_name(F::id)), ": no CPU kernel for ", dtype_name(p));
   });
 }
 
@@ -137,4 +160,11 @@ const bool registered = [] {
 }();
 
 }  // namespace
+
+namespace math {
+void no_symbolic_form(const char* op) {
+  LOOM_FAIL(NotImplemented, op, " has no expression for this symbolic value type yet");
+}
+}  // namespace math
+
 }  // namespace loom

@@ -150,7 +150,33 @@ TensorImpl* aliasable_base(const TensorImpl& t) {
   return base;
 }
 
+// The trace computing `roots` (outputs first, in order) and then the orphan writes.
+Trace build_trace(Device device, const std::vector<Tensor>& roots, const std::vector<OrphanWrite>& orphans) {
+  Trace trace;
+  trace.device = device;
+  TraceBuilder builder(trace);
+  for (const Tensor& t : roots) trace.outputs.push_back({builder.add(t->node()), t->destination()});
+  for (const OrphanWrite& o : orphans) trace.outputs.push_back({builder.add(o.node.get()), o.destination});
+  trace.key = trace_key(trace);
+  return trace;
+}
+
+// Whether each output of `trace` depends on node `failed` (nodes are in post-order).
+std::vector<bool> outputs_reached(const Trace& trace, int failed) {
+  std::vector<bool> reached(trace.nodes.size(), false);
+  reached[static_cast<size_t>(failed)] = true;
+  for (size_t i = static_cast<size_t>(failed) + 1; i < trace.nodes.size(); ++i)
+    for (int32_t in : trace.inputs[i]) reached[i] = reached[i] || reached[static_cast<size_t>(in)];
+  std::vector<bool> out;
+  for (const Trace::Output& o : trace.outputs) out.push_back(reached[static_cast<size_t>(o.node)]);
+  return out;
+}
+
 }  // namespace
+
+NodeError::NodeError(const Error& cause, int node, OpId op)
+    : Error(cause.kind(), detail::concat(cause.what(), " (computed by the lazy op ", op_name(op), " at a sync)")),
+      node_(node) {}
 
 void register_pending(TensorImpl* t) {
   Registry& r = registry_for(t->device());
@@ -183,41 +209,65 @@ uint64_t last_trace_key() { return last_key.load(std::memory_order_relaxed); }
 void sync(Device device) {
   Registry& r = registry_for(device);
   if (!r.head && r.orphans.empty()) return;
-  Trace trace;
-  trace.device = device;
-  TraceBuilder builder(trace);
   // Roots: live pending tensors (keeping them alive while the executor runs), then orphan writes.
   std::vector<Tensor> roots;
   std::vector<Tensor> derived_views;
   for (TensorImpl* t = r.head; t; t = t->next_pending) refresh_view(*t);
-  for (TensorImpl* t = r.head; t; t = t->next_pending) {
-    if (aliasable_base(*t)) {
-      derived_views.emplace_back(t);
-      continue;
-    }
-    roots.emplace_back(t);
-    trace.outputs.push_back({builder.add(t->node()), t->destination()});
-  }
+  for (TensorImpl* t = r.head; t; t = t->next_pending) (aliasable_base(*t) ? derived_views : roots).emplace_back(t);
   std::vector<OrphanWrite> orphans = std::move(r.orphans);
   r.orphans.clear();
-  for (const OrphanWrite& o : orphans) trace.outputs.push_back({builder.add(o.node.get()), o.destination});
-  trace.key = trace_key(trace);
 
   std::vector<Array> results;
-  try {
-    results = executor().run(trace);
-  } catch (...) {
-    r.orphans.insert(r.orphans.begin(), orphans.begin(), orphans.end());  // nothing is lost
-    throw;
+  std::vector<Tensor> failed;  // kept alive until their views are told
+  while (!roots.empty() || !orphans.empty()) {
+    Trace trace = build_trace(device, roots, orphans);
+    try {
+      results = executor().run(trace);
+    } catch (const NodeError& e) {
+      if (e.node() < 0 || static_cast<size_t>(e.node()) >= trace.nodes.size()) {
+        r.orphans.insert(r.orphans.begin(), orphans.begin(), orphans.end());
+        throw;
+      }
+      // The outputs computed from the failing node fail with it (orphan writes are dropped:
+      // their storage keeps its old values); the others run again without them.
+      std::vector<bool> reached = outputs_reached(trace, e.node());
+      auto error = std::make_shared<const Error>(e);
+      std::vector<Tensor> live_roots;
+      for (size_t i = 0; i < roots.size(); ++i) {
+        if (!reached[i]) {
+          live_roots.push_back(std::move(roots[i]));
+          continue;
+        }
+        roots[i]->set_error(error);
+        failed.push_back(std::move(roots[i]));
+      }
+      std::vector<OrphanWrite> live_orphans;
+      for (size_t k = 0; k < orphans.size(); ++k) {
+        if (reached[roots.size() + k]) orphans[k].destination.storage->remove_pending_write();
+        else live_orphans.push_back(std::move(orphans[k]));
+      }
+      roots = std::move(live_roots);
+      orphans = std::move(live_orphans);
+      continue;
+    } catch (...) {
+      r.orphans.insert(r.orphans.begin(), orphans.begin(), orphans.end());  // nothing is lost
+      throw;
+    }
+    count(metrics().traces);
+    last_key.store(trace.key, std::memory_order_relaxed);
+    break;
   }
-  count(metrics().traces);
-  last_key.store(trace.key, std::memory_order_relaxed);
   for (size_t i = 0; i < roots.size(); ++i) roots[i]->materialize(std::move(results[i]));
+  for (const OrphanWrite& o : orphans) o.destination.storage->remove_pending_write();  // written
   for (const Tensor& v : derived_views) {
-    const Array& base = v->view_info()->base->target->array();
+    TensorImpl& base = *v->view_info()->base->target;
+    if (base.is_errored()) {
+      v->set_error(base.error());
+      continue;
+    }
     Layout l = v->view_info()->relative;
-    l.offset += base.layout.offset;
-    v->materialize(base.view_as(std::move(l)));
+    l.offset += base.array().layout.offset;
+    v->materialize(base.array().view_as(std::move(l)));
   }
 }
 
@@ -236,9 +286,11 @@ void synchronize_all() {
 }
 
 void materialize(TensorImpl& t) {
+  t.check_usable();
   // A materialized lazy tensor whose storage a pending in-place op will write (through an alias)
   // is not up to date either.
   if (t.is_pending() || (t.is_lazy() && t.array().storage->pending_writes() > 0)) sync(t.device());
+  t.check_usable();  // computing it may have failed
 }
 
 void install_executor(std::unique_ptr<Executor> e) { installed() = std::move(e); }

@@ -3,6 +3,14 @@
 // Every pending lazy tensor is linked into its device's registry while it lives. A sync point
 // (item(), tolist(), repr, .to("cpu"), loom.sync(), ...) materializes ALL live pending tensors of
 // the device as one trace, so a training step becomes one graph, then drops their IR.
+//
+// A failure that depends on the data (an index out of range, an integer division by zero) is
+// found only when a node runs. The executor reports which node failed (NodeError); the sync then
+// computes every pending tensor that does not depend on that node, and turns the ones that do
+// into errored tensors, which raise that error whenever they are read or used. So one bad value
+// fails the tensors computed from it, at their reads, and nothing else: unrelated tensors, later
+// syncs and the storage an errored in-place op would have written (it keeps its old values) stay
+// usable. The sync itself raises only for failures that are not a node's (out of memory).
 #pragma once
 
 #include "lazy/executor.h"
@@ -16,13 +24,14 @@ void unregister_pending(TensorImpl* t);
 // view): it still has to land in its destination.
 void register_orphan_write(Ref<Node> node, Array destination);
 
-// Materializes every live pending tensor of `device` (its backend device). Returns after the work
-// is launched; `synchronize` also waits for it to finish.
+// Materializes every live pending tensor of `device` (its backend device), or makes it errored.
+// Returns after the work is launched; `synchronize` also waits for it to finish.
 void sync(Device device);
 void sync_all();
 void synchronize_all();
 // Makes t's value current: syncs its device if t is pending or a pending in-place op will write
-// into its storage (and with it, materializes everything pending on the device).
+// into its storage (and with it, materializes everything pending on the device). Raises t's
+// error if t is (or becomes) errored.
 void materialize(TensorImpl& t);
 
 // The key of the last trace executed on any device (tests and diagnostics).

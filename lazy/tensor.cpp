@@ -23,6 +23,7 @@ TensorImpl::~TensorImpl() {
 }
 
 Ref<Node> TensorImpl::read_node() {
+  check_usable();
   if (node_) return node_;
   if (!input_leaf_) input_leaf_ = Node::input(value_);
   return input_leaf_;
@@ -53,6 +54,21 @@ void TensorImpl::materialize(Array value) {
   node_.reset();
   input_leaf_.reset();
   view_.reset();  // a materialized view aliases its base's storage: no bookkeeping needed anymore
+  if (in_registry) unregister_pending(this);
+}
+
+void TensorImpl::set_error(std::shared_ptr<const Error> error) {
+  Layout layout = Layout::contiguous(sizes());
+  DType d = dtype();
+  if (destination_) {
+    destination_->storage->remove_pending_write();
+    destination_.reset();
+  }
+  value_ = Array{Ref<Storage>(), std::move(layout), d};
+  node_.reset();
+  input_leaf_.reset();
+  view_.reset();
+  error_ = std::move(error);
   if (in_registry) unregister_pending(this);
 }
 

@@ -7,6 +7,8 @@
 //   eager        always materialized: `array()` is the value; ops on it run at once.
 //   lazy, materialized   `array()` holds the value; ops on it record nodes that read it.
 //   lazy, pending        `node()` will produce the value at the next sync of its device.
+//   lazy, errored        computing the value failed at a sync (an index out of range, ...):
+//                        reading or using the tensor raises that error; dtype and shape remain.
 // A lazy tensor is pending from the op that made it until a sync point materializes it. While
 // pending it is linked into its device's registry of live pending tensors (lazy/sync.cpp).
 //
@@ -24,6 +26,7 @@
 
 #include "lazy/node.h"
 #include "runtime/array.h"
+#include "runtime/error.h"
 #include "runtime/ref.h"
 
 namespace loom {
@@ -59,12 +62,14 @@ class TensorImpl final : public RefCounted {
   int64_t ndim() const noexcept { return static_cast<int64_t>(sizes().size()); }
   int64_t numel() const noexcept { return numel_of(sizes()); }
 
-  // The materialized value. Pending tensors must be materialized first (lazy/sync.h).
+  // The materialized value. Pending tensors must be materialized first (lazy/sync.h); an errored
+  // tensor has none (an array of its dtype and shape without storage).
   const Array& array() const noexcept { return value_; }
   Node* node() const noexcept { return node_.get(); }
 
   // The node through which a new op reads this tensor: the pending node, or an Input leaf over
-  // the materialized value (made once and reused, so a trace reads each tensor once).
+  // the materialized value (made once and reused, so a trace reads each tensor once). Raises
+  // the error of an errored tensor.
   Ref<Node> read_node();
   // In-place update of a lazy tensor: from now on its value is what `node` computes. A
   // materialized tensor keeps its storage (the result is written into it at the sync).
@@ -81,6 +86,17 @@ class TensorImpl final : public RefCounted {
   // Whether this tensor was made by a view op (of any tensor, eager or lazy).
   bool is_view() const noexcept { return is_view_; }
   void mark_view() noexcept { is_view_ = true; }
+  // Called by the sync whose computation of this tensor failed: from now on reading or using it
+  // raises `error`. A pending in-place write it carried is dropped (its destination keeps the old
+  // values).
+  void set_error(std::shared_ptr<const Error> error);
+  bool is_errored() const noexcept { return static_cast<bool>(error_); }
+  const std::shared_ptr<const Error>& error() const noexcept { return error_; }
+  // Raises the error of an errored tensor; a no-op for the others. Every read and use of a
+  // tensor's value goes through it (materialize, read_node, apply, views, in-place writes).
+  void check_usable() const {
+    if (error_) [[unlikely]] throw Error(*error_);
+  }
 
   // Views of pending tensors.
   const std::optional<ViewInfo>& view_info() const noexcept { return view_; }
@@ -104,6 +120,7 @@ class TensorImpl final : public RefCounted {
   std::optional<ViewInfo> view_;
   Ref<WeakTensor> weak_;
   std::unique_ptr<AutogradMeta> autograd_;
+  std::shared_ptr<const Error> error_;
   Device device_;
   uint64_t version_ = 0;
   bool lazy_ = false;

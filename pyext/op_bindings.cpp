@@ -46,6 +46,14 @@ BINDING(b_unary) {
   LOOM_PY_END(nullptr)
 }
 
+BINDING(b_square) {
+  LOOM_PY_BEGIN
+  PARSE(1, "square", 1, "input");
+  REQUIRE(0, "square", "input");
+  return out(ops::square(tensor_arg(a[0], "input")));
+  LOOM_PY_END(nullptr)
+}
+
 template <Name name, OpId op>
 BINDING(b_binary) {
   LOOM_PY_BEGIN
@@ -56,11 +64,22 @@ BINDING(b_binary) {
   LOOM_PY_END(nullptr)
 }
 
-Scalar alpha_of(PyObject* obj) {
-  if (!obj) return Scalar(int64_t{1});
+// A Number argument (alpha, value, beta, ...), `fallback` when not given; anything else (None
+// included) is a TypeError worded as PyTorch's argument parser words it.
+Scalar number_arg(PyObject* obj, const char* fname, const char* argname, Scalar fallback = Scalar(int64_t{1})) {
+  if (!obj) return fallback;
   auto s = scalar_of(obj);
-  LOOM_CHECK(s, Type, "alpha must be a number, not ", type_name(obj));
+  LOOM_CHECK(s, Type, fname, "(): argument '", argname, "' must be Number, not ", type_name(obj));
   return *s;
+}
+
+// A str argument (given), or TypeError.
+std::string string_arg(PyObject* obj, const char* fname, const char* argname) {
+  LOOM_CHECK(PyUnicode_Check(obj), Type, fname, "(): argument '", argname, "' must be str, not ", type_name(obj));
+  Py_ssize_t len = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(obj, &len);
+  if (!s) throw PythonError{};
+  return std::string(s, static_cast<size_t>(len));
 }
 
 template <Name name, bool subtract>
@@ -70,7 +89,7 @@ BINDING(b_add) {
   REQUIRE(0, name.s, "input");
   REQUIRE(1, name.s, "other");
   Arg x = arg_of(a[0], "input"), y = arg_of(a[1], "other");
-  Scalar alpha = alpha_of(a[2]);
+  Scalar alpha = number_arg(a[2], name.s, "alpha");
   return out(subtract ? ops::sub(x, y, alpha) : ops::add(x, y, alpha));
   LOOM_PY_END(nullptr)
 }
@@ -81,11 +100,7 @@ BINDING(b_div) {
   PARSE(3, name.s, 2, "input", "other", "rounding_mode");
   REQUIRE(0, name.s, "input");
   REQUIRE(1, name.s, "other");
-  std::string mode;
-  if (a.has(2)) {
-    LOOM_CHECK(PyUnicode_Check(a[2]), Type, "rounding_mode must be None, 'trunc' or 'floor'");
-    mode = PyUnicode_AsUTF8(a[2]);
-  }
+  std::string mode = a.has(2) ? string_arg(a[2], name.s, "rounding_mode") : "";
   return out(ops::div(arg_of(a[0], "input"), arg_of(a[1], "other"), mode));
   LOOM_PY_END(nullptr)
 }
@@ -137,7 +152,7 @@ BINDING(b_gelu) {
   LOOM_PY_BEGIN
   PARSE(2, "gelu", 1, "input", "approximate");
   REQUIRE(0, "gelu", "input");
-  std::string approx = a.has(1) ? PyUnicode_AsUTF8(a[1]) : "none";
+  std::string approx = a[1] ? string_arg(a[1], "gelu", "approximate") : "none";
   return out(ops::gelu(tensor_arg(a[0], "input"), approx));
   LOOM_PY_END(nullptr)
 }
@@ -146,8 +161,8 @@ BINDING(b_softplus) {
   LOOM_PY_BEGIN
   PARSE(3, "softplus", 3, "input", "beta", "threshold");
   REQUIRE(0, "softplus", "input");
-  Scalar beta = a.has(1) ? *scalar_of(a[1]) : Scalar(int64_t{1});
-  Scalar threshold = a.has(2) ? *scalar_of(a[2]) : Scalar(int64_t{20});
+  Scalar beta = number_arg(a[1], "softplus", "beta");
+  Scalar threshold = number_arg(a[2], "softplus", "threshold", Scalar(int64_t{20}));
   return out(ops::softplus(tensor_arg(a[0], "input"), beta, threshold));
   LOOM_PY_END(nullptr)
 }
@@ -183,7 +198,7 @@ BINDING(b_addc) {
   REQUIRE(0, name.s, "input");
   REQUIRE(1, name.s, "tensor1");
   REQUIRE(2, name.s, "tensor2");
-  Scalar value = alpha_of(a[3]);
+  Scalar value = number_arg(a[3], name.s, "value");
   Tensor x = tensor_arg(a[0], "input"), t1 = tensor_arg(a[1], "tensor1"), t2 = tensor_arg(a[2], "tensor2");
   return out(divide ? ops::addcdiv(x, t1, t2, value) : ops::addcmul(x, t1, t2, value));
   LOOM_PY_END(nullptr)
@@ -202,7 +217,7 @@ BINDING(b_round) {
   LOOM_PY_BEGIN
   PARSE(2, "round", 1, "input", "decimals");
   REQUIRE(0, "round", "input");
-  return out(ops::round(tensor_arg(a[0], "input"), a.has(1) ? to_int64(a[1], "decimals") : 0));
+  return out(ops::round(tensor_arg(a[0], "input"), optional_int(a[1], "decimals")));
   LOOM_PY_END(nullptr)
 }
 
@@ -230,12 +245,15 @@ BINDING(b_prod) {
   LOOM_PY_END(nullptr)
 }
 
-template <Name name, OpId op>
+template <Name name, bool is_max>
 BINDING(b_extreme) {
   LOOM_PY_BEGIN
   PARSE(3, name.s, 3, "input", "dim", "keepdim");
   REQUIRE(0, name.s, "input");
-  return out(ops::reduce(op, tensor_arg(a[0], "input"), dims_of(a[1], "dim"), a.has(2) && to_bool(a[2], "keepdim")));
+  Tensor x = tensor_arg(a[0], "input");
+  ops::DimList dims = dims_of(a[1], "dim");
+  bool keepdim = a.has(2) && to_bool(a[2], "keepdim");
+  return out(is_max ? ops::amax(x, dims, keepdim) : ops::amin(x, dims, keepdim));
   LOOM_PY_END(nullptr)
 }
 
@@ -262,15 +280,24 @@ PyTypeObject* min_max_type() {
   return check(reinterpret_cast<PyObject*>(type)) ? type : nullptr;
 }
 
-// max(): the largest element; max(dim, keepdim=False): (values, indices); max(other): maximum.
+// max(): the largest element; max(dim, keepdim=False): (values, indices); max(other) (other
+// positional or by keyword): maximum.
 template <Name name, bool is_max>
 BINDING(b_max) {
   LOOM_PY_BEGIN
-  PARSE(3, name.s, 3, "input", "dim", "keepdim");
+  PARSE(4, name.s, 3, "input", "dim", "keepdim", "other");
   REQUIRE(0, name.s, "input");
   Tensor x = tensor_arg(a[0], "input");
-  if (!a.has(1)) return out(is_max ? ops::amax(x) : ops::amin(x));
-  if (is_tensor(a[1])) return out(ops::binary(is_max ? OpId::Maximum : OpId::Minimum, x, arg_of(a[1], "other")));
+  PyObject* other = a[3] ? a[3] : a.has(1) && is_tensor(a[1]) ? a[1] : nullptr;
+  if (other) {
+    LOOM_CHECK(!a[2] && (!a[3] || !a[1]), Type, name.s, "() received an invalid combination of arguments: other "
+               "cannot be given with dim or keepdim");
+    return out(ops::binary(is_max ? OpId::Maximum : OpId::Minimum, x, tensor_arg(other, "other")));
+  }
+  if (!a.has(1)) {
+    LOOM_CHECK(!a[2], Type, name.s, "() received an invalid combination of arguments: keepdim needs dim");
+    return out(is_max ? ops::max(x) : ops::min(x));
+  }
   int64_t dim = to_int64(a[1], "dim");
   auto [values, indices] = is_max ? ops::max_dim(x, dim, a.has(2) && to_bool(a[2], "keepdim"))
                                   : ops::min_dim(x, dim, a.has(2) && to_bool(a[2], "keepdim"));
@@ -373,8 +400,8 @@ BINDING(b_addmm) {
   REQUIRE(0, "addmm", "input");
   REQUIRE(1, "addmm", "mat1");
   REQUIRE(2, "addmm", "mat2");
-  return out(ops::addmm(tensor_arg(a[0], "input"), tensor_arg(a[1], "mat1"), tensor_arg(a[2], "mat2"), alpha_of(a[3]),
-                        alpha_of(a[4])));
+  return out(ops::addmm(tensor_arg(a[0], "input"), tensor_arg(a[1], "mat1"), tensor_arg(a[2], "mat2"),
+                        number_arg(a[3], "addmm", "beta"), number_arg(a[4], "addmm", "alpha")));
   LOOM_PY_END(nullptr)
 }
 
@@ -570,9 +597,15 @@ PyObject* as_method(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
 }
 
 // An in-place method t.f_(...): computes t.f(...) and writes it into t, which keeps its identity
-// and (eager, or lazy once materialized) its storage.
-template <Impl F>
+// and (eager, or lazy once materialized) its storage. `selective` methods write chosen elements
+// (masked_fill_, tril_, triu_): PyTorch allows those on tensors with internal overlap.
+template <Impl F, bool selective = false>
 PyObject* as_inplace_method(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  if constexpr (!selective) {
+    LOOM_PY_BEGIN
+    check_no_internal_overlap(impl_of(self));
+    LOOM_PY_END(nullptr)
+  }
   PyObject* result = as_method<F>(self, args, nargs, kwnames);
   if (!result) return nullptr;
   PyRef owned = PyRef::steal(result);
@@ -598,6 +631,8 @@ struct Entry {
 #define FUNC(name, f, doc) {name, FN(f), nullptr, kFunction, doc}
 #define METH(name, f, doc) {name, nullptr, MT(f), kMethod, doc}
 #define INPLACE(name, f, doc) {name, nullptr, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&as_inplace_method<f>)), kMethod, doc}
+#define INPLACE_SELECTIVE(name, f, doc) \
+  {name, nullptr, reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&as_inplace_method<f, true>)), kMethod, doc}
 #define UNARY(name, op) BOTH(#name, (b_unary<#name, OpId::op>), #name "(input)"), \
     INPLACE(#name "_", (b_unary<#name, OpId::op>), "in-place " #name "()")
 #define BINARY(name, op) BOTH(#name, (b_binary<#name, OpId::op>), #name "(input, other)")
@@ -607,8 +642,9 @@ const Entry kEntries[] = {
     UNARY(log2, Log2), UNARY(log1p, Log1p), UNARY(expm1, Expm1), UNARY(sqrt, Sqrt), UNARY(rsqrt, Rsqrt),
     UNARY(sin, Sin), UNARY(cos, Cos), UNARY(tan, Tan), UNARY(tanh, Tanh), UNARY(sigmoid, Sigmoid), UNARY(relu, Relu),
     UNARY(silu, Silu), UNARY(erf, Erf), UNARY(floor, Floor), UNARY(ceil, Ceil), UNARY(sign, Sign),
-    UNARY(reciprocal, Reciprocal), UNARY(square, Square), UNARY(logical_not, LogicalNot), UNARY(isnan, IsNan),
-    UNARY(isinf, IsInf),
+    UNARY(reciprocal, Reciprocal), UNARY(logical_not, LogicalNot), UNARY(isnan, IsNan),
+    UNARY(isinf, IsInf), UNARY(bitwise_not, BitwiseNot),
+    BOTH("square", b_square, "square(input)"), INPLACE("square_", b_square, "in-place square()"),
     BOTH("round", b_round, "round(input, decimals=0): round half to even"),
     BOTH("gelu", b_gelu, "gelu(input, approximate='none')"),
     BOTH("softplus", b_softplus, "softplus(input, beta=1, threshold=20)"),
@@ -628,11 +664,11 @@ const Entry kEntries[] = {
     INPLACE("lerp_", b_lerp, "lerp_(end, weight)"),
     INPLACE("addcmul_", (b_addc<"addcmul_", false>), "addcmul_(tensor1, tensor2, value=1)"),
     INPLACE("addcdiv_", (b_addc<"addcdiv_", true>), "addcdiv_(tensor1, tensor2, value=1)"),
-    INPLACE("masked_fill_", b_masked_fill, "masked_fill_(mask, value)"),
+    INPLACE_SELECTIVE("masked_fill_", b_masked_fill, "masked_fill_(mask, value)"),
     INPLACE("nan_to_num_", b_nan_to_num, "nan_to_num_(nan=0.0, posinf=None, neginf=None)"),
     INPLACE("round_", b_round, "round_(decimals=0)"),
-    INPLACE("tril_", (b_triangle<"tril_", true>), "tril_(diagonal=0)"),
-    INPLACE("triu_", (b_triangle<"triu_", false>), "triu_(diagonal=0)"),
+    INPLACE_SELECTIVE("tril_", (b_triangle<"tril_", true>), "tril_(diagonal=0)"),
+    INPLACE_SELECTIVE("triu_", (b_triangle<"triu_", false>), "triu_(diagonal=0)"),
     METH("fill_", b_fill_, "fill_(value): every element becomes value"),
     METH("zero_", b_zero_, "zero_(): every element becomes 0"),
     METH("copy_", b_copy_, "copy_(src): copy src's values (broadcast, converted) into self"),
@@ -644,6 +680,10 @@ const Entry kEntries[] = {
     BINARY(maximum, Maximum), BINARY(minimum, Minimum), BINARY(eq, Eq), BINARY(ne, Ne), BINARY(lt, Lt), BINARY(le, Le),
     BINARY(gt, Gt), BINARY(ge, Ge), BINARY(logical_and, LogicalAnd), BINARY(logical_or, LogicalOr),
     BOTH("logical_xor", b_logical_xor, "logical_xor(input, other)"),
+    BINARY(bitwise_and, BitwiseAnd), BINARY(bitwise_or, BitwiseOr), BINARY(bitwise_xor, BitwiseXor),
+    INPLACE("bitwise_and_", (b_binary<"bitwise_and_", OpId::BitwiseAnd>), "bitwise_and_(other)"),
+    INPLACE("bitwise_or_", (b_binary<"bitwise_or_", OpId::BitwiseOr>), "bitwise_or_(other)"),
+    INPLACE("bitwise_xor_", (b_binary<"bitwise_xor_", OpId::BitwiseXor>), "bitwise_xor_(other)"),
     FUNC("where", b_where, "where(condition, input, other)"),
     METH("where", b_where_method, "where(condition, other): self where condition holds, else other"),
     BOTH("clamp", b_clamp<"clamp">, "clamp(input, min=None, max=None)"),
@@ -654,8 +694,8 @@ const Entry kEntries[] = {
     BOTH("sum", (b_sum<"sum", false>), "sum(input, dim=None, keepdim=False, dtype=None)"),
     BOTH("mean", (b_sum<"mean", true>), "mean(input, dim=None, keepdim=False, dtype=None)"),
     BOTH("prod", b_prod, "prod(input, dim=None, keepdim=False, dtype=None)"),
-    BOTH("amax", (b_extreme<"amax", OpId::Amax>), "amax(input, dim=(), keepdim=False)"),
-    BOTH("amin", (b_extreme<"amin", OpId::Amin>), "amin(input, dim=(), keepdim=False)"),
+    BOTH("amax", (b_extreme<"amax", true>), "amax(input, dim=(), keepdim=False)"),
+    BOTH("amin", (b_extreme<"amin", false>), "amin(input, dim=(), keepdim=False)"),
     BOTH("argmax", (b_arg_extreme<"argmax", true>), "argmax(input, dim=None, keepdim=False)"),
     BOTH("argmin", (b_arg_extreme<"argmin", false>), "argmin(input, dim=None, keepdim=False)"),
     BOTH("max", (b_max<"max", true>), "max(input) / max(input, dim, keepdim=False) / max(input, other)"),

@@ -1,5 +1,5 @@
-// Python operators on loom.Tensor: + - * / // % ** @, unary - + abs ~, & | ^ on bool tensors,
-// comparisons, and the in-place forms (+= ...) and in-place methods (add_, mul_, clamp_, ...),
+// Python operators on loom.Tensor: + - * / // % ** @, unary - + abs ~, & | ^ (bitwise: logical
+// on bool tensors), comparisons, and the in-place forms (+= ...) and in-place methods (add_, mul_, clamp_, ...),
 // with PyTorch's semantics. An operand that is neither a tensor nor a number makes the operator
 // return NotImplemented, so Python can try the other operand.
 #include "pyext/op_args.h"
@@ -48,17 +48,6 @@ PyObject* op_matmul(PyObject* a, PyObject* b) {
   LOOM_PY_END(nullptr)
 }
 
-// & | ^ are logical on bool tensors (loom has no bitwise ops on integers yet).
-template <OpId op>
-PyObject* op_logical(PyObject* a, PyObject* b) {
-  return binary_operator(a, b, [](const Arg& x, const Arg& y) {
-    for (const Arg* v : {&x, &y})
-      LOOM_CHECK(!v->is_tensor() || v->tensor->dtype() == DType::Bool, NotImplemented,
-                 "bitwise operators (&, |, ^, ~) are only supported on bool tensors, got ", dtype_name(v->tensor->dtype()));
-    return op == OpId::Ne ? ops::logical_xor(x, y) : ops::binary(op, x, y);
-  });
-}
-
 template <OpId op>
 PyObject* op_unary(PyObject* a) {
   LOOM_PY_BEGIN
@@ -68,12 +57,12 @@ PyObject* op_unary(PyObject* a) {
 
 PyObject* op_positive(PyObject* a) { return Py_NewRef(a); }
 
+// ~ is bitwise_not, but PyTorch rejects it on floating tensors with a TypeError of its own.
 PyObject* op_invert(PyObject* a) {
   LOOM_PY_BEGIN
-  LOOM_CHECK(impl_of(a).dtype() == DType::Bool, NotImplemented,
-             "~ is only supported on bool tensors (bitwise_not on integers is not implemented), got ",
-             dtype_name(impl_of(a).dtype()));
-  return wrap(ops::unary(OpId::LogicalNot, tensor_of(a)));
+  LOOM_CHECK(!is_floating(impl_of(a).dtype()), Type,
+             "~ (operator.invert) is only implemented on integer and Boolean-type tensors");
+  return wrap(ops::unary(OpId::BitwiseNot, tensor_of(a)));
   LOOM_PY_END(nullptr)
 }
 
@@ -84,6 +73,7 @@ PyObject* inplace_operator(PyObject* a, PyObject* b, Fn&& fn) {
   std::optional<Arg> y = operand(b);
   if (!is_tensor(a) || !y) Py_RETURN_NOTIMPLEMENTED;
   TensorImpl& self = impl_of(a);
+  check_no_internal_overlap(self);
   assign(self, fn(Arg(&self), *y));
   return Py_NewRef(a);
   LOOM_PY_END(nullptr)
@@ -120,9 +110,9 @@ void fill_number_methods(PyNumberMethods& n) {
   n.nb_positive = op_positive;
   n.nb_absolute = op_unary<OpId::Abs>;
   n.nb_invert = op_invert;
-  n.nb_and = op_logical<OpId::LogicalAnd>;
-  n.nb_or = op_logical<OpId::LogicalOr>;
-  n.nb_xor = op_logical<OpId::Ne>;
+  n.nb_and = op_binary<OpId::BitwiseAnd>;
+  n.nb_or = op_binary<OpId::BitwiseOr>;
+  n.nb_xor = op_binary<OpId::BitwiseXor>;
   n.nb_inplace_add = op_iadd;
   n.nb_inplace_subtract = op_isub;
   n.nb_inplace_multiply = op_inplace<OpId::Mul>;
@@ -130,6 +120,9 @@ void fill_number_methods(PyNumberMethods& n) {
   n.nb_inplace_floor_divide = op_inplace<OpId::FloorDiv>;
   n.nb_inplace_remainder = op_inplace<OpId::Remainder>;
   n.nb_inplace_power = op_ipow;
+  n.nb_inplace_and = op_inplace<OpId::BitwiseAnd>;
+  n.nb_inplace_or = op_inplace<OpId::BitwiseOr>;
+  n.nb_inplace_xor = op_inplace<OpId::BitwiseXor>;
 }
 
 }  // namespace loom::py

@@ -11,14 +11,14 @@ using C = DTypeCategory;
 
 // Indexed by DType. Buffer formats are the native PEP 3118 codes numpy produces for these types.
 constexpr std::array<DTypeInfo, kNumDTypes> kDTypeInfo = {{
-    {"bool", 1, C::Bool, 1, "?"},
-    {"uint8", 1, C::Integral, 8, "B"},
-    {"int32", 4, C::Integral, 31, "i"},
-    {"int64", 8, C::Integral, 63, "q"},
-    {"float16", 2, C::Floating, 11, "e"},
-    {"bfloat16", 2, C::Floating, 8, nullptr},
-    {"float32", 4, C::Floating, 24, "f"},
-    {"float64", 8, C::Floating, 53, "d"},
+    {"bool", 1, C::Bool, 1, "?", "Bool"},
+    {"uint8", 1, C::Integral, 8, "B", "Byte"},
+    {"int32", 4, C::Integral, 31, "i", "Int"},
+    {"int64", 8, C::Integral, 63, "q", "Long"},
+    {"float16", 2, C::Floating, 11, "e", "Half"},
+    {"bfloat16", 2, C::Floating, 8, nullptr, "BFloat16"},
+    {"float32", 4, C::Floating, 24, "f", "Float"},
+    {"float64", 8, C::Floating, 53, "d", "Double"},
 }};
 
 struct Alias {

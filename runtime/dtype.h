@@ -28,6 +28,7 @@ struct DTypeInfo {
   DTypeCategory category;
   uint8_t mantissa_digits;    // significant bits (floating) or value bits (integral): exact-integer range
   const char* buffer_format;  // PEP 3118 format for the buffer protocol, nullptr if it has none
+  const char* scalar_type_name;  // PyTorch's C++ name ("Long"), which some of its messages use
 };
 
 const DTypeInfo& dtype_info(DType dtype) noexcept;

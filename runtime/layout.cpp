@@ -121,6 +121,12 @@ bool Layout::is_non_overlapping_and_dense() const noexcept {
   return true;
 }
 
+bool Layout::has_internal_overlap() const noexcept {
+  for (size_t d = 0; d < sizes.size(); ++d)
+    if (strides[d] == 0 && sizes[d] > 1) return true;
+  return false;
+}
+
 int64_t Layout::storage_end() const noexcept {
   int64_t end = offset + 1;
   for (size_t i = 0; i < sizes.size(); ++i) {

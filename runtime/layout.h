@@ -50,6 +50,9 @@ struct Layout {
   // The elements fill a block of memory exactly, each at its own address, in some dim order
   // (PyTorch's is_non_overlapping_and_dense): a permutation of a contiguous layout.
   bool is_non_overlapping_and_dense() const noexcept;
+  // Several indices address one element: a dim of size > 1 with stride 0, as expand() makes
+  // (what PyTorch's has_internal_overlap reports as certain; other overlaps it cannot tell).
+  bool has_internal_overlap() const noexcept;
   // One past the last storage element this layout touches (offset when it has no elements).
   int64_t storage_end() const noexcept;
 

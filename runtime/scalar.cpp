@@ -32,6 +32,14 @@ bool Scalar::overflows(DType dtype) const noexcept {
   }
 }
 
+Scalar Scalar::stored_as(DType dtype) const noexcept {
+  return visit_dtype(dtype, [this, dtype](auto tag) {
+    using T = decltype(tag);
+    T v = to<T>();
+    return load(&v, dtype);
+  });
+}
+
 void Scalar::check_fits(DType dtype) const {
   LOOM_CHECK(!overflows(dtype), Runtime, "value cannot be converted to type ", dtype_name(dtype), " without overflow");
 }

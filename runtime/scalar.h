@@ -32,6 +32,9 @@ class Scalar {
   // Raises RuntimeError "value cannot be converted to type <dtype> without overflow", as
   // PyTorch's fill_ and tensor() do, when the value overflows dtype.
   void check_fits(DType dtype) const;
+  // The value as dtype stores it (converted as a cast would: -1 becomes 255 in uint8), as a
+  // number of dtype's kind, so that it promotes like a number of that dtype.
+  Scalar stored_as(DType dtype) const noexcept;
 
   double as_double() const noexcept { return kind_ == ScalarKind::Float ? d_ : static_cast<double>(i_); }
   int64_t as_int() const noexcept { return kind_ == ScalarKind::Float ? static_cast<int64_t>(d_) : i_; }

@@ -2,6 +2,8 @@
 // donation, views of pending tensors, and lazy results equal to eager ones.
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
+#include <string>
 #include <vector>
 
 #include "graph/interpreter.h"
@@ -31,7 +33,7 @@ Tensor iota(IntSpan sizes, DType dtype, bool lazy) {
 }
 
 std::vector<double> values(const Tensor& t) {
-  if (t->is_pending()) materialize(*t);
+  materialize(*t);
   Array c = copy_to(t->array(), DType::Float64, kCPU);
   const double* p = static_cast<const double*>(c.data());
   return std::vector<double>(p, p + c.numel());
@@ -187,6 +189,147 @@ BOOST_AUTO_TEST_CASE(failed_execution_loses_nothing) {
   BOOST_TEST(p->is_pending());
   install_executor(std::make_unique<graph::Interpreter>());
   BOOST_TEST((values(p) == std::vector<double>{1, 2}));
+}
+
+// ---- failures that depend on the data (lazy/sync.h) ----
+
+namespace {
+
+// A lazy tensor holding `v` (materialized: an Input leaf of the traces that read it).
+Tensor lazy_values(std::initializer_list<int64_t> v, DType dtype = DType::Int64) {
+  Array a = empty(D({static_cast<int64_t>(v.size())}), DType::Int64, kCPU);
+  int64_t* p = static_cast<int64_t*>(a.data());
+  for (int64_t x : v) *p++ = x;
+  return make_tensor(copy_to(a, dtype, kCPU), true);
+}
+
+// The message of the error `f` raises (empty if it does not raise loom::Error).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_data_error_fails_only_the_tensors_computed_from_it) {
+  Tensor x = lazy_values({4, 5});
+  Tensor q = ops::binary(OpId::FloorDiv, x, lazy_values({0, 1}));  // 4 // 0
+  Tensor after = ops::add(q, Scalar(int64_t{1}));
+  Tensor unrelated = ops::mul(x, Scalar(int64_t{2}));
+  BOOST_CHECK_NO_THROW(sync_all());  // the failure is the failing tensors', not the sync's
+  BOOST_TEST(pending_count(kCPU) == 0);
+  BOOST_TEST((values(unrelated) == std::vector<double>{8, 10}));
+  BOOST_TEST(q->is_errored());
+  BOOST_TEST(after->is_errored());
+  // Reads raise the failure, naming the op; dtype and shape remain.
+  std::string message = error_of([&] { values(after); });
+  BOOST_TEST(contains(message, "ZeroDivisionError"));
+  BOOST_TEST(contains(message, "FloorDiv"));
+  BOOST_TEST(error_of([&] { materialize(*q); }) == message);
+  BOOST_TEST((q->dtype() == DType::Int64 && Dims(q->sizes()) == D({2})));
+  // So do uses: ops, views, in-place writes into it or from it.
+  BOOST_TEST(error_of([&] { ops::add(q, Scalar(int64_t{1})); }) == message);
+  BOOST_TEST(error_of([&] { ops::select(q, 0, 0); }) == message);
+  BOOST_TEST(error_of([&] { ops::add_(*q, Scalar(int64_t{1})); }) == message);
+  BOOST_TEST(error_of([&] { ops::copy_(*x, q); }) == message);
+  // Everything else keeps working.
+  BOOST_TEST((values(ops::add(x, Scalar(int64_t{1}))) == std::vector<double>{5, 6}));
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_inplace_write_leaves_its_storage_as_it_was) {
+  Tensor p = lazy_values({1, 2});
+  Tensor alias = ops::narrow(p, 0, 0, 2);  // a materialized view: shares p's storage
+  ops::add_(*p, ops::gather(p, 0, lazy_values({7, 0})));  // index 7 is out of range
+  BOOST_TEST(p->is_pending());
+  sync_all();
+  BOOST_TEST(p->is_errored());
+  BOOST_TEST(contains(error_of([&] { values(p); }), "index 7 is out of bounds for dimension 0 with size 2"));
+  BOOST_TEST(contains(error_of([&] { values(p); }), "Gather"));
+  BOOST_TEST(alias->array().storage->pending_writes() == 0);
+  Tensor pending = ops::add(lazy_values({0}), Scalar(int64_t{1}));
+  int64_t traces = metrics().traces;
+  materialize(*alias);  // current already: no sync (which would run `pending`)
+  BOOST_TEST(metrics().traces == traces);
+  BOOST_TEST(pending->is_pending());
+  BOOST_TEST((values(alias) == std::vector<double>{1, 2}));
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_write_through_a_dead_view_is_dropped) {
+  Tensor p = lazy_values({1, 2, 3});
+  {
+    Tensor v = ops::narrow(p, 0, 1, 2);
+    ops::add_(*v, ops::gather(p, 0, lazy_values({0, 5})));
+  }  // v dies with its write pending: an orphan write into p's storage
+  BOOST_CHECK_NO_THROW(sync_all());
+  BOOST_TEST(p->array().storage->pending_writes() == 0);
+  BOOST_TEST((values(p) == std::vector<double>{1, 2, 3}));
+  BOOST_CHECK_NO_THROW(sync_all());  // nothing is left to fail again
+}
+
+BOOST_AUTO_TEST_CASE(orphan_writes_that_land_release_their_storage) {
+  Tensor p = lazy_values({1, 2, 3});
+  ops::fill_(*ops::narrow(p, 0, 0, 1), Arg(Scalar(int64_t{9})));  // the view dies at once
+  sync_all();
+  BOOST_TEST(p->array().storage->pending_writes() == 0);  // later reads of p need no sync
+  BOOST_TEST((values(p) == std::vector<double>{9, 2, 3}));
+}
+
+BOOST_AUTO_TEST_CASE(views_of_a_failed_tensor_fail_with_it) {
+  Tensor q = ops::binary(OpId::Remainder, lazy_values({4, 5}), lazy_values({1, 0}));
+  Tensor head = ops::narrow(q, 0, 0, 1);  // a pending view, aliased to q after the sync
+  sync_all();
+  BOOST_TEST(head->is_errored());
+  BOOST_TEST(contains(error_of([&] { values(head); }), "Remainder"));
+}
+
+BOOST_AUTO_TEST_CASE(executors_report_the_failing_node) {
+  // An executor whose first run fails at the first Mul node, as a kernel's data error would.
+  struct FailingMul final : Executor {
+    graph::Interpreter inner;
+    int* runs;
+    explicit FailingMul(int* r) : runs(r) {}
+    std::vector<Array> run(const Trace& t) override {
+      if ((*runs)++ == 0)
+        for (size_t i = 0; i < t.nodes.size(); ++i)
+          if (t.nodes[i]->op() == OpId::Mul) throw NodeError(Error(ErrorKind::Index, "injected"), static_cast<int>(i), OpId::Mul);
+      return inner.run(t);
+    }
+    void synchronize(Device) override {}
+  };
+  int runs = 0;
+  auto executor = std::make_unique<FailingMul>(&runs);
+  Tensor x = lazy_values({1, 2}, DType::Float32);
+  Tensor a = ops::mul(x, Scalar(3.0));
+  Tensor b = ops::add(x, Scalar(1.0));
+  Tensor c = ops::add(a, b);
+  install_executor(std::move(executor));
+  sync_all();
+  graph::install_default_executor();
+  BOOST_TEST(runs == 2);  // once with the failure, once for what it does not reach
+  BOOST_TEST((values(b) == std::vector<double>{2, 3}));
+  BOOST_TEST(c->is_errored());
+  try {
+    values(c);
+    BOOST_FAIL("an errored tensor was read");
+  } catch (const Error& err) {
+    BOOST_TEST(std::string(err.what()) == "injected (computed by the lazy op Mul at a sync)");
+    BOOST_TEST((err.kind() == ErrorKind::Index));  // the cause's kind: IndexError in Python
+  }
+}
+
+BOOST_AUTO_TEST_CASE(checks_of_numbers_raise_at_the_call) {
+  Tensor t = lazy_values({1, 2}, DType::UInt8);
+  BOOST_CHECK_THROW(ops::fill_(*t, Arg(Scalar(int64_t{300}))), Error);  // does not fit uint8
+  BOOST_CHECK_THROW(ops::binary(OpId::FloorDiv, t, Scalar(int64_t{256})), Error);  // 0 in uint8
+  BOOST_TEST(!t->is_pending());
+  BOOST_TEST(pending_count(kCPU) == 0);
+  BOOST_TEST((values(t) == std::vector<double>{1, 2}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -66,9 +66,7 @@ def device(request):
 def release_pending():
     """Drops what keeps a test's pending lazy tensors alive after it ends: pytest stores the last
     failure's traceback (failed and xfailed tests) in sys.last_traceback, whose frames hold them.
-    A pending tensor whose evaluation raises would otherwise make every later sync raise too
-    (see test_ops_errors.py::test_pending_error_does_not_leak_into_unrelated_reads), so one
-    test's failure would spread to the tests after it."""
+    They would otherwise be computed by the next test's first sync, as part of its trace."""
     if getattr(sys, "last_traceback", None) is not None:
         sys.last_type = sys.last_value = sys.last_traceback = None
         gc.collect()

@@ -147,3 +147,79 @@ def test_lazy_to_eager_round_trip():
     assert not back.is_lazy
     assert back.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0]
     assert str(loom.device("lazy")) == "lazy"
+
+
+# ---- failures that depend on the data: they fail the tensors computed from them, nothing else ----
+
+def test_a_data_error_fails_only_the_tensors_computed_from_it():
+    x = loom.tensor([4, 5], device="lazy")
+    q = x // loom.tensor([0, 1], device="lazy")  # found only when the kernel runs
+    after = q + 1
+    unrelated = x * 2
+    assert unrelated.tolist() == [8, 10]  # the sync that computes it runs q too, which fails
+    assert loom._C._pending_count("cpu") == 0
+    assert q.shape == (2,) and q.dtype == loom.int64  # metadata remains
+    for read in (q.tolist, after.tolist, q.numpy, lambda: repr(after), lambda: q[0].item()):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError.*FloorDiv"):
+            read()
+    for use in (lambda: q + 1, lambda: q[0], lambda: q.sum(), lambda: loom.cat([q, x]), lambda: q.add_(1),
+                lambda: x.copy_(q), lambda: q.to("cpu")):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            use()
+    assert x.tolist() == [4, 5]
+    assert (x + 1).tolist() == [5, 6]
+    del q, after
+    assert (x * 3).tolist() == [12, 15]
+
+
+def test_data_errors_keep_their_exception_type():
+    x = loom.arange(3.0, device="lazy")
+    picked = x[loom.tensor([5], device="lazy")]
+    gathered = x.gather(0, loom.tensor([5], device="lazy"))
+    loom.sync()
+    with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
+        picked.tolist()
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds"):
+        gathered.tolist()
+
+
+def test_a_failed_inplace_op_leaves_the_storage_as_it_was():
+    p = loom.tensor([1, 2], device="lazy")
+    view = p[:]  # shares p's storage
+    p.add_(p.gather(0, loom.tensor([7, 0], device="lazy")))
+    loom.sync()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        p.tolist()
+    assert view.tolist() == [1, 2]
+    view.add_(1)  # the storage is as usable as ever
+    assert view.tolist() == [2, 3]
+
+
+def test_failed_writes_of_dead_tensors_are_dropped():
+    p = loom.tensor([1, 2, 3], device="lazy")
+    p[1:].add_(p.gather(0, loom.tensor([0, 9], device="lazy")))  # the view dies before the sync
+    loom.sync()
+    assert p.tolist() == [1, 2, 3]
+    loom.sync()  # nothing is left to fail again
+    assert (p + 1).tolist() == [2, 3, 4]
+
+
+def test_checks_of_numbers_raise_at_the_call():
+    """Checks that need no data raise where the op is called, as in eager mode: nothing is left
+    pending to fail at a sync."""
+    t = loom.tensor(np.array([1, 2], np.uint8), device="lazy")
+    for call in (lambda: t.fill_(300), lambda: t.__setitem__(0, 300), lambda: t.masked_fill(t > 1, 300),
+                 lambda: t // 256, lambda: loom.full((2,), 300, dtype=loom.uint8, device="lazy")):
+        with pytest.raises(RuntimeError, match="overflow|ZeroDivisionError"):
+            call()
+        assert loom._C._pending_count("cpu") == 0
+    assert t.tolist() == [1, 2]
+
+
+def test_one_hot_checks_its_classes_in_lazy_mode():
+    idx = loom.tensor([0, 3], device="lazy") * 1  # pending
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        loom.one_hot(idx, 3)
+    with pytest.raises(RuntimeError, match="Class values must be non-negative"):
+        loom.one_hot(idx - 1, 5)
+    assert loom.one_hot(idx, 4).tolist() == [[1, 0, 0, 0], [0, 0, 0, 1]]

@@ -31,9 +31,7 @@ def _fn(name):
 
 UNARY = ["abs", "neg", "negative", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos",
          "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "sign", "reciprocal", "square",
-         "logical_not", "isnan", "isinf", "round", "gelu", "softplus", "nan_to_num"]
-# Unary ops PyTorch also accepts on integer tensors (the others raise there: test_ops_errors.py).
-UNARY_INT_OK = [n for n in UNARY if n not in ("silu", "gelu", "softplus")]
+         "logical_not", "isnan", "isinf", "round", "gelu", "softplus", "nan_to_num", "bitwise_not"]
 
 
 @pytest.mark.parametrize("dtype", FLOAT_DTYPES)
@@ -53,30 +51,12 @@ def test_unary_special_values(device, name, dtype):
     check(device, _fn(name), np.array(SPECIAL, dtype=dtype))
 
 
-_NAN_TO_NUM_INT = pytest.mark.xfail(
-    reason="BUG: nan_to_num on an integer/bool tensor returns float32 instead of keeping the input dtype",
-    strict=True)
-_SQUARE_BOOL = pytest.mark.xfail(
-    reason="BUG: square(bool tensor) raises; PyTorch returns int64 (square is pow(x, 2))", strict=True)
-
-
-def _unary_int_params():
-    out = []
-    for name in UNARY_INT_OK:
-        for dt in INT_DTYPES + ["bool"]:
-            marks = []
-            if name == "nan_to_num":
-                marks.append(_NAN_TO_NUM_INT)
-            if name == "square" and dt == "bool":
-                marks.append(_SQUARE_BOOL)
-            out.append(pytest.param(name, dt, marks=marks, id=f"{name}-{dt}"))
-    return out
-
-
-@pytest.mark.parametrize("name,dtype", _unary_int_params())
+@pytest.mark.parametrize("dtype", INT_DTYPES + ["bool"])
+@pytest.mark.parametrize("name", UNARY)
 def test_unary_int_and_bool(device, name, dtype):
-    """Integer and bool inputs: PromoteFloat ops give float32, the rest keep the dtype; ops that
-    PyTorch rejects on bool (abs, neg, floor, ...) raise."""
+    """Integer and bool inputs: PromoteFloat ops give float32, the rest keep the dtype (nan_to_num
+    is the identity), square of bool is int64; ops that PyTorch rejects on these dtypes (abs, neg,
+    floor of bool; gelu, silu of any) raise."""
     for shape, layout in [((3, 4), "contiguous"), ((3, 4), "transposed"), ((2, 6), "strided"), ((0,), "contiguous"),
                           ((), "contiguous")]:
         check(device, _fn(name), random_array(shape, dtype, seed=3), layouts=[layout])
@@ -156,6 +136,7 @@ BINARY = {
     "maximum": _op("maximum"), "minimum": _op("minimum"), "eq": _op("eq"), "ne": _op("ne"), "lt": _op("lt"),
     "le": _op("le"), "gt": _op("gt"), "ge": _op("ge"), "logical_and": _op("logical_and"),
     "logical_or": _op("logical_or"), "logical_xor": _op("logical_xor"),
+    "bitwise_and": _op("bitwise_and"), "bitwise_or": _op("bitwise_or"), "bitwise_xor": _op("bitwise_xor"),
     "add_alpha": lambda m, a, b: m.add(a, b, alpha=2),
     "sub_alpha": lambda m, a, b: m.sub(a, b, alpha=3),
     "div_trunc": lambda m, a, b: m.div(a, b, rounding_mode="trunc"),
@@ -164,9 +145,11 @@ BINARY = {
     "op_truediv": lambda m, a, b: a / b, "op_floordiv": lambda m, a, b: a // b, "op_mod": lambda m, a, b: a % b,
     "op_pow": lambda m, a, b: a ** b, "op_eq": lambda m, a, b: a == b, "op_ne": lambda m, a, b: a != b,
     "op_lt": lambda m, a, b: a < b, "op_le": lambda m, a, b: a <= b, "op_gt": lambda m, a, b: a > b,
-    "op_ge": lambda m, a, b: a >= b,
+    "op_ge": lambda m, a, b: a >= b, "op_and": lambda m, a, b: a & b, "op_or": lambda m, a, b: a | b,
+    "op_xor": lambda m, a, b: a ^ b,
     "method_add": lambda m, a, b: a.add(b), "method_mul": lambda m, a, b: a.mul(b),
     "method_maximum": lambda m, a, b: a.maximum(b), "method_pow": lambda m, a, b: a.pow(b),
+    "method_bitwise_xor": lambda m, a, b: a.bitwise_xor(b),
 }
 
 DIVISIONS = {"div", "divide", "true_divide", "floor_divide", "remainder", "div_trunc", "div_floor", "op_truediv",
@@ -188,51 +171,25 @@ def _operands(name, dta, dtb, shape_a=(3, 1, 4), shape_b=(2, 4)):
     return a, b
 
 
-_ALPHA_DTYPE = pytest.mark.xfail(
-    reason="BUG: add/sub with alpha != 1 multiply `other` by alpha in other's own dtype before promotion: a bool "
-           "other becomes int64 (add(uint8, bool, alpha=2) is int64, PyTorch: uint8) and a float32 other is "
-           "rounded to float32 before a float64 add", strict=True)
-
-
-# Pairs that fail because of known bugs: each is checked on its own in test_binary_promotion_bugs.
-ALPHA_BUG_PAIRS = [("add_alpha", "bool", "bool"), ("add_alpha", "uint8", "bool"), ("add_alpha", "int32", "bool"),
-                   ("sub_alpha", "bool", "bool"), ("sub_alpha", "float64", "float32")]
-
-
-def _known_bug(name, dta, dtb):
-    return (name, dta, dtb) in ALPHA_BUG_PAIRS
-
-
 # One operator per kernel is enough here: the aliases (subtract, multiply, x.add(), a - b, ...) are
 # checked in test_binary_aliases.
 PROMOTION_OPS = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne",
-                 "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "add_alpha", "sub_alpha",
-                 "div_trunc", "div_floor"]
+                 "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or",
+                 "bitwise_xor", "add_alpha", "sub_alpha", "div_trunc", "div_floor"]
 
 
 @pytest.mark.parametrize("dta", ALL_DTYPES)
 @pytest.mark.parametrize("name", PROMOTION_OPS)
 def test_binary_promotion(device, name, dta):
     """dta op every dtype: the result dtype is torch.result_type's, values PyTorch's (broadcast
-    shapes (3, 1, 4) and (2, 4)); where PyTorch raises (bool // bool, ...) loom raises. Subtraction
-    of a bool tensor and a number tensor is covered in test_ops_errors.py (sub_bool_* cases)."""
+    shapes (3, 1, 4) and (2, 4)); where PyTorch raises (bool // bool, any subtraction with a bool
+    operand, ...) loom raises. add / sub with alpha scale `other` in the result dtype."""
     sub = SubChecks()
     for dtb in ALL_DTYPES:
-        if name in SUBTRACTIONS and "bool" in (dta, dtb) and dta != dtb:
-            continue
-        if _known_bug(name, dta, dtb):
-            continue
         with sub(f"{dta} {name} {dtb}"):
             a, b = _operands(name, dta, dtb)
             check(device, BINARY[name], a, b)
     sub.finish()
-
-
-@_ALPHA_DTYPE
-@pytest.mark.parametrize("name,dta,dtb", ALPHA_BUG_PAIRS, ids=["-".join(p) for p in ALPHA_BUG_PAIRS])
-def test_binary_promotion_alpha_bugs(device, name, dta, dtb):
-    a, b = _operands(name, dta, dtb)
-    check(device, BINARY[name], a, b)
 
 
 @pytest.mark.parametrize("name", sorted(set(BINARY) - set(PROMOTION_OPS)))
@@ -241,8 +198,6 @@ def test_binary_aliases(device, name):
     sub = SubChecks()
     for dta, dtb in [("float32", "float32"), ("int64", "float64"), ("int32", "int64"), ("uint8", "int32"),
                      ("bool", "bool"), ("float32", "int64"), ("uint8", "bool")]:
-        if name in SUBTRACTIONS and "bool" in (dta, dtb):
-            continue
         with sub(f"{dta} {name} {dtb}"):
             a, b = _operands(name, dta, dtb)
             check(device, BINARY[name], a, b)
@@ -325,7 +280,7 @@ SCALAR_OPS = {
     "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
     "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
     "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
-    "ge": operator.ge,
+    "ge": operator.ge, "and": operator.and_, "or": operator.or_, "xor": operator.xor,
 }
 
 
@@ -337,8 +292,6 @@ def _scalar_ok(name, dtype, scalar, reflected):
     if name == "pow" and not reflected and dtype != "bool" and not dtype.startswith("float") \
             and isinstance(scalar, int) and scalar < 0:
         return False  # "Integers to negative integer powers are not allowed" (test_ops_errors.py)
-    if name == "sub" and (dtype == "bool" or isinstance(scalar, bool)):
-        return False  # bool subtraction: test_ops_errors.py
     return True
 
 
@@ -373,8 +326,6 @@ def test_scalar_operand(device, name, dtype, reflected):
 def test_scalar_function_forms(device, name, scalar):
     """loom.<op>(tensor, scalar) and loom.<op>(scalar, tensor) where torch accepts them."""
     values = np.abs(random_array((2, 3), "float32", seed=9)) + 0.5
-    if name == "sub" and isinstance(scalar, bool):
-        return  # bool subtraction: test_ops_errors.py
     check(device, lambda m, t: getattr(m, name)(t, scalar), values)
     if name in ("add", "mul", "div", "pow", "remainder"):
         check(device, lambda m, t: getattr(m, name)(scalar, t), values)
@@ -401,7 +352,7 @@ def test_zero_dim_promotion(device, name, dt_0d):
     sub.finish()
 
 
-# ---- bool tensors: & | ^ ~ ----
+# ---- & | ^ ~: bitwise on integers, logical on bool tensors ----
 
 @pytest.mark.parametrize("layout", ["contiguous", "transposed", "strided", "expanded"])
 @pytest.mark.parametrize("name", ["and", "or", "xor"])
@@ -423,12 +374,24 @@ def test_bool_invert(device, layout):
     check(device, lambda m, x: ~x, np.zeros((0, 2), bool))
 
 
-@pytest.mark.xfail(reason="BUG: bool_tensor | 1 (and &, ^ with an int scalar) is computed as a logical op and "
-                          "returns bool; PyTorch promotes to int64 (bitwise_or of bool and int)", strict=True)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_invert(device, dtype, layout):
+    """~x is bitwise_not: -x - 1 for signed integers, 255 - x for uint8."""
+    values = random_array((4, 5), dtype, seed=3, low=0 if dtype == "uint8" else -100, high=100)
+    check(device, lambda m, x: ~x, values, layouts=[layout])
+    check(device, lambda m, x: x.bitwise_not(), values, layouts=[layout])
+    check(device, lambda m, x: ~x, np.array([np.iinfo(dtype).min, np.iinfo(dtype).max, 0], dtype=dtype))
+
+
 def test_bool_bitwise_with_int_scalar(device):
+    """bool | int is bitwise_or promoted to int64, as in PyTorch."""
     a = np.array([True, False, True])
     check(device, lambda m, x: x | 1, a)
     check(device, lambda m, x: x & 3, a)
+    check(device, lambda m, x: x ^ 1, a)
+    check(device, lambda m, x: 1 ^ x, a)
+    check(device, lambda m, x: x | True, a)
 
 
 # ---- unary operators ----
@@ -475,11 +438,9 @@ def test_addcmul_addcdiv(device, name, dtype, value):
           layouts=["transposed", "contiguous", "strided"])
 
 
-@pytest.mark.xfail(reason="BUG: addcmul / addcdiv compute tensor1 * tensor2 (or /) in the tensors' own dtype "
-                          "before promoting with input: addcmul(float64, float32, float32) loses float64 precision, "
-                          "addcmul(uint8, bool, bool) is int64 (PyTorch: uint8)", strict=True)
 @pytest.mark.parametrize("case", ["addcmul_f64_f32", "addcdiv_f64_f32", "addcmul_uint8_bool"])
 def test_addcmul_addcdiv_promotion(device, case):
+    """Computed in the result dtype of all three tensors."""
     if case == "addcmul_uint8_bool":
         check(device, lambda m, x, a, b: m.addcmul(x, a, b, value=2), np.array([1, 2], np.uint8),
               np.array([True, False]), np.array([True, True]))
@@ -515,11 +476,9 @@ def test_add_sub_alpha_with_float_scalar(device, dtype):
         check(device, lambda m, t: t.sub(0.25, alpha=alpha), x)
 
 
-@pytest.mark.xfail(reason="BUG: add / sub(tensor, python_scalar, alpha=k) pre-multiply the scalar as a double, so an "
-                          "int scalar becomes a float: int64.add(2, alpha=3) is float32 (PyTorch: int64), "
-                          "uint8.add_(2, alpha=3) raises, bool.add(True, alpha=2) is float32", strict=True)
 @pytest.mark.parametrize("dtype", ["int64", "uint8", "bool"])
 def test_add_sub_alpha_with_int_scalar(device, dtype):
+    """alpha * other is computed in the result dtype: ints stay ints (and wrap in uint8)."""
     x = random_array((3, 4), dtype, seed=1)
     scalar = True if dtype == "bool" else 2
     check(device, lambda m, t: m.add(t, scalar, alpha=3), x)
@@ -536,16 +495,10 @@ def test_div_rounding_mode_tensor_tensor(device, dtype, mode):
     check(device, lambda m, x, y: x.div(y, rounding_mode=mode), a.astype(dtype), b)
 
 
-_TRUNC_SCALAR = pytest.mark.xfail(
-    reason="BUG: div(int_tensor, python_scalar, rounding_mode='trunc') raises 'internal: op Lt has no tensor "
-           "argument and no placement' (ops::div compares the scalar operand with 0 through binary())",
-    strict=True)
-
-
 @pytest.mark.parametrize("dtype", ["int64", "int32", "uint8"])
 @pytest.mark.parametrize("reflected", [False, True])
-@_TRUNC_SCALAR
 def test_div_trunc_integer_with_scalar(device, dtype, reflected):
+    """A number operand's sign is its sign in the result dtype (-7 is 249 in uint8)."""
     a = random_array((6,), dtype, seed=1, nonzero=True)
     if reflected:
         check(device, lambda m, x: m.div(-7, x, rounding_mode="trunc"), a)

@@ -114,8 +114,6 @@ def test_inplace_integer_division_modes(device):
     run_inplace(device, lambda m, a, b: a.div_(b, rounding_mode="trunc"), x, np.array([2, -4, 3, -2, 1]))
 
 
-@pytest.mark.xfail(reason="BUG: int_tensor.div_(python_scalar, rounding_mode='trunc') raises 'internal: op Lt has "
-                          "no tensor argument and no placement'", strict=True)
 def test_inplace_integer_div_trunc_scalar(device):
     run_inplace(device, lambda m, a: a.div_(2, rounding_mode="trunc"), np.array([-7, -6, 5, 9, 0], dtype=np.int64))
 
@@ -222,18 +220,37 @@ def test_operator_rebinding_keeps_other_references(device):
     assert_close(alias, ref)
 
 
-_BOOL_INPLACE = pytest.mark.xfail(
-    reason="BUG: Tensor has no __iand__ / __ior__ / __ixor__: `x &= m` falls back to `x = x & m`, which binds a new "
-           "tensor instead of writing in place (other references to x, and its views, keep the old values)",
-    strict=True)
-
-
-@_BOOL_INPLACE
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int32", "int64"])
 @pytest.mark.parametrize("op", [operator.iand, operator.ior, operator.ixor], ids=["&=", "|=", "^="])
-def test_bool_inplace_operators(device, op):
-    a = random_array((3, 4), "bool", seed=14)
-    b = random_array((3, 4), "bool", seed=15)
+def test_bitwise_inplace_operators(device, op, dtype):
+    """x &= y writes into x (other references and views of x see it)."""
+    a = random_array((3, 4), dtype, seed=14)
+    b = random_array((3, 4), dtype, seed=15)
     run_inplace(device, lambda m, x, y: op(x, y), a, b)
+    run_inplace(device, lambda m, x: op(x, 3 if dtype != "bool" else True), a)
+
+
+@pytest.mark.parametrize("write", ["fill_", "zero_", "masked_fill_", "setitem", "expand of size 1"])
+def test_writes_allowed_on_expanded(device, write):
+    """PyTorch rejects elementwise in-place ops on tensors whose elements share memory (test_ops_errors.py),
+    but fills, masked fills and index assignments write them, and a size-1 expanded dim shares nothing."""
+    def run(m, dev):
+        base = m.zeros(1, 3, device=dev) if m is loom else m.zeros(1, 3)
+        t = base.expand(2, 3)
+        if write == "fill_":
+            t.fill_(2.0)
+        elif write == "zero_":
+            base.fill_(5.0)
+            t.zero_()
+        elif write == "masked_fill_":
+            t.masked_fill_(m.ones(2, 3, dtype=m.bool, **({"device": dev} if m is loom else {})), 3.0)
+        elif write == "setitem":
+            t[0] = 4.0
+        else:
+            t = base.expand(1, 3)
+            t.add_(1)
+        return base
+    assert_close(run(loom, device), run(torch, None))
 
 
 # ---- writes through views ----
