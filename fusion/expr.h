@@ -13,6 +13,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <type_traits>
+
 #include "lazy/math.h"
 #include "runtime/dtype.h"
 
@@ -38,6 +40,10 @@ enum class ExprOp : uint8_t {
   Ne,
   And,
   Or,
+  BitAnd,  // integers
+  BitOr,
+  BitXor,
+  BitNot,
   Select,  // a ? b : c
   Call,    // math function `fn` of a (, b)
 };
@@ -167,6 +173,23 @@ template <typename T>
 Sym<T> operator-(Sym<T> a) {
   return Sym<T>(detail::emit(ExprOp::Neg, dtype_of<T>, {a.id}), 0);
 }
+// Bitwise operators on integer values (bools use the logical ones).
+#define LOOM_SYM_BITWISE(op, kind)                                                       \
+  template <typename T>                                                                  \
+    requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)                         \
+  Sym<T> operator op(Sym<T> a, Sym<T> b) {                                               \
+    return Sym<T>(detail::emit(ExprOp::kind, dtype_of<T>, {a.id, b.id}), 0);             \
+  }
+LOOM_SYM_BITWISE(&, BitAnd)
+LOOM_SYM_BITWISE(|, BitOr)
+LOOM_SYM_BITWISE(^, BitXor)
+#undef LOOM_SYM_BITWISE
+template <typename T>
+  requires std::is_integral_v<T> && (!std::is_same_v<T, bool>)
+Sym<T> operator~(Sym<T> a) {
+  return Sym<T>(detail::emit(ExprOp::BitNot, dtype_of<T>, {a.id}), 0);
+}
+
 inline Sym<bool> operator!(Sym<bool> a) { return Sym<bool>(detail::emit(ExprOp::Not, DType::Bool, {a.id}), 0); }
 inline Sym<bool> operator&&(Sym<bool> a, Sym<bool> b) {
   return Sym<bool>(detail::emit(ExprOp::And, DType::Bool, {a.id, b.id}), 0);

@@ -185,6 +185,10 @@ class KernelWriter {
       case ExprOp::Ne: return "(" + var(e.a) + " != " + var(e.b) + ")";
       case ExprOp::And: return "(" + var(e.a) + " && " + var(e.b) + ")";
       case ExprOp::Or: return "(" + var(e.a) + " || " + var(e.b) + ")";
+      case ExprOp::BitAnd: return "(" + std::string(T) + ")(" + var(e.a) + " & " + var(e.b) + ")";
+      case ExprOp::BitOr: return "(" + std::string(T) + ")(" + var(e.a) + " | " + var(e.b) + ")";
+      case ExprOp::BitXor: return "(" + std::string(T) + ")(" + var(e.a) + " ^ " + var(e.b) + ")";
+      case ExprOp::BitNot: return "(" + std::string(T) + ")(~" + var(e.a) + ")";
       case ExprOp::Select: return "(" + var(e.a) + " ? " + var(e.b) + " : " + var(e.c) + ")";
       case ExprOp::Call: {
         DType operand = k_.exprs[e.a].type;

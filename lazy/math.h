@@ -63,31 +63,22 @@ template <typename T> T minimum(T a, T b) {
 template <typename T> T copysign(T x, T y) { return std::copysign(x, y); }
 template <typename T> T select(bool c, T a, T b) { return c ? a : b; }
 
-// Raises NotImplementedError: value type T (a symbolic type of fusion's) has no form of `op` yet.
-[[noreturn]] void no_symbolic_form(const char* op);
-
-// Bitwise ops on integers and bools. On bools they are the logical ops, which every value type
-// has; integer operands need C++'s bitwise operators, which a symbolic type gets by defining
-// them (until then, building its expression raises).
+// Bitwise ops on integers and bools. On bools they are the logical ops.
 template <typename T> T bit_and(T a, T b) {
   if constexpr (std::is_same_v<typename number_type<T>::type, bool>) return a && b;
-  else if constexpr (requires { a & b; }) return static_cast<T>(a & b);
-  else no_symbolic_form("bitwise_and");
+  else return static_cast<T>(a & b);
 }
 template <typename T> T bit_or(T a, T b) {
   if constexpr (std::is_same_v<typename number_type<T>::type, bool>) return a || b;
-  else if constexpr (requires { a | b; }) return static_cast<T>(a | b);
-  else no_symbolic_form("bitwise_or");
+  else return static_cast<T>(a | b);
 }
 template <typename T> T bit_xor(T a, T b) {
   if constexpr (std::is_same_v<typename number_type<T>::type, bool>) return a != b;
-  else if constexpr (requires { a ^ b; }) return static_cast<T>(a ^ b);
-  else no_symbolic_form("bitwise_xor");
+  else return static_cast<T>(a ^ b);
 }
 template <typename T> T bit_not(T x) {
   if constexpr (std::is_same_v<typename number_type<T>::type, bool>) return !x;
-  else if constexpr (requires { ~x; }) return static_cast<T>(~x);
-  else no_symbolic_form("bitwise_not");
+  else return static_cast<T>(~x);
 }
 
 // Integer division and remainder truncating toward zero; 0 for a zero divisor (eager mode raises

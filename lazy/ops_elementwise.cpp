@@ -161,10 +161,4 @@ const bool registered = [] {
 
 }  // namespace
 
-namespace math {
-void no_symbolic_form(const char* op) {
-  LOOM_FAIL(NotImplemented, op, " has no expression for this symbolic value type yet");
-}
-}  // namespace math
-
 }  // namespace loom

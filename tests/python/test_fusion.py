@@ -216,11 +216,11 @@ def test_narrow_and_integer_dtypes_fuse_like_eager(dtype):
 UNARY_FLOAT = ["abs", "neg", "exp", "exp2", "log", "log2", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan",
                "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "round", "sign", "reciprocal", "square",
                "isnan", "isinf", "logical_not"]
-UNARY_INT = ["abs", "neg", "sign", "square", "relu", "logical_not", "floor", "ceil", "round", "isnan"]
+UNARY_INT = ["abs", "neg", "sign", "square", "relu", "logical_not", "floor", "ceil", "round", "isnan", "bitwise_not"]
 BINARY_FLOAT = ["add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum", "minimum", "eq", "ne", "lt",
                 "le", "gt", "ge", "logical_and", "logical_or", "logical_xor"]
 BINARY_INT = ["add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
-              "logical_or"]
+              "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor"]
 
 
 def every_op(m, x, y, floating):
