@@ -18,16 +18,30 @@ namespace loom::fusion {
 
 enum class TargetKind : uint8_t { Cpu, Cuda };
 
+// How a CPU kernel's outermost loop divides among threads: `extent` iterations of `work`
+// elements each (1 and 1 when it cannot be split), cut only at multiples of `align`. A linear
+// loop is cut at multiples of 64 elements so that each piece vectorizes exactly the elements a
+// single thread's loop vectorizes: vector and scalar math may differ in the last bit, and the
+// result must not depend on the thread count.
+struct Split {
+  int64_t extent;
+  int64_t work;
+  int64_t align = 1;
+};
+
 // Every kernel of a program, rendered into one module (DESIGN decision 7).
 struct RenderedModule {
   std::string source;
   std::vector<std::string> symbols;                // per kernel
   std::vector<std::vector<int64_t>> int_params;    // per kernel: the ip[] array of its launch
+  std::vector<Split> splits;                       // per kernel (CPU)
 };
 
 RenderedModule render(const Program& program, TargetKind target);
 
 // Kernel ABI, for both targets: void k(const long long* ip, const long long* sp, void* const* bufs)
+// and on the CPU two more arguments, (long long lo, long long hi): the range of the outermost
+// loop to run (RenderedModule::splits), so that threads can share a kernel.
 //   ip    sizes, strides and offsets (RenderedModule::int_params of the kernel)
 //   sp    the kernel's scalar parameters, in Kernel::params order, as 64-bit patterns: a double's
 //         bits for float scalars, the value for integer and bool ones (no precision is lost)

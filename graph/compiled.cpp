@@ -13,16 +13,21 @@
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
+#include "runtime/thread_pool.h"
 
 namespace loom::graph {
 
-using KernelFn = void (*)(const int64_t* ip, const int64_t* sp, void* const* bufs);
+using KernelFn = void (*)(const int64_t* ip, const int64_t* sp, void* const* bufs, int64_t lo, int64_t hi);
+
+// Below this many elements a kernel runs on the calling thread: waking the workers costs more.
+constexpr int64_t kParallelElements = 1 << 15;
 
 struct CompiledExecutor::Plan {
   fusion::Program program;
   std::shared_ptr<rtc::HostModule> module;
   std::vector<KernelFn> kernels;
   std::vector<std::vector<int64_t>> int_params;
+  std::vector<fusion::Split> splits;
   Array arena;                       // intermediates, laid out by liveness
   std::vector<int64_t> arena_offset;  // per buffer, in bytes (-1: not in the arena)
   int64_t arena_live_peak = 0;        // most bytes of intermediates alive at one step
@@ -199,6 +204,7 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
     for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(plan->module->symbol(s)));
   }
   plan->int_params = std::move(cpu.int_params);
+  plan->splits = std::move(cpu.splits);
   return *cache_.emplace(key, std::move(plan)).first->second;
 }
 
@@ -239,7 +245,19 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
         else bits = v.as_int();
         scalars.push_back(bits);
       }
-      plan.kernels[step.kernel](plan.int_params[step.kernel].data(), scalars.data(), bufs.data());
+      KernelFn fn = plan.kernels[step.kernel];
+      const int64_t* ip = plan.int_params[step.kernel].data();
+      const fusion::Split& split = plan.splits[step.kernel];
+      if (split.extent * split.work < 2 * kParallelElements || num_threads() == 1) {
+        fn(ip, scalars.data(), bufs.data(), 0, split.extent);
+      } else {
+        // Threads take pieces of whole `align` units; the last unit may be partial.
+        int64_t units = (split.extent + split.align - 1) / split.align;
+        int64_t grain = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(split.work * split.align, 1));
+        parallel_for(units, grain, [&](int64_t lo, int64_t hi) {
+          fn(ip, scalars.data(), bufs.data(), lo * split.align, std::min(hi * split.align, split.extent));
+        });
+      }
       count(metrics().kernel_launches);
       continue;
     }

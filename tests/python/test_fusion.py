@@ -333,3 +333,29 @@ def test_library_ops_read_views_of_computed_values_in_place(name):
     assert launches_of(fn, a, b)["kernel_launches"] == 2
     got = fn(loom.tensor(a, device="lazy"), loom.tensor(b, device="lazy")).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+THREADED_PROGRAM = textwrap.dedent("""
+    import loom, numpy as np, sys
+    rng = np.random.default_rng(5)
+    x = loom.tensor(rng.standard_normal((700, 300)).astype(np.float32), device="lazy")
+    w = loom.tensor(rng.standard_normal(300).astype(np.float32), device="lazy")
+    big = ((x * 1.5).tanh() + w).exp()                     # pointwise, split over rows
+    rows = x.softmax(-1) + x.log_softmax(-1)               # row kernels, split over rows
+    flat = (x.reshape(-1) * 0.5).sigmoid()                 # linear pointwise, split over elements
+    np.savez(sys.argv[1], big=big.numpy(), rows=rows.numpy(), flat=flat.numpy())
+""")
+
+
+def test_threads_split_kernels_without_changing_results(tmp_path):
+    """Kernels large enough to be split across threads give the bits one thread gives."""
+    outs = {}
+    for threads in ("1", "4"):
+        path = tmp_path / f"out{threads}.npz"
+        env = dict(os.environ, LOOM_CACHE_DIR=str(tmp_path / "cache"), LOOM_NUM_THREADS=threads)
+        done = subprocess.run([sys.executable, "-c", THREADED_PROGRAM, str(path)], capture_output=True, text=True,
+                              env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outs[threads] = np.load(path)
+    for name in ("big", "rows", "flat"):
+        np.testing.assert_array_equal(outs["1"][name], outs["4"][name], err_msg=name)
