@@ -104,6 +104,9 @@ Scalar product_in(DType dtype, Scalar x, Scalar y) {
 // a + alpha * b or a - alpha * b, as PyTorch's add and sub: alpha is a number of the result dtype
 // of (a, b), so b is scaled in that dtype (not in its own), and alpha must be representable in it.
 Tensor add_scaled(OpId op, const Arg& a, const Arg& b, Scalar alpha) {
+  // The default alpha (the integer 1) passes every check and scales nothing: the common case
+  // skips computing the result type (a + b is the hottest op of all).
+  if (alpha.kind() == ScalarKind::Int && alpha.as_int() == 1) return binary(op, a, b);
   DType r = result_type({a, b});
   LOOM_CHECK(alpha.kind() != ScalarKind::Bool || r == DType::Bool, Runtime,
              "Boolean alpha only supported for Boolean results.");
