@@ -769,13 +769,8 @@ CE_CASES = {
 
 @pytest.mark.parametrize("shape", ["2d", "3d", "1d"])
 @pytest.mark.parametrize("name", list(CE_CASES))
-def test_cross_entropy_and_nll_loss_match_torch(device, name, shape, request):
+def test_cross_entropy_and_nll_loss_match_torch(device, name, shape):
     kw = dict(CE_CASES[name])
-    if kw.get("reduction") == "none" and shape != "2d":
-        request.applymarker(pytest.mark.xfail(
-            reason="BUG: cross_entropy / nll_loss with reduction='none' return the per-element loss flattened: "
-                   "shape (N*d1,) for an (N, C, d1) input (PyTorch: (N, d1)) and (1,) for a (C,) input with a 0-d "
-                   "target (PyTorch: ())", strict=True))
     g = np.random.default_rng(11)
     if shape == "2d":
         x, t = g.standard_normal((6, 4)), np.array([0, 2, 1, 3, 2, 0])
@@ -798,6 +793,20 @@ def test_cross_entropy_and_nll_loss_match_torch(device, name, shape, request):
     tkw = {k: v for k, v in kwargs(torch).items() if k != "label_smoothing"}
     close(LF.nll_loss(lx.log_softmax(0 if shape == "1d" else 1), lt, **nkw),
           TF.nll_loss(tx.log_softmax(0 if shape == "1d" else 1), tt, **tkw), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_losses_per_element_keep_the_target_shape(device, reduction):
+    g = np.random.default_rng(3)
+    x, t = g.standard_normal((2, 4, 3, 2)).astype(np.float32), g.integers(0, 4, (2, 3, 2))
+    for kw in (dict(), dict(label_smoothing=0.1), dict(weight=[1.0, 2.0, 0.5, 1.0])):
+        lkw = {k: loom.tensor(v, device=device) if k == "weight" else v for k, v in kw.items()}
+        tkw = {k: torch.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        close(LF.cross_entropy(loom.tensor(x, device=device), loom.tensor(t, device=device), reduction=reduction, **lkw),
+              TF.cross_entropy(torch.from_numpy(x), torch.from_numpy(t), reduction=reduction, **tkw))
+    lp = torch.from_numpy(x).log_softmax(1)
+    close(LF.nll_loss(loom.tensor(lp.numpy(), device=device), loom.tensor(t, device=device), reduction=reduction),
+          TF.nll_loss(lp, torch.from_numpy(t), reduction=reduction))
 
 
 def test_cross_entropy_all_ignored_is_nan_like_torch(device):
