@@ -691,12 +691,31 @@ def test_linear_repr_example():
     assert repr(loom.nn.Linear(8, 16)) == "Linear(in_features=8, out_features=16, bias=True)"
 
 
-@pytest.mark.xfail(reason="BUG: reprs omit non-default arguments PyTorch shows: ReLU(inplace=True) prints 'ReLU()', "
-                          "Embedding(10, 3, padding_idx=0) prints 'Embedding(10, 3)'", strict=True)
-@pytest.mark.parametrize("make", [lambda m: m.nn.ReLU(inplace=True), lambda m: m.nn.Embedding(10, 3, padding_idx=0)],
-                         ids=["ReLU_inplace", "Embedding_padding_idx"])
+@pytest.mark.parametrize("make", [lambda m: m.nn.ReLU(inplace=True), lambda m: m.nn.Embedding(10, 3, padding_idx=0),
+                                  lambda m: m.nn.Embedding(10, 3, padding_idx=-1), lambda m: m.nn.SiLU(inplace=True),
+                                  lambda m: m.nn.Sequential(m.nn.ReLU(inplace=True), m.nn.Embedding(4, 2, 3))],
+                         ids=["ReLU_inplace", "Embedding_padding_idx", "Embedding_negative_padding_idx", "SiLU_inplace",
+                              "nested"])
 def test_repr_shows_non_default_arguments(make):
     assert repr(make(loom)) == repr(make(torch))
+
+
+def test_embedding_padding_idx_is_normalized_and_checked_like_torch():
+    assert loom.nn.Embedding(10, 3, padding_idx=-1).padding_idx == torch.nn.Embedding(10, 3, padding_idx=-1).padding_idx
+    for bad in (10, -11):
+        for lib in (torch, loom):
+            with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+                lib.nn.Embedding(10, 3, padding_idx=bad)
+
+
+def test_inplace_activations_write_their_input(device):
+    x = loom.tensor([-1.0, 0.5, 2.0], device=device)
+    ref = np_(LF.silu(x)).copy()
+    y = loom.nn.SiLU(inplace=True)(x)
+    np.testing.assert_allclose(np_(x), ref, rtol=1e-6)
+    assert y is x
+    loom.nn.ReLU(inplace=True)(x)
+    assert np_(x).min() >= 0
 
 
 # ---- nn.functional against torch.nn.functional ----
