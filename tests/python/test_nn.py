@@ -150,12 +150,51 @@ def test_load_state_dict_non_strict_reports_missing_and_unexpected(models):
     np.testing.assert_array_equal(np_(lm.head.weight), before)
 
 
-@pytest.mark.xfail(reason="BUG: load_state_dict returns a plain tuple; PyTorch returns a named tuple with "
-                          ".missing_keys and .unexpected_keys", strict=True)
 def test_load_state_dict_result_has_named_fields():
     lin = loom.nn.Linear(2, 2)
     result = lin.load_state_dict({"weight": loom.zeros(2, 2)}, strict=False)
     assert result.missing_keys == ["bias"] and result.unexpected_keys == []
+
+
+def test_load_state_dict_result_and_errors_match_torch():
+    results = {}
+    for lib in (torch, loom):
+        lin = lib.nn.Linear(2, 2)
+        ok = lin.load_state_dict(lib.nn.Linear(2, 2).state_dict())
+        partial = lin.load_state_dict({"weight": lib.zeros(2, 2), "x": lib.ones(1)}, strict=False)
+        assert isinstance(ok, tuple) and tuple(partial) == (["bias"], ["x"])
+        seq = lib.nn.Sequential(lib.nn.Linear(2, 2))
+        # "0.bias.q" names an entry of a child: PyTorch does not count it as unexpected
+        bad = {"0.weight": lib.zeros(3, 2), "x": lib.ones(1), "0.bias.q": lib.zeros(1), "1.w": lib.ones(1)}
+        with pytest.raises(RuntimeError) as strict:
+            seq.load_state_dict(bad)
+        with pytest.raises(RuntimeError) as lenient:
+            seq.load_state_dict(bad, strict=False)
+        with pytest.raises(TypeError, match="Expected state_dict to be dict-like"):
+            seq.load_state_dict([("0.weight", lib.zeros(2, 2))])
+        results[lib] = [repr(ok), repr(partial), str(partial), str(strict.value).replace("loom.", "torch."),
+                        str(lenient.value).replace("loom.", "torch.")]
+    assert results[loom] == results[torch]
+    assert results[loom][0] == "<All keys matched successfully>"
+
+
+def test_load_state_dict_copies_the_values_that_fit_before_raising():
+    for lib in (torch, loom):
+        seq = lib.nn.Sequential(lib.nn.Linear(2, 2))
+        with pytest.raises(RuntimeError, match="size mismatch for 0.weight"):
+            seq.load_state_dict({"0.weight": lib.zeros(3, 2), "0.bias": lib.full((2,), 7.0)})
+        assert seq[0].bias.tolist() == [7.0, 7.0]
+
+
+def test_load_state_dict_non_persistent_buffer_is_unexpected():
+    m = loom.nn.Module()
+    m.register_buffer("kept", loom.zeros(1))
+    m.register_buffer("scratch", loom.zeros(1), persistent=False)
+    assert tuple(m.load_state_dict({"kept": loom.ones(1), "scratch": loom.ones(1)}, strict=False)) == ([], ["scratch"])
+    m.register_buffer("scratch", loom.zeros(1))  # persistent again, as in PyTorch
+    assert "scratch" in m.state_dict()
+    with pytest.raises(TypeError, match="cannot assign"):
+        m.register_buffer("x", 3)
 
 
 def test_load_state_dict_size_mismatch_raises(models):
