@@ -380,6 +380,52 @@ def test_to_lazy_moves_parameters_and_buffers_to_lazy_mode(models):
     assert all(p.is_lazy and p.dtype is loom.float64 for p in lm.parameters())
 
 
+@pytest.mark.parametrize("move", ["float64", "lazy", "lazy_float64", "double", "half_then_float"])
+def test_to_keeps_the_parameter_objects(move):
+    """As PyTorch: Module.to() changes the Parameters' data in place, so an optimizer made before
+    the move keeps training the module (and the gradient moves with the parameter)."""
+    loom.manual_seed(0)
+    m = loom.nn.Sequential(loom.nn.Linear(3, 4), loom.nn.ReLU(), loom.nn.Linear(4, 2))
+    before = list(m.parameters())
+    opt = loom.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x = loom.randn(5, 3)
+    m(x).sum().backward()
+    if move == "float64":
+        m.to(loom.float64)
+    elif move == "lazy":
+        m.to("lazy")
+    elif move == "lazy_float64":
+        m.to(device="lazy", dtype=loom.float64)
+    elif move == "double":
+        m.double()
+    else:
+        m.half().float()
+    dtype = loom.float32 if move in ("lazy", "half_then_float") else loom.float64
+    lazy = move.startswith("lazy")
+    after = list(m.parameters())
+    assert all(a is b for a, b in zip(after, before)) and len(after) == 4
+    for p in after:
+        assert isinstance(p, loom.nn.Parameter) and p.is_leaf and p.requires_grad
+        assert p.dtype is dtype and p.is_lazy == lazy
+        assert p.grad is not None and p.grad.dtype is dtype and p.grad.is_lazy == lazy
+    values = [np_(p).copy() for p in after]
+    x = x.to(device="lazy" if lazy else "cpu", dtype=dtype)
+    for _ in range(2):
+        opt.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+    assert all(p is q for p, q in zip(m.parameters(), opt.param_groups[0]["params"]))
+    for p, v in zip(after, values):
+        assert p.is_leaf and p.requires_grad and p.dtype is dtype and p.is_lazy == lazy
+        assert not np.array_equal(np_(p), v)  # the optimizer made before the move trained them
+
+
+def test_to_rejects_integer_dtypes_like_torch():
+    for lib in (torch, loom):
+        with pytest.raises(TypeError, match="only accepts floating point"):
+            lib.nn.Linear(2, 2).to(lib.int64)
+
+
 def test_to_like_a_tensor():
     m = loom.nn.Linear(2, 2)
     m.to(loom.zeros(1, dtype=loom.float64, device="lazy"))

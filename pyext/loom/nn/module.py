@@ -280,12 +280,24 @@ class Module:
         return self
 
     def _convert(self, fn):
-        """Replaces every parameter and buffer with fn(value), keeping Parameters Parameters."""
+        """Applies fn (a device move or cast) to every parameter, its gradient and every buffer,
+        as PyTorch's Module._apply: a Parameter stays the same object and gets fn's result as its
+        data (it stays a leaf and keeps requires_grad), so an optimizer made before the move
+        still updates the module's parameters. Buffers are replaced by fn's result."""
         for m in self.modules():
-            for name, p in list(m._parameters.items()):
-                if p is not None:
-                    new = Parameter(fn(p.detach()), p.requires_grad)
-                    m._parameters[name] = new
+            for p in m._parameters.values():
+                if p is None:
+                    continue
+                with loom.no_grad():
+                    moved = fn(p)
+                if moved is not p:
+                    p._set_data(moved)
+                grad = p.grad
+                if grad is not None:
+                    with loom.no_grad():
+                        moved = fn(grad)
+                    if moved is not grad:
+                        p.grad = moved
             for name, b in list(m._buffers.items()):
                 if b is not None:
                     m._buffers[name] = fn(b)
@@ -293,7 +305,7 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Moves parameters and buffers to a device (or lazy mode: module.to("lazy")) and casts the
-        floating ones to a dtype. Like PyTorch, create the optimizer after moving the module."""
+        floating ones to a dtype, in place: Parameters keep their objects (see _convert)."""
         device, dtype = kwargs.get("device"), kwargs.get("dtype")
         for a in args:
             if isinstance(a, loom.dtype):
@@ -302,6 +314,8 @@ class Module:
                 device, dtype = a.device, a.dtype
             else:
                 device = a
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
 
         def convert(t):
             if dtype is not None and t.is_floating_point():
@@ -324,6 +338,9 @@ class Module:
 
     def half(self):
         return self._convert(lambda t: t.half() if t.is_floating_point() else t)
+
+    def bfloat16(self):
+        return self._convert(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     # ---- printing ----
 
