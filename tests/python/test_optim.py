@@ -345,10 +345,6 @@ def test_state_dict_round_trip_continues_identically(device, name):
     assert_trajectories_close(resumed, straight[5:], rtol=1e-13)
 
 
-@pytest.mark.xfail(reason="BUG: Optimizer.load_state_dict keeps the loaded state's tensors (v.to(device).to(dtype) "
-                          "returns the same tensor), so the source and the loading optimizer share exp_avg / "
-                          "momentum buffers and each one's in-place update changes the other's state; PyTorch "
-                          "deep-copies the state dict", strict=True)
 @pytest.mark.parametrize("name", ["sgd_momentum", "adam_amsgrad"])
 def test_loaded_state_is_not_shared_with_the_source(device, name):
     """Both optimizers keep training side by side after the load, as they do in PyTorch."""
@@ -425,6 +421,45 @@ def test_load_state_dict_restores_hyperparameters_and_checks_groups():
         loom.optim.SGD([{"params": [p.w]}, {"params": [p.b]}], lr=0.1).load_state_dict(o1.state_dict())
     with pytest.raises(ValueError):
         loom.optim.SGD([p.w], lr=0.1).load_state_dict(o1.state_dict())
+
+
+@pytest.mark.parametrize("name", ["sgd_momentum", "adam_amsgrad"])
+def test_loaded_state_has_its_own_memory(name):
+    p1 = Problem(loom, "cpu")
+    o1 = OPTIMIZERS[name](loom, p1.params)
+    for _ in range(2):
+        p1.step(o1)
+    sd = o1.state_dict()
+    p2 = Problem(loom, "cpu")
+    o2 = OPTIMIZERS[name](loom, p2.params)
+    o2.load_state_dict(sd)
+    src = {(i, k): v.data_ptr() for i, st in enumerate(o1.state.values()) for k, v in st.items()
+           if isinstance(v, loom.Tensor)}
+    dst = {(i, k): v.data_ptr() for i, st in enumerate(o2.state.values()) for k, v in st.items()
+           if isinstance(v, loom.Tensor)}
+    assert src.keys() == dst.keys() and src
+    assert not set(src.values()) & set(dst.values())
+    sd["param_groups"][0]["lr"] = 123.0  # the loaded groups are copies too
+    assert o2.param_groups[0]["lr"] != 123.0
+    assert o2.param_groups[0]["params"][0] is p2.w
+
+
+def test_load_state_dict_casts_state_to_the_parameters_dtype_like_torch():
+    """float64 state loads into float32 parameters as float32 (PyTorch casts every tensor but
+    'step' to a floating parameter's dtype)."""
+    results = {}
+    for lib in (torch, loom):
+        p64 = Problem(lib, "cpu")
+        o64 = lib.optim.Adam(p64.params, lr=0.1, amsgrad=True)
+        p64.step(o64)
+        p32 = Problem(lib, "cpu", dtype="float32")
+        o32 = lib.optim.Adam(p32.params, lr=0.1, amsgrad=True)
+        o32.load_state_dict(o64.state_dict())
+        st = next(iter(o32.state.values()))
+        results[lib] = {k: str(v.dtype).split(".")[1] for k, v in st.items() if k != "step"}
+        p32.step(o32)
+    assert results[loom] == results[torch] == {"exp_avg": "float32", "exp_avg_sq": "float32",
+                                               "max_exp_avg_sq": "float32"}
 
 
 def test_load_state_dict_moves_state_to_the_parameters_device_and_dtype():
