@@ -2,10 +2,16 @@
 
 File layout (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length N,
 N bytes of JSON header, then the tensors' bytes. The header maps each tensor's name to its dtype
-("F32", "I64", ...), shape and byte range. Objects other than a flat {name: tensor} dict (nested
-dicts and lists, optimizer state with numbers) are stored too: tensors under dotted key paths,
-and the structure, with every non-tensor value, as JSON in the header's "__metadata__". A
-loom-written file with a flat tensor dict is a plain safetensors file other libraries read.
+("F32", "I64", ...), shape and byte range.
+
+Objects other than a flat {name: tensor} dict (nested dicts and lists, optimizer state with
+numbers) are stored too: the structure, with every non-tensor value and every dict key (with its
+type: 7 and "7" differ), is JSON in __metadata__["loom"], and refers to its tensors by their
+names in the header. Those names are only labels, never parsed: a tensor's name is its dotted key
+path ("opt.state.0.m"), and where two paths spell the same name ({"a.b": t1, "a": {"b": t2}},
+{7: t1, "7": t2}) or a path spells "__metadata__", the later tensor gets the first free name of
+the form "<path>#<n>". So every structure loads back exactly. A flat dict of tensors keyed by
+strings is stored under its own keys: a plain safetensors file that other libraries read.
 """
 
 import json
@@ -15,22 +21,23 @@ import numpy as np
 
 import loom
 
+_METADATA = "__metadata__"
 _CODES = {loom.bool: "BOOL", loom.uint8: "U8", loom.int32: "I32", loom.int64: "I64", loom.float16: "F16",
           loom.bfloat16: "BF16", loom.float32: "F32", loom.float64: "F64"}
 _DTYPES = {v: k for k, v in _CODES.items()}
 
 
-def _flatten(obj, prefix, tensors):
-    """The JSON structure of obj, with tensors replaced by references into `tensors`."""
+def _flatten(obj, path, refs):
+    """The JSON structure of obj; each tensor becomes a reference node, recorded in `refs` as
+    (node, preferred name, tensor) to be named once every path is known."""
     if isinstance(obj, loom.Tensor):
-        name = prefix or "tensor"
-        tensors[name] = obj
-        return {"__tensor__": name}
+        node = {"__tensor__": None}
+        refs.append((node, path or "tensor", obj))
+        return node
     if isinstance(obj, dict):
-        keys = list(obj)
-        return {"__dict__": [[_key(k), _flatten(obj[k], f"{prefix}.{k}" if prefix else str(k), tensors)] for k in keys]}
+        return {"__dict__": [[_key(k), _flatten(v, f"{path}.{k}" if path else str(k), refs)] for k, v in obj.items()]}
     if isinstance(obj, (list, tuple)):
-        items = [_flatten(v, f"{prefix}.{i}" if prefix else str(i), tensors) for i, v in enumerate(obj)]
+        items = [_flatten(v, f"{path}.{i}" if path else str(i), refs) for i, v in enumerate(obj)]
         return {"__list__": items, "tuple": isinstance(obj, tuple)}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"__value__": obj}
@@ -42,6 +49,24 @@ def _key(k):
     if isinstance(k, (str, int, bool)) or k is None:
         return {"__value__": k}
     raise TypeError(f"loom.save: dict keys must be strings or ints, not {type(k).__name__}")
+
+
+def _name_tensors(refs):
+    """Unique header names: each tensor's path, or "<path>#<n>" where the path is taken (see the
+    module docstring). Fills in the reference nodes; returns [(name, tensor)] in order."""
+    preferred = {name for _, name, _ in refs}
+    taken = {_METADATA}
+    out = []
+    for node, name, t in refs:
+        if name in taken:
+            n = 1
+            while f"{name}#{n}" in taken or f"{name}#{n}" in preferred:
+                n += 1
+            name = f"{name}#{n}"
+        taken.add(name)
+        node["__tensor__"] = name
+        out.append((name, t))
+    return out
 
 
 def _unflatten(node, tensors):
@@ -58,10 +83,10 @@ def _unflatten(node, tensors):
 def save(obj, f):
     """Writes obj (a state dict, or nested dicts/lists of tensors and plain values) to a path or
     binary file."""
-    tensors = {}
-    structure = _flatten(obj, "", tensors)
+    refs = []
+    structure = _flatten(obj, "", refs)
     header, chunks, offset = {}, [], 0
-    for name, t in tensors.items():
+    for name, t in _name_tensors(refs):
         raw = _bytes(t.detach().cpu().contiguous())
         header[name] = {"dtype": _CODES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
