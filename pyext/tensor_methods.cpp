@@ -2,7 +2,9 @@
 // shapes, copies and conversions. Metadata never syncs a lazy tensor; strides, addresses and
 // values do. The op library's methods are in op_bindings.cpp.
 #include <algorithm>
+#include <utility>
 
+#include "lazy/autograd.h"
 #include "lazy/ops.h"
 #include "pyext/args.h"
 #include "pyext/op_args.h"
@@ -395,6 +397,28 @@ PyObject* m_make_subclass(PyObject*, PyObject* args) {
   LOOM_PY_END(nullptr)
 }
 
+// Tensor._set_data(value): from now on this Python tensor holds `value`'s data (shared, as detach()
+// shares it; dtype, device and mode may change), keeping its autograd state (requires_grad,
+// grad_fn, grad): PyTorch's `tensor.data = value`. Module.to() moves Parameters with it, so the
+// Parameter objects an optimizer holds stay the module's. Views taken and values saved before
+// keep the old data.
+PyObject* m_set_data(PyObject* self, PyObject* arg) {
+  LOOM_PY_BEGIN
+  Tensor fresh = ops::detach(tensor_arg(arg, "data"));
+  auto* obj = reinterpret_cast<PyTensor*>(self);
+  if (const AutogradMeta* old = obj->impl->autograd_meta()) {
+    if (old->requires_grad && !old->grad_fn) set_requires_grad(*fresh, true);  // raises for integer dtypes
+    AutogradMeta& m = autograd(*fresh);
+    m.requires_grad = old->requires_grad;
+    m.retains_grad = old->retains_grad;
+    m.grad_fn = old->grad_fn;
+    m.grad = old->grad;
+  }
+  Tensor::adopt(std::exchange(obj->impl, fresh.leak())).reset();
+  Py_RETURN_NONE;
+  LOOM_PY_END(nullptr)
+}
+
 }  // namespace
 
 // Defined in buffer.cpp and dlpack.cpp.
@@ -455,6 +479,7 @@ PyMethodDef tensor_methods[] = {
     {"__dlpack__", LOOM_FASTCALL(tensor_dlpack), "export as a DLPack capsule (zero-copy)"},
     {"__dlpack_device__", tensor_dlpack_device, METH_NOARGS, "(device_type, device_id) for DLPack"},
     {"_make_subclass", m_make_subclass, METH_VARARGS | METH_STATIC, nullptr},
+    {"_set_data", m_set_data, METH_O, "_set_data(value): hold value's data, keeping this tensor's autograd state"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,14 +1,33 @@
 """loom.save / loom.load: state dicts in the safetensors layout, which loading never executes.
 
 File layout (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length N,
-N bytes of JSON header, then the tensors' bytes. The header maps each tensor's name to its dtype
-("F32", "I64", ...), shape and byte range. Objects other than a flat {name: tensor} dict (nested
-dicts and lists, optimizer state with numbers) are stored too: tensors under dotted key paths,
-and the structure, with every non-tensor value, as JSON in the header's "__metadata__". A
-loom-written file with a flat tensor dict is a plain safetensors file other libraries read.
+N bytes of JSON header (a JSON object, padded with spaces), then the tensors' bytes. The header
+maps each tensor's name to its dtype ("F32", "I64", ...), shape and byte range [begin, end) in
+the data; the optional "__metadata__" entry maps strings to strings.
+
+Objects other than a flat {name: tensor} dict (nested dicts and lists, optimizer state with
+numbers) are stored too: the structure, with every non-tensor value and every dict key (with its
+type: 7 and "7" differ), is JSON in __metadata__["loom"], and refers to its tensors by their
+names in the header. Those names are only labels, never parsed: a tensor's name is its dotted key
+path ("opt.state.0.m"), and where two paths spell the same name ({"a.b": t1, "a": {"b": t2}},
+{7: t1, "7": t2}) or a path spells "__metadata__", the later tensor gets the first free name of
+the form "<path>#<n>". So every structure loads back exactly. A flat dict of tensors keyed by
+strings is stored under its own keys: a plain safetensors file that other libraries read.
+
+Loading reads only JSON and raw little-endian numbers: nothing in the file is executed or
+unpickled (a torch.save file or a pickle is rejected, not opened). The whole layout is
+validated: the header length within the file, a JSON object header without duplicate names,
+known dtypes, non-negative integer shapes and offsets, each tensor's byte range holding exactly
+its shape's bytes, and the ranges tiling the data (no gaps, no overlaps, nothing after the last
+tensor), boolean bytes 0 or 1, and a loom structure that is well formed and refers to exactly the
+file's tensors. A file that fails any check raises InvalidFileError (a ValueError), whose message
+names the file and what is wrong with it; only errors of reading the file itself (OSError) pass
+through.
 """
 
 import json
+import math
+import os
 import struct
 
 import numpy as np
@@ -18,19 +37,29 @@ import loom
 _CODES = {loom.bool: "BOOL", loom.uint8: "U8", loom.int32: "I32", loom.int64: "I64", loom.float16: "F16",
           loom.bfloat16: "BF16", loom.float32: "F32", loom.float64: "F64"}
 _DTYPES = {v: k for k, v in _CODES.items()}
+_NUMPY = {"BOOL": np.dtype(np.bool_), "U8": np.dtype("<u1"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
+          "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+_METADATA = "__metadata__"
+_MAX_HEADER = 100_000_000  # as the safetensors library: a larger header is not a real file
 
 
-def _flatten(obj, prefix, tensors):
-    """The JSON structure of obj, with tensors replaced by references into `tensors`."""
+class InvalidFileError(ValueError):
+    """loom.load was given bytes that are not a valid loom / safetensors file."""
+
+
+# ---- save ----
+
+def _flatten(obj, path, refs):
+    """The JSON structure of obj; each tensor becomes a reference node, recorded in `refs` as
+    (node, preferred name, tensor) to be named once every path is known."""
     if isinstance(obj, loom.Tensor):
-        name = prefix or "tensor"
-        tensors[name] = obj
-        return {"__tensor__": name}
+        node = {"__tensor__": None}
+        refs.append((node, path or "tensor", obj))
+        return node
     if isinstance(obj, dict):
-        keys = list(obj)
-        return {"__dict__": [[_key(k), _flatten(obj[k], f"{prefix}.{k}" if prefix else str(k), tensors)] for k in keys]}
+        return {"__dict__": [[_key(k), _flatten(v, f"{path}.{k}" if path else str(k), refs)] for k, v in obj.items()]}
     if isinstance(obj, (list, tuple)):
-        items = [_flatten(v, f"{prefix}.{i}" if prefix else str(i), tensors) for i, v in enumerate(obj)]
+        items = [_flatten(v, f"{path}.{i}" if path else str(i), refs) for i, v in enumerate(obj)]
         return {"__list__": items, "tuple": isinstance(obj, tuple)}
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"__value__": obj}
@@ -44,29 +73,36 @@ def _key(k):
     raise TypeError(f"loom.save: dict keys must be strings or ints, not {type(k).__name__}")
 
 
-def _unflatten(node, tensors):
-    if "__tensor__" in node:
-        return tensors[node["__tensor__"]]
-    if "__dict__" in node:
-        return {k["__value__"]: _unflatten(v, tensors) for k, v in node["__dict__"]}
-    if "__list__" in node:
-        items = [_unflatten(v, tensors) for v in node["__list__"]]
-        return tuple(items) if node.get("tuple") else items
-    return node["__value__"]
+def _name_tensors(refs):
+    """Unique header names: each tensor's path, or "<path>#<n>" where the path is taken (see the
+    module docstring). Fills in the reference nodes; returns [(name, tensor)] in order."""
+    preferred = {name for _, name, _ in refs}
+    taken = {_METADATA}
+    out = []
+    for node, name, t in refs:
+        if name in taken:
+            n = 1
+            while f"{name}#{n}" in taken or f"{name}#{n}" in preferred:
+                n += 1
+            name = f"{name}#{n}"
+        taken.add(name)
+        node["__tensor__"] = name
+        out.append((name, t))
+    return out
 
 
 def save(obj, f):
     """Writes obj (a state dict, or nested dicts/lists of tensors and plain values) to a path or
     binary file."""
-    tensors = {}
-    structure = _flatten(obj, "", tensors)
+    refs = []
+    structure = _flatten(obj, "", refs)
     header, chunks, offset = {}, [], 0
-    for name, t in tensors.items():
+    for name, t in _name_tensors(refs):
         raw = _bytes(t.detach().cpu().contiguous())
         header[name] = {"dtype": _CODES[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(raw)]}
         chunks.append(raw)
         offset += len(raw)
-    header["__metadata__"] = {"format": "pt", "loom": json.dumps(structure)}
+    header[_METADATA] = {"format": "pt", "loom": json.dumps(structure)}
     text = json.dumps(header, separators=(",", ":")).encode()
     text += b" " * (-len(text) % 8)  # keep the data 8-byte aligned, as the format recommends
     blob = struct.pack("<Q", len(text)) + text + b"".join(chunks)
@@ -81,30 +117,199 @@ def _bytes(t):
     if t.dtype is loom.bfloat16:
         # numpy has no bfloat16: the raw 16-bit patterns, via float32's upper halves.
         f32 = t.float().numpy().astype(np.float32)
-        return (f32.view(np.uint32) >> 16).astype(np.uint16).tobytes()
-    return np.ascontiguousarray(t.numpy()).tobytes()
+        return (f32.view(np.uint32) >> 16).astype("<u2").tobytes()
+    a = np.ascontiguousarray(t.numpy())
+    return a.astype(a.dtype.newbyteorder("<"), copy=False).tobytes()
 
+
+# ---- load ----
 
 def load(f, map_location=None):
-    """Reads what loom.save wrote (or any safetensors file). Nothing in the file is executed."""
-    data = f.read() if hasattr(f, "read") else open(f, "rb").read()
-    (n,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + n])
-    body = memoryview(data)[8 + n:]
-    meta = header.pop("__metadata__", {}) or {}
-    tensors = {}
-    for name, info in header.items():
-        begin, end = info["data_offsets"]
-        dtype = _DTYPES[info["dtype"]]
-        raw = bytes(body[begin:end])
-        if dtype is loom.bfloat16:
-            bits = np.frombuffer(raw, dtype=np.uint16).astype(np.uint32) << 16
-            t = loom.tensor(bits.view(np.float32).reshape(info["shape"])).to(loom.bfloat16)
-        else:
-            np_dtype = {loom.bool: np.bool_, loom.uint8: np.uint8, loom.int32: np.int32, loom.int64: np.int64,
-                        loom.float16: np.float16, loom.float32: np.float32, loom.float64: np.float64}[dtype]
-            t = loom.tensor(np.frombuffer(raw, dtype=np_dtype).reshape(info["shape"]))
-        tensors[name] = t.to(map_location) if map_location is not None else t
+    """Reads what loom.save wrote (or any safetensors file of loom's dtypes). Nothing in the file
+    is executed; a malformed file raises InvalidFileError naming the file and the problem."""
+    if hasattr(f, "read"):
+        source = getattr(f, "name", None)
+        source = repr(source) if isinstance(source, str) else "<file object>"
+        data = f.read()
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"loom.load needs a binary file, but read() returned {type(data).__name__}")
+        data = bytes(data)
+    else:
+        source = repr(os.fspath(f))
+        with open(f, "rb") as file:
+            data = file.read()
+    tensors, meta = _read(data, _Errors(source))
+    if map_location is not None:
+        tensors = {k: t.to(map_location) for k, t in tensors.items()}
     if "loom" in meta:
-        return _unflatten(json.loads(meta["loom"]), tensors)
+        return _Structure(tensors, _Errors(source)).build(meta["loom"])
     return tensors
+
+
+class _Errors:
+    def __init__(self, source):
+        self.source = source
+
+    def __call__(self, what):
+        return InvalidFileError(f"{self.source} is not a valid loom / safetensors file: {what}")
+
+
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _no_duplicates(error):
+    def hook(pairs):
+        out = {}
+        for k, v in pairs:
+            if k in out:
+                raise error(f"the header names {k!r} twice")
+            out[k] = v
+        return out
+    return hook
+
+
+def _read(data, error):
+    """{name: tensor} and the metadata of safetensors bytes, after validating the layout."""
+    if len(data) < 8:
+        raise error(f"the file has {len(data)} bytes, fewer than the 8 of the header length")
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > _MAX_HEADER and n <= len(data) - 8:
+        raise error(f"the header length {n} is larger than the {_MAX_HEADER} bytes a header may have")
+    if n > len(data) - 8:
+        hint = ""
+        if data[:4] == b"PK\x03\x04":
+            hint = " (it is a zip archive, as torch.save writes: loom.load reads safetensors files only)"
+        elif data[:1] == b"\x80":
+            hint = " (it looks like a pickle, which loom.load never reads)"
+        raise error(f"the header length {n} runs past the end of the file ({len(data)} bytes){hint}")
+    text = data[8:8 + n]
+    if text[:1] != b"{":
+        raise error("the header is not a JSON object")
+    try:
+        header = json.loads(text.decode("utf-8"), object_pairs_hook=_no_duplicates(error))
+    except InvalidFileError:
+        raise
+    except (ValueError, RecursionError) as e:  # bad UTF-8, bad JSON, nesting too deep
+        raise error(f"the header is not valid JSON ({e})") from None
+    if not isinstance(header, dict):
+        raise error("the header is not a JSON object")
+    body = memoryview(data)[8 + n:]
+
+    meta = header.pop(_METADATA, None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise error("__metadata__ must map strings to strings")
+
+    infos = []
+    for name, info in header.items():
+        if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
+            raise error(f"the entry of tensor {name!r} must be an object with exactly dtype, shape and data_offsets")
+        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(code, str) or code not in _DTYPES:
+            raise error(f"tensor {name!r} has dtype {code!r}, which loom does not read (it reads "
+                        f"{', '.join(_DTYPES)})")
+        if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape):
+            raise error(f"tensor {name!r} has shape {shape!r}: a shape is a list of non-negative integers")
+        if (not isinstance(offsets, list) or len(offsets) != 2 or not all(_is_int(o) for o in offsets)
+                or not 0 <= offsets[0] <= offsets[1]):
+            raise error(f"tensor {name!r} has data_offsets {offsets!r}: they must be two integers "
+                        "0 <= begin <= end")
+        begin, end = offsets
+        if end > len(body):
+            raise error(f"tensor {name!r} has data_offsets {offsets}, past the end of the data ({len(body)} bytes)")
+        need = math.prod(shape) * _NUMPY[code].itemsize
+        if end - begin != need:
+            raise error(f"tensor {name!r} of dtype {code} and shape {shape} needs {need} bytes, but its "
+                        f"data_offsets {offsets} hold {end - begin}")
+        infos.append((begin, end, name, code, shape))
+
+    # The tensors tile the data: sorted by offsets, each begins where the previous one ended.
+    pos = 0
+    for begin, end, name, _, _ in sorted(infos, key=lambda x: (x[0], x[1])):
+        if begin != pos:
+            what = "overlaps the tensor before it" if begin < pos else f"leaves a gap of {begin - pos} bytes before it"
+            raise error(f"tensor {name!r} (data_offsets [{begin}, {end}]) {what}: the tensors must tile the data")
+        pos = end
+    if pos != len(body):
+        raise error(f"{len(body) - pos} bytes follow the last tensor's data")
+
+    tensors = {}
+    for begin, end, name, code, shape in infos:
+        raw = body[begin:end]
+        if code == "BOOL":
+            values = np.frombuffer(raw, dtype=np.uint8)
+            if values.size and values.max() > 1:
+                raise error(f"tensor {name!r} of dtype BOOL holds a byte other than 0 and 1")
+        try:
+            tensors[name] = _tensor(raw, code, shape)
+        except (ValueError, OverflowError, RuntimeError, MemoryError) as e:  # shapes past numpy's / loom's limits
+            raise error(f"tensor {name!r} of shape {shape} cannot be made: {e}") from None
+    return tensors, meta
+
+
+def _tensor(raw, code, shape):
+    if code == "BF16":
+        bits = np.frombuffer(raw, dtype=_NUMPY[code]).astype(np.uint32) << 16
+        return loom.tensor(bits.view(np.float32).reshape(shape)).to(loom.bfloat16)
+    values = np.frombuffer(raw, dtype=_NUMPY[code])
+    return loom.tensor(values.astype(values.dtype.newbyteorder("="), copy=False).reshape(shape))
+
+
+class _Structure:
+    """Builds the object a loom structure (__metadata__["loom"]) describes, checking every node."""
+
+    def __init__(self, tensors, error):
+        self.tensors, self.error, self.used = tensors, error, set()
+
+    def build(self, text):
+        try:
+            node = json.loads(text)
+            obj = self.node(node)
+        except InvalidFileError:
+            raise
+        except RecursionError:
+            raise self.error("the loom structure is nested too deeply") from None
+        except ValueError as e:
+            raise self.error(f"the loom structure is not valid JSON ({e})") from None
+        unused = [k for k in self.tensors if k not in self.used]
+        if unused:
+            raise self.error(f"the loom structure does not use the tensors {unused}")
+        return obj
+
+    def node(self, node):
+        if isinstance(node, dict) and len(node) == 1 and "__tensor__" in node:
+            name = node["__tensor__"]
+            if not isinstance(name, str) or name not in self.tensors:
+                raise self.error(f"the loom structure refers to a tensor {name!r} the file does not hold")
+            self.used.add(name)
+            return self.tensors[name]
+        if isinstance(node, dict) and len(node) == 1 and "__value__" in node:
+            value = node["__value__"]
+            if value is not None and not isinstance(value, (bool, int, float, str)):
+                raise self.error(f"the loom structure holds a value that is not a number, string or null: {value!r}")
+            return value
+        if isinstance(node, dict) and len(node) == 1 and isinstance(node.get("__dict__"), list):
+            out = {}
+            for pair in node["__dict__"]:
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise self.error("a dict of the loom structure must be a list of [key, value] pairs")
+                key = pair[0].get("__value__", []) if isinstance(pair[0], dict) and len(pair[0]) == 1 else []
+                if not (key is None or isinstance(key, (str, int, bool))):
+                    raise self.error("a dict key of the loom structure must be a value node of a string, int, bool "
+                                     f"or null, not {_short(pair[0])}")
+                if key in out:
+                    raise self.error(f"a dict of the loom structure has the key {key!r} twice")
+                out[key] = self.node(pair[1])
+            return out
+        if (isinstance(node, dict) and isinstance(node.get("__list__"), list) and set(node) <= {"__list__", "tuple"}
+                and isinstance(node.get("tuple", False), bool)):
+            items = [self.node(v) for v in node["__list__"]]
+            return tuple(items) if node.get("tuple") else items
+        raise self.error(f"the loom structure holds a node loom does not know: {_short(node)}")
+
+
+def _short(node):
+    text = json.dumps(node)
+    return text if len(text) <= 80 else text[:77] + "..."

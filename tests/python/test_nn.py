@@ -150,12 +150,51 @@ def test_load_state_dict_non_strict_reports_missing_and_unexpected(models):
     np.testing.assert_array_equal(np_(lm.head.weight), before)
 
 
-@pytest.mark.xfail(reason="BUG: load_state_dict returns a plain tuple; PyTorch returns a named tuple with "
-                          ".missing_keys and .unexpected_keys", strict=True)
 def test_load_state_dict_result_has_named_fields():
     lin = loom.nn.Linear(2, 2)
     result = lin.load_state_dict({"weight": loom.zeros(2, 2)}, strict=False)
     assert result.missing_keys == ["bias"] and result.unexpected_keys == []
+
+
+def test_load_state_dict_result_and_errors_match_torch():
+    results = {}
+    for lib in (torch, loom):
+        lin = lib.nn.Linear(2, 2)
+        ok = lin.load_state_dict(lib.nn.Linear(2, 2).state_dict())
+        partial = lin.load_state_dict({"weight": lib.zeros(2, 2), "x": lib.ones(1)}, strict=False)
+        assert isinstance(ok, tuple) and tuple(partial) == (["bias"], ["x"])
+        seq = lib.nn.Sequential(lib.nn.Linear(2, 2))
+        # "0.bias.q" names an entry of a child: PyTorch does not count it as unexpected
+        bad = {"0.weight": lib.zeros(3, 2), "x": lib.ones(1), "0.bias.q": lib.zeros(1), "1.w": lib.ones(1)}
+        with pytest.raises(RuntimeError) as strict:
+            seq.load_state_dict(bad)
+        with pytest.raises(RuntimeError) as lenient:
+            seq.load_state_dict(bad, strict=False)
+        with pytest.raises(TypeError, match="Expected state_dict to be dict-like"):
+            seq.load_state_dict([("0.weight", lib.zeros(2, 2))])
+        results[lib] = [repr(ok), repr(partial), str(partial), str(strict.value).replace("loom.", "torch."),
+                        str(lenient.value).replace("loom.", "torch.")]
+    assert results[loom] == results[torch]
+    assert results[loom][0] == "<All keys matched successfully>"
+
+
+def test_load_state_dict_copies_the_values_that_fit_before_raising():
+    for lib in (torch, loom):
+        seq = lib.nn.Sequential(lib.nn.Linear(2, 2))
+        with pytest.raises(RuntimeError, match="size mismatch for 0.weight"):
+            seq.load_state_dict({"0.weight": lib.zeros(3, 2), "0.bias": lib.full((2,), 7.0)})
+        assert seq[0].bias.tolist() == [7.0, 7.0]
+
+
+def test_load_state_dict_non_persistent_buffer_is_unexpected():
+    m = loom.nn.Module()
+    m.register_buffer("kept", loom.zeros(1))
+    m.register_buffer("scratch", loom.zeros(1), persistent=False)
+    assert tuple(m.load_state_dict({"kept": loom.ones(1), "scratch": loom.ones(1)}, strict=False)) == ([], ["scratch"])
+    m.register_buffer("scratch", loom.zeros(1))  # persistent again, as in PyTorch
+    assert "scratch" in m.state_dict()
+    with pytest.raises(TypeError, match="cannot assign"):
+        m.register_buffer("x", 3)
 
 
 def test_load_state_dict_size_mismatch_raises(models):
@@ -339,6 +378,52 @@ def test_to_lazy_moves_parameters_and_buffers_to_lazy_mode(models):
     assert not any(p.is_lazy for p in lm.parameters())
     lm.to(device="lazy", dtype=loom.float64)
     assert all(p.is_lazy and p.dtype is loom.float64 for p in lm.parameters())
+
+
+@pytest.mark.parametrize("move", ["float64", "lazy", "lazy_float64", "double", "half_then_float"])
+def test_to_keeps_the_parameter_objects(move):
+    """As PyTorch: Module.to() changes the Parameters' data in place, so an optimizer made before
+    the move keeps training the module (and the gradient moves with the parameter)."""
+    loom.manual_seed(0)
+    m = loom.nn.Sequential(loom.nn.Linear(3, 4), loom.nn.ReLU(), loom.nn.Linear(4, 2))
+    before = list(m.parameters())
+    opt = loom.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    x = loom.randn(5, 3)
+    m(x).sum().backward()
+    if move == "float64":
+        m.to(loom.float64)
+    elif move == "lazy":
+        m.to("lazy")
+    elif move == "lazy_float64":
+        m.to(device="lazy", dtype=loom.float64)
+    elif move == "double":
+        m.double()
+    else:
+        m.half().float()
+    dtype = loom.float32 if move in ("lazy", "half_then_float") else loom.float64
+    lazy = move.startswith("lazy")
+    after = list(m.parameters())
+    assert all(a is b for a, b in zip(after, before)) and len(after) == 4
+    for p in after:
+        assert isinstance(p, loom.nn.Parameter) and p.is_leaf and p.requires_grad
+        assert p.dtype is dtype and p.is_lazy == lazy
+        assert p.grad is not None and p.grad.dtype is dtype and p.grad.is_lazy == lazy
+    values = [np_(p).copy() for p in after]
+    x = x.to(device="lazy" if lazy else "cpu", dtype=dtype)
+    for _ in range(2):
+        opt.zero_grad()
+        m(x).sum().backward()
+        opt.step()
+    assert all(p is q for p, q in zip(m.parameters(), opt.param_groups[0]["params"]))
+    for p, v in zip(after, values):
+        assert p.is_leaf and p.requires_grad and p.dtype is dtype and p.is_lazy == lazy
+        assert not np.array_equal(np_(p), v)  # the optimizer made before the move trained them
+
+
+def test_to_rejects_integer_dtypes_like_torch():
+    for lib in (torch, loom):
+        with pytest.raises(TypeError, match="only accepts floating point"):
+            lib.nn.Linear(2, 2).to(lib.int64)
 
 
 def test_to_like_a_tensor():
@@ -691,12 +776,31 @@ def test_linear_repr_example():
     assert repr(loom.nn.Linear(8, 16)) == "Linear(in_features=8, out_features=16, bias=True)"
 
 
-@pytest.mark.xfail(reason="BUG: reprs omit non-default arguments PyTorch shows: ReLU(inplace=True) prints 'ReLU()', "
-                          "Embedding(10, 3, padding_idx=0) prints 'Embedding(10, 3)'", strict=True)
-@pytest.mark.parametrize("make", [lambda m: m.nn.ReLU(inplace=True), lambda m: m.nn.Embedding(10, 3, padding_idx=0)],
-                         ids=["ReLU_inplace", "Embedding_padding_idx"])
+@pytest.mark.parametrize("make", [lambda m: m.nn.ReLU(inplace=True), lambda m: m.nn.Embedding(10, 3, padding_idx=0),
+                                  lambda m: m.nn.Embedding(10, 3, padding_idx=-1), lambda m: m.nn.SiLU(inplace=True),
+                                  lambda m: m.nn.Sequential(m.nn.ReLU(inplace=True), m.nn.Embedding(4, 2, 3))],
+                         ids=["ReLU_inplace", "Embedding_padding_idx", "Embedding_negative_padding_idx", "SiLU_inplace",
+                              "nested"])
 def test_repr_shows_non_default_arguments(make):
     assert repr(make(loom)) == repr(make(torch))
+
+
+def test_embedding_padding_idx_is_normalized_and_checked_like_torch():
+    assert loom.nn.Embedding(10, 3, padding_idx=-1).padding_idx == torch.nn.Embedding(10, 3, padding_idx=-1).padding_idx
+    for bad in (10, -11):
+        for lib in (torch, loom):
+            with pytest.raises(AssertionError, match="Padding_idx must be within num_embeddings"):
+                lib.nn.Embedding(10, 3, padding_idx=bad)
+
+
+def test_inplace_activations_write_their_input(device):
+    x = loom.tensor([-1.0, 0.5, 2.0], device=device)
+    ref = np_(LF.silu(x)).copy()
+    y = loom.nn.SiLU(inplace=True)(x)
+    np.testing.assert_allclose(np_(x), ref, rtol=1e-6)
+    assert y is x
+    loom.nn.ReLU(inplace=True)(x)
+    assert np_(x).min() >= 0
 
 
 # ---- nn.functional against torch.nn.functional ----
@@ -769,13 +873,8 @@ CE_CASES = {
 
 @pytest.mark.parametrize("shape", ["2d", "3d", "1d"])
 @pytest.mark.parametrize("name", list(CE_CASES))
-def test_cross_entropy_and_nll_loss_match_torch(device, name, shape, request):
+def test_cross_entropy_and_nll_loss_match_torch(device, name, shape):
     kw = dict(CE_CASES[name])
-    if kw.get("reduction") == "none" and shape != "2d":
-        request.applymarker(pytest.mark.xfail(
-            reason="BUG: cross_entropy / nll_loss with reduction='none' return the per-element loss flattened: "
-                   "shape (N*d1,) for an (N, C, d1) input (PyTorch: (N, d1)) and (1,) for a (C,) input with a 0-d "
-                   "target (PyTorch: ())", strict=True))
     g = np.random.default_rng(11)
     if shape == "2d":
         x, t = g.standard_normal((6, 4)), np.array([0, 2, 1, 3, 2, 0])
@@ -798,6 +897,20 @@ def test_cross_entropy_and_nll_loss_match_torch(device, name, shape, request):
     tkw = {k: v for k, v in kwargs(torch).items() if k != "label_smoothing"}
     close(LF.nll_loss(lx.log_softmax(0 if shape == "1d" else 1), lt, **nkw),
           TF.nll_loss(tx.log_softmax(0 if shape == "1d" else 1), tt, **tkw), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduction", ["none", "sum", "mean"])
+def test_losses_per_element_keep_the_target_shape(device, reduction):
+    g = np.random.default_rng(3)
+    x, t = g.standard_normal((2, 4, 3, 2)).astype(np.float32), g.integers(0, 4, (2, 3, 2))
+    for kw in (dict(), dict(label_smoothing=0.1), dict(weight=[1.0, 2.0, 0.5, 1.0])):
+        lkw = {k: loom.tensor(v, device=device) if k == "weight" else v for k, v in kw.items()}
+        tkw = {k: torch.tensor(v) if k == "weight" else v for k, v in kw.items()}
+        close(LF.cross_entropy(loom.tensor(x, device=device), loom.tensor(t, device=device), reduction=reduction, **lkw),
+              TF.cross_entropy(torch.from_numpy(x), torch.from_numpy(t), reduction=reduction, **tkw))
+    lp = torch.from_numpy(x).log_softmax(1)
+    close(LF.nll_loss(loom.tensor(lp.numpy(), device=device), loom.tensor(t, device=device), reduction=reduction),
+          TF.nll_loss(lp, torch.from_numpy(t), reduction=reduction))
 
 
 def test_cross_entropy_all_ignored_is_nan_like_torch(device):

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import pickle
+import re
 import struct
 
 import numpy as np
@@ -310,13 +311,37 @@ def test_the_same_tensor_twice():
         np.testing.assert_array_equal(np_(v), [0.0, 1.0, 2.0])
 
 
-@pytest.mark.xfail(reason="BUG: tensors are stored under dotted key paths, so {'a.b': t1, 'a': {'b': t2}} gives "
-                          "both the name 'a.b': the second overwrites the first and loading returns t2 for both "
-                          "(silent data loss)", strict=True)
 def test_dotted_keys_do_not_collide_with_nested_paths():
     obj = {"a.b": loom.ones(2), "a": {"b": loom.zeros(2)}}
     loaded = round_trip(obj)
     assert_tree_equal(loaded, obj)
+
+
+@pytest.mark.parametrize("obj", [
+    {"a.b": loom.ones(2), "a": {"b": loom.zeros(2)}, "a.b#1": loom.full((2,), 2.0)},
+    {"a": {"b": loom.zeros(2)}, "a.b": loom.ones(2)},
+    {7: loom.ones(1), "7": loom.zeros(1)},
+    {"__metadata__": loom.ones(3), "x": {"__metadata__": loom.zeros(1)}},
+    {"": loom.ones(1), "tensor": loom.zeros(1)},
+    [loom.ones(1), {"0": loom.zeros(1)}, {0: [loom.full((1,), 5.0)]}],
+], ids=["suffix_taken", "nested_first", "int_and_str_key", "metadata_key", "empty_key", "list_paths"])
+def test_names_that_collide_load_back_exactly(obj):
+    data = saved_bytes(obj)
+    header, _ = parse(data)  # still a valid safetensors file, with unique names
+    assert len(header) - 1 == len(_tensors_in(obj))
+    assert_tree_equal(loom.load(io.BytesIO(data)), obj)
+
+
+def _tensors_in(obj):
+    if isinstance(obj, loom.Tensor):
+        return [obj]
+    values = obj.values() if isinstance(obj, dict) else obj if isinstance(obj, (list, tuple)) else []
+    return [t for v in values for t in _tensors_in(v)]
+
+
+def test_flat_string_keyed_dicts_keep_their_names():
+    header, _ = parse(saved_bytes({"a.b": loom.ones(1), "a": loom.zeros(1), "x.0": loom.ones(2)}))
+    assert set(header) == {"a.b", "a", "x.0", "__metadata__"}
 
 
 # ---- the file format ----
@@ -431,7 +456,27 @@ CRAFTED = {
     "loom_structure_unknown_node": _craft({**_OK, "__metadata__": {"loom": json.dumps({"__class__": "os.system"})}},
                                           _BODY),
     "loom_structure_a_list": _craft({**_OK, "__metadata__": {"loom": json.dumps([1, 2])}}, _BODY),
-    # accepted today (see test_invalid_layouts_are_rejected)
+    "duplicate_names": _craft(None, _BODY, raw=b'{"x":{"dtype":"F32","shape":[6],"data_offsets":[0,24]},'
+                                                b'"x":{"dtype":"F32","shape":[6],"data_offsets":[0,24]}}'),
+    "bool_shape": _craft({"x": {"dtype": "F32", "shape": [True, 6], "data_offsets": [0, 24]}}, _BODY),
+    "extra_entry_field": _craft({"x": {**_OK["x"], "code": "os.system('x')"}}, _BODY),
+    "three_offsets": _craft({"x": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24, 24]}}, _BODY),
+    "gap_between_tensors": _craft({"x": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+                                   "y": {"dtype": "F32", "shape": [3], "data_offsets": [12, 24]}}, _BODY),
+    "bool_byte_not_0_or_1": _craft({"x": {"dtype": "BOOL", "shape": [2], "data_offsets": [0, 2]}}, b"\x01\x02"),
+    "metadata_value_not_a_string": _craft({**_OK, "__metadata__": {"loom": 5}}, _BODY),
+    "loom_structure_unused_tensor": _craft({**_OK, "y": {"dtype": "F32", "shape": [0], "data_offsets": [24, 24]},
+                                            "__metadata__": {"loom": json.dumps({"__tensor__": "x"})}}, _BODY),
+    "loom_structure_bad_key": _craft({**_OK, "__metadata__": {"loom": json.dumps(
+        {"__dict__": [[["k"], {"__tensor__": "x"}]]})}}, _BODY),
+    "loom_structure_list_value": _craft({**_OK, "__metadata__": {"loom": json.dumps(
+        {"__dict__": [[{"__value__": "k"}, {"__tensor__": "x"}], [{"__value__": "v"}, {"__value__": [1]}]]})}},
+        _BODY),
+    "loom_structure_too_deep": _craft({**_OK, "__metadata__": {"loom": '{"__list__":[' * 100_000 + "]}" * 100_000}},
+                                      _BODY),
+    "header_too_deep": _craft(None, _BODY, raw=b'{"x":' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+    "shape_too_many_dims": _craft({"x": {"dtype": "F32", "shape": [1] * 70, "data_offsets": [0, 4]}}, _BODY[:4]),
+    "shape_too_big": _craft({"x": {"dtype": "F32", "shape": [0, 2 ** 62], "data_offsets": [0, 0]}}),
     "header_longer_than_file": struct.pack("<Q", 2 ** 63) + b"{}",
     "negative_shape": _craft({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 24]}}, _BODY),
     "negative_offset": _craft({"x": {"dtype": "F32", "shape": [6], "data_offsets": [-24, 24]}}, _BODY),
@@ -440,13 +485,9 @@ CRAFTED = {
                                    "y": {"dtype": "F32", "shape": [2], "data_offsets": [8, 16]}}, _BODY),
     "bytes_after_the_tensors": _craft(_OK, _BODY + b"\x00" * 16),
 }
-ACCEPTED_TODAY = ["header_longer_than_file", "negative_shape", "negative_offset", "reversed_offsets",
-                  "overlapping_tensors", "bytes_after_the_tensors"]
-# Rejected today, but with a bare Python error (AttributeError, TypeError, KeyError, struct.error)
-# instead of a ValueError / RuntimeError saying what is wrong with the file.
-UNCLEAN_TODAY = ["empty_file", "short_file", "header_not_an_object", "header_a_string", "unknown_dtype",
-                 "entry_without_dtype", "entry_not_an_object", "float_offsets", "metadata_not_an_object",
-                 "loom_structure_missing_tensor", "loom_structure_unknown_node", "loom_structure_a_list"]
+# Layouts the format forbids, which a lenient reader would load (the manual parser rejects them too).
+LAYOUT_ERRORS = ["header_longer_than_file", "negative_shape", "negative_offset", "reversed_offsets",
+                 "overlapping_tensors", "bytes_after_the_tensors", "gap_between_tensors"]
 
 
 def _crafted(name, tmp_path):
@@ -468,7 +509,7 @@ def no_marker():
     assert not executed, "loading executed code from the file"
 
 
-@pytest.mark.parametrize("name", [n for n in CRAFTED if n not in ACCEPTED_TODAY])
+@pytest.mark.parametrize("name", list(CRAFTED))
 def test_crafted_files_raise_and_execute_nothing(tmp_path, no_marker, name):
     data = _crafted(name, tmp_path)
     with pytest.raises(Exception) as e:
@@ -480,37 +521,68 @@ def test_crafted_files_raise_and_execute_nothing(tmp_path, no_marker, name):
         loom.load(str(path))
 
 
-def _clean_params():
-    out = []
-    for n in CRAFTED:
-        if n in ACCEPTED_TODAY:
-            continue
-        marks = [pytest.mark.xfail(reason="BUG (minor): a malformed file raises a bare AttributeError / TypeError "
-                                          "/ KeyError / struct.error from the parser's internals instead of an "
-                                          "error that says the file is invalid", strict=True)] \
-            if n in UNCLEAN_TODAY else []
-        out.append(pytest.param(n, marks=marks, id=n))
-    return out
-
-
-@pytest.mark.parametrize("name", _clean_params())
+@pytest.mark.parametrize("name", list(CRAFTED))
 def test_crafted_files_raise_a_clean_error(tmp_path, no_marker, name):
-    with pytest.raises((ValueError, RuntimeError)):
+    """One error type for every malformed file: loom.serialization.InvalidFileError, a ValueError
+    whose message names the file and the problem."""
+    data = _crafted(name, tmp_path)
+    with pytest.raises(loom.serialization.InvalidFileError, match="<file object> is not a valid") as e:
+        loom.load(io.BytesIO(data))
+    assert isinstance(e.value, ValueError)
+    path = tmp_path / "crafted.safetensors"
+    path.write_bytes(data)
+    with pytest.raises(loom.serialization.InvalidFileError, match="crafted.safetensors"):
+        loom.load(str(path))
+    with open(path, "rb") as f, pytest.raises(loom.serialization.InvalidFileError, match="crafted.safetensors"):
+        loom.load(f)
+
+
+@pytest.mark.parametrize("name, what", [
+    ("header_longer_than_file", "runs past the end of the file"),
+    ("negative_shape", "non-negative"),
+    ("negative_offset", "0 <= begin <= end"),
+    ("reversed_offsets", "0 <= begin <= end"),
+    ("overlapping_tensors", "overlaps"),
+    ("bytes_after_the_tensors", "16 bytes follow the last tensor"),
+    ("gap_between_tensors", "gap of 4 bytes"),
+    ("shape_does_not_match_bytes", "needs 20 bytes"),
+    ("offsets_beyond_the_end", "past the end of the data"),
+    ("unknown_dtype", "F8_E4M3"),
+    ("duplicate_names", "names 'x' twice"),
+    ("bool_byte_not_0_or_1", "other than 0 and 1"),
+    ("pickle_payload", "pickle"),
+    ("torch_save_zip", "zip archive"),
+    ("loom_structure_missing_tensor", "'no'"),
+    ("loom_structure_unused_tensor", "does not use the tensors ['y']"),
+    ("loom_structure_too_deep", "nested too deeply"),
+])
+def test_errors_say_what_is_wrong(tmp_path, name, what):
+    with pytest.raises(loom.serialization.InvalidFileError, match=re.escape(what)):
         loom.load(io.BytesIO(_crafted(name, tmp_path)))
 
 
-@pytest.mark.xfail(reason="BUG: loom.load does not validate the layout: a header length past the end of the file, "
-                          "negative shapes, negative / reversed / overlapping data_offsets and bytes after the last "
-                          "tensor are accepted (the safetensors format requires rejecting them)", strict=True)
-@pytest.mark.parametrize("name", ACCEPTED_TODAY)
+@pytest.mark.parametrize("name", LAYOUT_ERRORS)
 def test_invalid_layouts_are_rejected(no_marker, name):
-    with pytest.raises((ValueError, RuntimeError)):
+    with pytest.raises(ValueError):
         loom.load(io.BytesIO(CRAFTED[name]))
+
+
+def test_valid_layouts_in_any_order_load():
+    """Entries may list the tensors in any order, and empty tensors may sit anywhere."""
+    header = {"y": {"dtype": "F32", "shape": [2], "data_offsets": [16, 24]},
+              "e": {"dtype": "I64", "shape": [0, 3], "data_offsets": [16, 16]},
+              "x": {"dtype": "F32", "shape": [2, 2], "data_offsets": [0, 16]},
+              "z": {"dtype": "BOOL", "shape": [], "data_offsets": [24, 25]}}
+    loaded = loom.load(io.BytesIO(_craft(header, _BODY + b"\x01")))
+    assert list(loaded) == ["y", "e", "x", "z"]
+    np.testing.assert_array_equal(np_(loaded["x"]), [[0, 1], [2, 3]])
+    np.testing.assert_array_equal(np_(loaded["y"]), [4, 5])
+    assert tuple(loaded["e"].shape) == (0, 3) and loaded["z"].item() is True
 
 
 def test_manual_parser_rejects_what_the_format_forbids():
     """The reference parser of this file is strict (so the format checks above are meaningful)."""
-    for name in ACCEPTED_TODAY:
+    for name in LAYOUT_ERRORS:
         with pytest.raises((AssertionError, ValueError, KeyError)):
             parse(CRAFTED[name])
     parse(_craft(_OK, _BODY))

@@ -90,7 +90,8 @@ def _reduce(loss, reduction):
 
 
 def _classes_last(input, target):
-    """(N, C, d1, ...) input and (N, d1, ...) target as (M, C) and (M,)."""
+    """(N, C, d1, ...) input and (N, d1, ...) target as (M, C) and (M,). A loss computed per row
+    goes back to the target's shape with _unflatten."""
     if input.dim() == 1:
         return input.unsqueeze(0), target.reshape(1)
     if input.dim() > 2:
@@ -100,8 +101,15 @@ def _classes_last(input, target):
     return input, target
 
 
+def _unflatten(loss, shape, reduction):
+    """reduction='none': the per-row loss in the target's shape ((N, d1, ...), or () for a (C,)
+    input), as PyTorch."""
+    return loss.reshape(shape) if reduction == "none" else loss
+
+
 def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     """The negative log-likelihood of class indices, given log-probabilities."""
+    shape = tuple(target.shape)
     logp, target = _classes_last(input, target)
     classes = loom.arange(logp.shape[1], device=logp.device)
     picked_mask = classes == target.unsqueeze(1)
@@ -112,12 +120,13 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     loss = -(logp * picked_mask).sum(1) * w
     if reduction == "mean":
         return loss.sum() / w.sum()
-    return _reduce(loss, reduction)
+    return _unflatten(_reduce(loss, reduction), shape, reduction)
 
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Cross-entropy of logits against class indices, with PyTorch's ignore_index, class weights
     and label smoothing."""
+    shape = tuple(target.shape)
     logits, target = _classes_last(input, target)
     logp = logits.log_softmax(-1)
     loss = nll_loss(logp, target, weight=weight, ignore_index=ignore_index, reduction="none")
@@ -134,14 +143,14 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                 picked = (loom.arange(classes, device=logp.device) == target.unsqueeze(1)) * weight
                 return loss.sum() / (picked.sum(1) * valid).sum()
             return loss.sum() / valid.sum()
-        return _reduce(loss, reduction)
+        return _unflatten(_reduce(loss, reduction), shape, reduction)
     if reduction == "mean":
         valid = (target != ignore_index).to(logp.dtype)
         if weight is not None:
             picked = (loom.arange(logp.shape[1], device=logp.device) == target.unsqueeze(1)) * weight
             return loss.sum() / (picked.sum(1) * valid).sum()
         return loss.sum() / valid.sum()
-    return _reduce(loss, reduction)
+    return _unflatten(_reduce(loss, reduction), shape, reduction)
 
 
 def mse_loss(input, target, reduction="mean"):

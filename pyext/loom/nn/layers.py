@@ -48,6 +48,12 @@ class Linear(Module):
 class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, device=None, dtype=None):
         super().__init__()
+        if padding_idx is not None:  # PyTorch keeps a negative index as the row it names
+            if padding_idx > 0:
+                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
+            elif padding_idx < 0:
+                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
+                padding_idx = num_embeddings + padding_idx
         self.num_embeddings, self.embedding_dim, self.padding_idx = num_embeddings, embedding_dim, padding_idx
         self.weight = Parameter(loom.empty(num_embeddings, embedding_dim, **_factory(device, dtype)))
         self.reset_parameters()
@@ -62,7 +68,10 @@ class Embedding(Module):
         return F.embedding(input, self.weight, self.padding_idx)
 
     def extra_repr(self):
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
 
 
 class LayerNorm(Module):
@@ -110,6 +119,9 @@ class ReLU(Module):
     def forward(self, input):
         return input.relu_() if self.inplace else F.relu(input)
 
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
 
 class GELU(Module):
     def __init__(self, approximate="none"):
@@ -124,8 +136,15 @@ class GELU(Module):
 
 
 class SiLU(Module):
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
     def forward(self, input):
-        return F.silu(input)
+        return input.silu_() if self.inplace else F.silu(input)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Tanh(Module):

@@ -1,6 +1,7 @@
 """loom.nn.Module and Parameter, with PyTorch's registration and traversal semantics."""
 
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
+from collections.abc import Mapping
 
 import loom
 
@@ -20,6 +21,17 @@ class Parameter(loom.Tensor):
 
     def __reduce_ex__(self, protocol):
         return (Parameter, (self.detach(), self.requires_grad))
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """What load_state_dict returns, as PyTorch: a named tuple (missing_keys, unexpected_keys)."""
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 
 class Module:
@@ -90,10 +102,16 @@ class Module:
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
+        if tensor is not None and not isinstance(tensor, loom.Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(torch Tensor or None required)")
         self._remove(name)
         self._buffers[name] = tensor
-        if not persistent:
-            self.__dict__.setdefault("_non_persistent", set()).add(name)
+        non_persistent = self.__dict__.setdefault("_non_persistent", set())
+        if persistent:
+            non_persistent.discard(name)
+        else:
+            non_persistent.add(name)
 
     def add_module(self, name, module):
         self._remove(name)
@@ -169,23 +187,67 @@ class Module:
         return out
 
     def load_state_dict(self, state_dict, strict=True):
-        """Copies values in place (parameters keep their storage); returns (missing, unexpected)."""
-        own = self.state_dict(keep_vars=True)
-        missing = [k for k in own if k not in state_dict]
-        unexpected = [k for k in state_dict if k not in own]
-        if strict and (missing or unexpected):
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}: missing keys {missing}, "
-                               f"unexpected keys {unexpected}")
+        """Copies the values of state_dict into the parameters and persistent buffers in place
+        (they keep their objects and storage) and returns a named tuple (missing_keys,
+        unexpected_keys), as PyTorch. Every problem is collected first; then strict mode raises
+        for missing and unexpected keys, and both modes raise for values that do not fit (a
+        shape mismatch, a non-tensor), with PyTorch's messages. Values that fit are copied even
+        when another one raises, as in PyTorch."""
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing, unexpected, errors = [], [], []
+
+        def load(module, prefix):
+            module._load_from_state_dict(state_dict, prefix, missing, unexpected, errors)
+            for name, child in module._modules.items():
+                if child is not None:
+                    load(child, prefix + name + ".")
+
         with loom.no_grad():
-            for key, target in own.items():
-                if key not in state_dict:
-                    continue
-                value = state_dict[key]
-                if tuple(value.shape) != tuple(target.shape):
-                    raise RuntimeError(f"size mismatch for {key}: copying a param with shape {tuple(value.shape)}, "
-                                       f"the shape in current model is {tuple(target.shape)}.")
+            load(self, "")
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in missing)))
+        if errors:
+            raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
+                                                                                    "\n\t".join(errors)))
+        return _IncompatibleKeys(missing, unexpected)
+
+    def _load_from_state_dict(self, state_dict, prefix, missing, unexpected, errors):
+        """This module's own entries (PyTorch's algorithm, including which keys count as
+        unexpected: those under prefix whose first name is neither a child nor an entry)."""
+        skip = self.__dict__.get("_non_persistent", set())
+        local = {k: v for k, v in self._parameters.items() if v is not None}
+        local.update((k, v) for k, v in self._buffers.items() if v is not None and k not in skip)
+        for name, target in local.items():
+            key = prefix + name
+            if key not in state_dict:
+                missing.append(key)
+                continue
+            value = state_dict[key]
+            if not isinstance(value, loom.Tensor):
+                errors.append(f'While copying the parameter named "{key}", expected torch.Tensor or Tensor-like '
+                              f"object from checkpoint but received {type(value)}")
+                continue
+            if target.dim() == 0 and value.dim() == 1:  # PyTorch reads old 1-element checkpoints of 0-d values
+                value = value[0]
+            if tuple(value.shape) != tuple(target.shape):
+                errors.append(f"size mismatch for {key}: copying a param with shape {value.shape} from checkpoint, "
+                              f"the shape in current model is {target.shape}.")
+                continue
+            try:
                 target.copy_(value)
-        return missing, unexpected
+            except Exception as ex:  # noqa: BLE001  reported with the others, as PyTorch does
+                errors.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
+                              f"{target.shape} and whose dimensions in the checkpoint are {value.shape}, an "
+                              f"exception occurred : {ex.args}.")
+        for key in state_dict.keys():
+            if isinstance(key, str) and key.startswith(prefix):
+                first = key[len(prefix):].split(".", 1)[0]
+                if first not in self._modules and first not in local:
+                    unexpected.append(key)
 
     # ---- modes, devices, gradients ----
 
@@ -218,12 +280,24 @@ class Module:
         return self
 
     def _convert(self, fn):
-        """Replaces every parameter and buffer with fn(value), keeping Parameters Parameters."""
+        """Applies fn (a device move or cast) to every parameter, its gradient and every buffer,
+        as PyTorch's Module._apply: a Parameter stays the same object and gets fn's result as its
+        data (it stays a leaf and keeps requires_grad), so an optimizer made before the move
+        still updates the module's parameters. Buffers are replaced by fn's result."""
         for m in self.modules():
-            for name, p in list(m._parameters.items()):
-                if p is not None:
-                    new = Parameter(fn(p.detach()), p.requires_grad)
-                    m._parameters[name] = new
+            for p in m._parameters.values():
+                if p is None:
+                    continue
+                with loom.no_grad():
+                    moved = fn(p)
+                if moved is not p:
+                    p._set_data(moved)
+                grad = p.grad
+                if grad is not None:
+                    with loom.no_grad():
+                        moved = fn(grad)
+                    if moved is not grad:
+                        p.grad = moved
             for name, b in list(m._buffers.items()):
                 if b is not None:
                     m._buffers[name] = fn(b)
@@ -231,7 +305,7 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Moves parameters and buffers to a device (or lazy mode: module.to("lazy")) and casts the
-        floating ones to a dtype. Like PyTorch, create the optimizer after moving the module."""
+        floating ones to a dtype, in place: Parameters keep their objects (see _convert)."""
         device, dtype = kwargs.get("device"), kwargs.get("dtype")
         for a in args:
             if isinstance(a, loom.dtype):
@@ -240,6 +314,8 @@ class Module:
                 device, dtype = a.device, a.dtype
             else:
                 device = a
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError(f"nn.Module.to only accepts floating point or complex dtypes, but got desired dtype={dtype}")
 
         def convert(t):
             if dtype is not None and t.is_floating_point():
@@ -262,6 +338,9 @@ class Module:
 
     def half(self):
         return self._convert(lambda t: t.half() if t.is_floating_point() else t)
+
+    def bfloat16(self):
+        return self._convert(lambda t: t.bfloat16() if t.is_floating_point() else t)
 
     # ---- printing ----
 

@@ -1,9 +1,9 @@
-"""Adam and AdamW, with PyTorch's update rules (single-tensor, non-fused form)."""
+"""Adam and AdamW, with PyTorch 1.13's update rules (single-tensor, non-fused form)."""
 
 import math
 
 import loom
-from loom.optim.optimizer import Optimizer
+from loom.optim.optimizer import Optimizer, add_scaled, scale_add_
 
 
 class Adam(Optimizer):
@@ -26,28 +26,41 @@ class Adam(Optimizer):
             state["exp_avg_sq"] = loom.zeros_like(p)
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = loom.zeros_like(p)
-        beta1, beta2 = group["betas"]
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+        beta1, beta2 = (float(b) for b in group["betas"])
+        lr, eps, wd = float(group["lr"]), float(group["eps"]), float(group["weight_decay"])
         grad = -grad if group["maximize"] else grad
         state["step"] += 1
         step = state["step"]
+        lazy = p.is_lazy
         if wd != 0:
-            if self._decoupled:
-                p.mul_(1 - lr * wd)
+            if not self._decoupled:
+                grad = add_scaled(grad, p, wd)
+            elif lazy:
+                p.mul_(-(1 - lr * wd)).neg_()  # p * (1 - lr * wd), exactly; the factor is never a folded 1
             else:
-                grad = grad + wd * p
+                p.mul_(1 - lr * wd)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.lerp_(grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        scale_add_(exp_avg, beta1, grad, 1 - beta1)
+        if lazy:
+            exp_avg_sq.mul_(-beta2).addcmul_(grad, grad, value=-(1 - beta2)).neg_()
+        else:
+            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2_sqrt = math.sqrt(1 - beta2 ** step)
+        step_size = lr / bias_correction1
+        second = exp_avg_sq
         if group["amsgrad"]:
-            max_sq = state["max_exp_avg_sq"]
-            max_sq.copy_(loom.maximum(max_sq, exp_avg_sq))
-            denom = max_sq.sqrt() / bias_correction2_sqrt + eps
+            second = state["max_exp_avg_sq"]
+            second.copy_(loom.maximum(second, exp_avg_sq))
+        if lazy:
+            # p + (-step_size * exp_avg) / denom computed with -denom, so every number is negative:
+            # bitwise the same, and the bias corrections reaching 1 (after ~10^4 steps) or the lr
+            # reaching 0 never fold into the trace.
+            neg_denom = second.sqrt().div(-bias_correction2_sqrt).add(-eps)
+            p.sub_(exp_avg.mul(-step_size).div(neg_denom))
         else:
-            denom = exp_avg_sq.sqrt() / bias_correction2_sqrt + eps
-        p.addcdiv_(exp_avg, denom, value=-(lr / bias_correction1))
+            denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
+            p.addcdiv_(exp_avg, denom, value=-step_size)
 
 
 class AdamW(Adam):

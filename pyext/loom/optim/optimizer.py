@@ -2,13 +2,78 @@
 
 Updates run under no_grad and in place, so parameters and optimizer state keep their storage
 from step to step (DESIGN decision 5): in lazy mode the update joins the step's trace and a
-replayed graph writes into the same memory every step. Hyperparameters reach the ops as Python
-numbers, which are trace parameters: a learning-rate schedule never changes the trace.
+replayed graph writes into the same memory every step.
+
+Hyperparameters reach the ops as Python floats, which are trace parameters, so the trace key
+does not depend on their values: a learning-rate schedule, a momentum or beta schedule, or bias
+corrections that reach 1 never change the trace. Two rules keep that true. The numbers 0 and 1
+are exceptions the op library folds into the trace (x * 1 is x; a Python 0 or 1 becomes a
+constant), so in lazy mode every hyperparameter-derived number an op sees is negated, which
+makes it <= 0 for valid (non-negative) hyperparameters (-0.0 is not folded; AdamW's decay factor
+lr * weight_decay - 1 while lr * weight_decay < 2), and the op is rearranged around the sign
+(scale_add_, add_scaled below).
+Negation is exact in IEEE arithmetic, so the result is bitwise PyTorch's formula (which eager
+mode runs as written). And every hyperparameter is passed as a float (an int and a float are
+different parameter kinds). What does change the trace is what changes PyTorch's code path: a
+weight decay or momentum switching between zero and non-zero, amsgrad, nesterov, maximize.
 """
 
 import copy
 
 import loom
+
+
+def scale_add_(t, a, other, b):
+    """t = a * t + b * other, in place (a, b numbers: PyTorch's t.mul_(a).add_(other, alpha=b)).
+    In lazy mode the same values come from -(-a * t + -b * other), whose numbers are never folded."""
+    if t.is_lazy:
+        return t.mul_(-a).add_(other, alpha=-b).neg_()
+    return t.mul_(a).add_(other, alpha=b)
+
+
+def add_scaled(t, other, b):
+    """t + b * other, out of place (PyTorch's t.add(other, alpha=b)); t - (-b) * other in lazy mode."""
+    if t.is_lazy:
+        return t.sub(other, alpha=-b)
+    return t.add(other, alpha=b)
+
+
+def _rebuild(sequence, items):
+    """A list or tuple (named tuples included) like `sequence`, holding `items`."""
+    if isinstance(sequence, tuple) and hasattr(sequence, "_fields"):
+        return type(sequence)(*items)
+    return type(sequence)(items)
+
+
+def _copy_state(value):
+    """A deep copy of optimizer state: tensors cloned (detached), containers rebuilt."""
+    if isinstance(value, loom.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: _copy_state(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return _rebuild(value, [_copy_state(v) for v in value])
+    return copy.deepcopy(value)
+
+
+def _cast_state(param, value, key=None):
+    """A loaded state value for `param`, as PyTorch's Optimizer.load_state_dict casts it: tensors
+    (except a 'step') to the parameter's device, and to its dtype when the parameter is floating;
+    always a new tensor, never the loaded one."""
+    if isinstance(value, loom.Tensor):
+        out = source = value.detach()
+        if key != "step":
+            if param.is_floating_point():
+                out = out.to(param.dtype)
+            out = out.to(param.device)
+        # to() returns its input when nothing changes (and copies otherwise): the state must not
+        # share memory with the source
+        return out.clone() if out is source else out
+    if isinstance(value, dict):
+        return {k: _cast_state(param, v, key=k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return _rebuild(value, [_cast_state(param, v) for v in value])
+    return copy.deepcopy(value)
 
 
 class Optimizer:
@@ -79,26 +144,34 @@ class Optimizer:
         return {"state": state, "param_groups": groups}
 
     def load_state_dict(self, state_dict):
-        groups = state_dict["param_groups"]
-        if len(groups) != len(self.param_groups):
+        """Loads a state_dict() of an optimizer over the same parameter groups, as PyTorch: the
+        loaded state is copied (this optimizer never shares a tensor with the source, which can
+        keep training) and cast to each parameter's device and floating dtype; the groups'
+        hyperparameters are the saved ones."""
+        groups = self.param_groups
+        saved_groups = state_dict["param_groups"]
+        if len(groups) != len(saved_groups):
             raise ValueError("loaded state dict has a different number of parameter groups")
-        by_index = {}
-        for group, saved in zip(self.param_groups, groups):
-            if len(group["params"]) != len(saved["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
-                                 "optimizer's group")
-            for p, i in zip(group["params"], saved["params"]):
-                by_index[i] = p
-            for k, v in saved.items():
-                if k != "params":
-                    group[k] = copy.deepcopy(v)
-        self.state = {}
+        if any(len(g["params"]) != len(s["params"]) for g, s in zip(groups, saved_groups)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of optimizer's "
+                             "group")
+        by_index = {i: p for g, s in zip(groups, saved_groups) for i, p in zip(s["params"], g["params"])}
+        state = {}
         for i, s in state_dict["state"].items():
-            p = by_index[int(i)]
-            restored = {}
-            for k, v in s.items():
-                restored[k] = v.to(p.device).to(p.dtype) if isinstance(v, loom.Tensor) and v.is_floating_point() else v
-            self.state[p] = restored
+            if isinstance(i, str) and i.isdigit() and i not in by_index:  # keys that went through JSON
+                i = int(i)
+            if i in by_index:
+                p = by_index[i]
+                state[p] = _cast_state(p, s)
+            else:
+                state[i] = _copy_state(s)
+        new_groups = []
+        for group, saved in zip(groups, saved_groups):
+            g = _copy_state({k: v for k, v in saved.items() if k != "params"})
+            g["params"] = group["params"]
+            new_groups.append(g)
+        self.state = state
+        self.param_groups = new_groups
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]

@@ -1,6 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay, as torch.optim.SGD."""
 
-from loom.optim.optimizer import Optimizer
+from loom.optim.optimizer import Optimizer, add_scaled, scale_add_
 
 
 class SGD(Optimizer):
@@ -17,16 +17,17 @@ class SGD(Optimizer):
                                       nesterov=nesterov, maximize=maximize))
 
     def _update(self, p, grad, group, state):
+        lr, momentum = float(group["lr"]), float(group["momentum"])
+        dampening, weight_decay = float(group["dampening"]), float(group["weight_decay"])
         d_p = -grad if group["maximize"] else grad
-        if group["weight_decay"] != 0:
-            d_p = d_p + group["weight_decay"] * p
-        momentum = group["momentum"]
+        if weight_decay != 0:
+            d_p = add_scaled(d_p, p, weight_decay)
         if momentum != 0:
             buf = state.get("momentum_buffer")
             if buf is None:
                 buf = d_p.clone()
                 state["momentum_buffer"] = buf
             else:
-                buf.mul_(momentum).add_(d_p, alpha=1 - group["dampening"])
-            d_p = d_p + momentum * buf if group["nesterov"] else buf
-        p.add_(d_p, alpha=-group["lr"])
+                scale_add_(buf, momentum, d_p, 1 - dampening)
+            d_p = add_scaled(d_p, buf, momentum) if group["nesterov"] else buf
+        p.add_(d_p, alpha=-lr)  # -lr is never a folded 0 or 1 (lr >= 0; -0.0 is not folded)
