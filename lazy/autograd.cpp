@@ -16,13 +16,6 @@ namespace {
 thread_local bool grad_mode = true;
 std::atomic<uint64_t> next_sequence{0};
 
-// Restores grad mode on scope exit.
-struct GradModeGuard {
-  bool saved;
-  explicit GradModeGuard(bool enabled) : saved(grad_mode) { grad_mode = enabled; }
-  ~GradModeGuard() { grad_mode = saved; }
-};
-
 std::string describe(const TensorImpl& t) {
   return std::string(t.is_lazy() ? "lazy " : "") + dtype_name(t.dtype()) + format_dims(t.sizes());
 }

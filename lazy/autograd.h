@@ -26,6 +26,19 @@ namespace loom {
 bool grad_enabled() noexcept;
 void set_grad_enabled(bool enabled) noexcept;
 
+// Sets grad mode for a scope and restores the previous mode when the scope ends, also when an
+// exception leaves it (an op on an errored lazy tensor raises; grad mode must not stay off).
+class GradModeGuard {
+ public:
+  explicit GradModeGuard(bool enabled) : saved_(grad_enabled()) { set_grad_enabled(enabled); }
+  ~GradModeGuard() { set_grad_enabled(saved_); }
+  GradModeGuard(const GradModeGuard&) = delete;
+  GradModeGuard& operator=(const GradModeGuard&) = delete;
+
+ private:
+  bool saved_;
+};
+
 class GradFn;
 
 // An input's destination in the backward graph: the GradFn that produced it (or its

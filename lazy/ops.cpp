@@ -133,11 +133,8 @@ Tensor sum_to(const Tensor& grad, IntSpan shape) {
 }
 
 Tensor detach(const Tensor& x) {
-  bool mode = grad_enabled();
-  set_grad_enabled(false);
-  Tensor out = alias(x);
-  set_grad_enabled(mode);
-  return out;
+  GradModeGuard no_grad(false);  // restored also when x is an errored lazy tensor and alias raises
+  return alias(x);
 }
 
 int64_t reduced_count(IntSpan shape, const DimList& dims) {

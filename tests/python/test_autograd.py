@@ -1182,3 +1182,14 @@ def test_mixing_lazy_and_eager_tensors_in_backward_raises():
     x = leaf("lazy")
     with pytest.raises(RuntimeError):
         (x * 2).backward(loom.ones(2, 3, dtype=loom.float64))
+
+
+def test_grad_mode_survives_an_error_in_detach():
+    """detach() of an errored lazy tensor raises; grad mode must stay on afterwards (repr detaches)."""
+    x = loom.tensor([4, 5], device="lazy")
+    q = x // loom.tensor([0, 1], device="lazy")  # fails at the sync
+    assert (x * 2).tolist() == [8, 10]
+    for read in (q.detach, lambda: repr(q)):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            read()
+        assert loom.is_grad_enabled()
