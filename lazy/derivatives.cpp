@@ -152,9 +152,10 @@ DERIVATIVE(Pow) {
   if (c.needs_grad[1]) {
     Tensor value = mul(ops::pow(a, b), a.is_tensor() ? Arg(unary(OpId::Log, Tensor(a.tensor)))
                                                       : Arg(Scalar(std::log(a.scalar.as_double()))));
-    if (a.is_tensor()) {
-      Tensor zero_base = binary(OpId::LogicalAnd, binary(OpId::Eq, a, Scalar(int64_t{0})),
-                                binary(OpId::Ge, b, Scalar(int64_t{0})));
+    // A zero base, a tensor element or a number: value would be 0 * -inf = nan for b > 0.
+    if (a.is_tensor() || a.scalar.as_double() == 0.0) {
+      Tensor zero_base = binary(OpId::Ge, b, Scalar(int64_t{0}));
+      if (a.is_tensor()) zero_base = binary(OpId::LogicalAnd, binary(OpId::Eq, a, Scalar(int64_t{0})), zero_base);
       value = ops::where(zero_base, Scalar(int64_t{0}), value);
     }
     g[1] = mul(c.grad, value);
@@ -181,10 +182,22 @@ DERIVATIVE(Where) {
 }
 
 DERIVATIVE(Sum) { g[0] = expand_reduced(c.grad, c, x(c)->sizes()); }
-// d/dx_i prod(x) = prod(x) / x_i (x_i != 0; zeros give nan, unlike PyTorch's special case).
+// d/dx_i prod(x) is the product of the other elements of x_i's slice: prod / x_i without zeros
+// in the slice (PyTorch's formula there); with one zero, the product of the nonzero elements at
+// the zero and 0 elsewhere; with more, 0 everywhere (as PyTorch's prod_backward). The case is
+// chosen per slice by counting its zeros, not by a branch on the data, which a lazy trace
+// cannot have.
 DERIVATIVE(Prod) {
-  Tensor p = ops::reduce(OpId::Prod, x(c), reduced_dims(c, x(c)->ndim()), true);
-  g[0] = div(mul(expand_reduced(c.grad, c, x(c)->sizes()), p), x(c));
+  const Tensor& v = x(c);
+  ops::DimList dims = reduced_dims(c, v->ndim());
+  Tensor is_zero = binary(OpId::Eq, v, Scalar(int64_t{0}));
+  Tensor nonzero = ops::where(is_zero, Scalar(int64_t{1}), v);
+  Tensor p = ops::reduce(OpId::Prod, nonzero, dims, true);  // of the nonzero elements
+  Tensor zeros = ops::reduce(OpId::Sum, ops::cast(is_zero, DType::Int64), dims, true);
+  Tensor lone_zero = binary(OpId::LogicalAnd, binary(OpId::Eq, zeros, Scalar(int64_t{1})), is_zero);
+  Tensor others = ops::where(binary(OpId::Eq, zeros, Scalar(int64_t{0})), div(p, nonzero),
+                             ops::where(lone_zero, p, Scalar(int64_t{0})));
+  g[0] = mul(expand_reduced(c.grad, c, v->sizes()), others);
 }
 // The gradient is shared evenly between equal extreme values, as PyTorch's amax / amin.
 void amax_grad(const BackwardContext& c, Grads& g, OpId op) {
