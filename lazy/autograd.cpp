@@ -121,6 +121,12 @@ bool any_requires_grad(std::span<const Arg> args) {
   return false;
 }
 
+// A new handle on a saved value (the same node or array), with no autograd state of its own.
+Tensor handle_of(const Tensor& t) {
+  if (t->is_pending()) return make_ref<TensorImpl>(Ref<Node>(t->node()), t->device());
+  return make_tensor(t->array(), t->is_lazy());
+}
+
 }  // namespace
 
 bool grad_enabled() noexcept { return grad_mode; }
@@ -129,13 +135,12 @@ void set_grad_enabled(bool enabled) noexcept { grad_mode = enabled; }
 // ---- saved tensors ----
 
 SavedTensor::SavedTensor(const Tensor& t) : original_(t->weak()), version_(t->version()) {
-  if (t->is_pending()) {
-    value_ = make_ref<TensorImpl>(Ref<Node>(t->node()), t->device());
-  } else {
-    value_ = make_tensor(t->array(), t->is_lazy());
+  value_ = handle_of(t);
+  if (!t->is_pending()) {
     storage_ = t->array().storage;
     storage_version_ = storage_->version();
   }
+  if (requires_grad(*t)) history_ = gradient_edge(*t);
 }
 
 Tensor SavedTensor::unpack(const std::string& fn_name) const {
@@ -152,13 +157,21 @@ Tensor SavedTensor::unpack(const std::string& fn_name) const {
              describe(*value_), "], which is an input of ", fn_name,
              ". Hint: the operation that failed to compute its gradient is ", fn_name,
              "; clone() the tensor before modifying it in place.");
-  return value_;
+  if (!grad_mode || !history_.fn) return value_;
+  // create_graph: the derivative recorded from this value must reach the original's history.
+  Tensor with_history = handle_of(value_);
+  AutogradMeta& m = autograd(*with_history);
+  m.requires_grad = true;
+  if (dynamic_cast<AccumulateGrad*>(history_.fn.get())) m.grad_accumulator = history_.fn;
+  else m.grad_fn = history_.fn;
+  return with_history;
 }
 
 void SavedTensor::release() noexcept {
   if (!value_) return;
   value_.reset();
   storage_.reset();
+  history_ = Edge{};
   freed_ = true;
 }
 

@@ -54,12 +54,18 @@ struct Edge {
 // materializes it like any live tensor, so a backward after `loss.item()` reads stored values
 // instead of recomputing the forward pass; an in-place op on the original rebinds the original,
 // not the handle. The version check then reports that the original changed.
+//
+// It also keeps the original's place in the graph (its grad_fn, or its AccumulateGrad for a
+// leaf): a backward with create_graph unpacks the value with that history, so the derivative
+// computed from it is itself differentiable (double backward). Only inputs of the function that
+// saves them are saved this way; an output would hold its own GradFn (a cycle).
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
   // The saved value; raises if the tensor was modified in place since it was saved, or if the
-  // graph was freed by an earlier backward.
+  // graph was freed by an earlier backward. In grad mode (a backward with create_graph) the
+  // value comes with the original's history.
   Tensor unpack(const std::string& fn_name) const;
   void release() noexcept;
   bool defined() const noexcept { return static_cast<bool>(value_) || freed_; }
@@ -72,6 +78,7 @@ class SavedTensor {
   Ref<Storage> storage_;          // the storage the original had when saved (materialized only)
   uint64_t storage_version_ = 0;  // its version then: in-place writes through any view bump it
   bool freed_ = false;
+  Edge history_;  // the original's gradient edge, if it required grad when saved
 };
 
 class GradFn : public RefCounted {

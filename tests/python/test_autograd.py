@@ -1104,9 +1104,6 @@ def test_autograd_grad_create_graph_false_gives_constants(device):
     assert_close(g, 3 * np.asarray(VALUES) ** 2)
 
 
-@pytest.mark.xfail(reason="BUG: create_graph=True does not differentiate through saved values: the gradient of "
-                          "x ** 3 does not require grad (saved tensors are detached handles), so double backward "
-                          "is impossible", strict=True)
 def test_double_backward_with_autograd_grad(device):
     x = leaf(device)
     (g,) = loom.autograd.grad((x ** 3).sum(), x, create_graph=True)
@@ -1115,8 +1112,6 @@ def test_double_backward_with_autograd_grad(device):
     assert_close(gg, 6 * np.asarray(VALUES))
 
 
-@pytest.mark.xfail(reason="BUG: backward(create_graph=True) leaves a .grad without history (see "
-                          "test_double_backward_with_autograd_grad)", strict=True)
 def test_double_backward_with_backward_create_graph(device):
     x = leaf(device)
     (x ** 3).sum().backward(create_graph=True)
@@ -1125,6 +1120,52 @@ def test_double_backward_with_backward_create_graph(device):
     x.grad = None
     g.sum().backward()
     assert_close(x.grad, 6 * np.asarray(VALUES))
+
+
+# Second derivatives: the first gradient (create_graph=True) differentiated again, against PyTorch.
+GRADGRAD = {
+    "pow": lambda m, x, y: x ** 3, "exp": lambda m, x, y: x.exp(), "sin": lambda m, x, y: x.sin(),
+    "tanh": lambda m, x, y: x.tanh(), "sigmoid": lambda m, x, y: x.sigmoid(), "log": lambda m, x, y: x.abs().log(),
+    "mul": lambda m, x, y: x * y * x, "div": lambda m, x, y: x / (y * y + 1),
+    "pow_tensor": lambda m, x, y: x.abs() ** y, "matmul": lambda m, x, y: (x @ y.T) ** 2,
+    "softmax": lambda m, x, y: x.softmax(1) * y, "log_softmax": lambda m, x, y: x.log_softmax(0) * y,
+    "gelu": lambda m, x, y: m.nn.functional.gelu(x), "silu": lambda m, x, y: m.nn.functional.silu(x),
+    "mean_var": lambda m, x, y: x.var(1) * x.mean(), "norm": lambda m, x, y: x.norm(dim=1),
+    "prod": lambda m, x, y: x.prod(1), "views": lambda m, x, y: (x.T[1:] * y.T[:2]).reshape(-1).exp(),
+    "layer_norm": lambda m, x, y: m.nn.functional.layer_norm(x, (3,)),
+    "mse": lambda m, x, y: m.nn.functional.mse_loss(x.sin(), y),
+}
+
+
+@pytest.mark.parametrize("op", list(GRADGRAD))
+def test_second_derivatives_match_pytorch(device, op):
+    """grad(grad(f)(x) . v) for each op, with both inputs differentiated twice, as in PyTorch."""
+    fn = GRADGRAD[op]
+    v = np.array([[0.3, -1.1, 0.8], [1.7, 0.2, -0.6]])
+    results = []
+    for lib in (torch, loom):
+        x, y = lib_leaf(lib, device), lib_leaf(lib, device, VALUES[::-1])
+        out = fn(lib, x, y)
+        gx, gy = lib.autograd.grad(out.sum(), (x, y), create_graph=True, allow_unused=True)
+        assert gx.requires_grad
+        w = lib.tensor(v) if lib is torch else loom.tensor(v, device=device)
+        total = (gx * w).sum() + (gy * w).sum() if gy is not None else (gx * w).sum()
+        results.append([np_(g) if g is not None else None
+                        for g in lib.autograd.grad(total, (x, y), allow_unused=True)])
+    for got, want in zip(results[1], results[0]):
+        if want is None:
+            assert got is None or not np.any(got)
+        else:
+            assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_double_backward_leaves_first_grad_history_to_an_accumulated_grad(device):
+    """backward(create_graph=True) twice: .grad sums both gradients, with the history of both."""
+    x = leaf(device)
+    (x ** 3).sum().backward(create_graph=True)
+    (x ** 2).sum().backward(create_graph=True)
+    (gg,) = loom.autograd.grad(x.grad.sum(), x)
+    assert_close(gg, 6 * np.asarray(VALUES) + 2)
 
 
 def test_create_graph_keeps_the_history_of_grad_outputs(device):
