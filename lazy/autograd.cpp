@@ -269,8 +269,40 @@ struct Run {
   // Gradients reaching each function, and how many edges into it are still to come.
   std::unordered_map<GradFn*, Tensor> pending;
   std::unordered_map<GradFn*, int> dependencies;
-  std::unordered_map<GradFn*, Tensor>* captured = nullptr;  // autograd.grad: stop and record here
+  std::unordered_map<GradFn*, Tensor>* captured = nullptr;  // autograd.grad: record the gradient here
+  // autograd.grad: the functions from which a captured one can be reached. Only they run (a leaf
+  // that is not an input keeps its .grad as it was; an input between others and the roots is
+  // recorded and passed through).
+  std::unordered_map<GradFn*, bool> leads_to_capture;
 };
+
+// Fills run.leads_to_capture for the functions reachable from `roots`: a post-order walk
+// (iterative: graphs of long loops are deep).
+void mark_paths_to_captured(const std::vector<GradFn*>& roots, Run& run) {
+  std::unordered_map<GradFn*, bool> visited;
+  std::vector<std::pair<GradFn*, size_t>> stack;
+  for (GradFn* root : roots) {
+    if (visited[root]) continue;
+    visited[root] = true;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [fn, next_edge] = stack.back();
+      if (next_edge < fn->next.size()) {
+        GradFn* child = fn->next[next_edge++].fn.get();
+        if (child && !visited[child]) {
+          visited[child] = true;
+          stack.emplace_back(child, 0);
+        }
+        continue;
+      }
+      bool leads = false;
+      for (const Edge& e : fn->next)
+        if (e.fn && (run.captured->count(e.fn.get()) || run.leads_to_capture[e.fn.get()])) leads = true;
+      run.leads_to_capture[fn] = leads;
+      stack.pop_back();
+    }
+  }
+}
 
 void add_grad(Tensor& slot, const Tensor& g) { slot = slot ? ops::add(slot, g) : g; }
 
@@ -295,6 +327,11 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
     }
   }
   for (auto& [fn, g] : seeds) add_grad(run.pending[fn], g);
+  if (run.captured) {
+    std::vector<GradFn*> roots;
+    for (auto& [fn, g] : seeds) roots.push_back(fn);
+    mark_paths_to_captured(roots, run);
+  }
   // Later functions first (PyTorch's order), among those whose gradients are complete.
   auto later = [](GradFn* a, GradFn* b) { return a->sequence < b->sequence; };
   std::priority_queue<GradFn*, std::vector<GradFn*>, decltype(later)> ready(later);
@@ -314,9 +351,9 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
       AutogradMeta& m = autograd(*fn->retained->target);
       m.grad = m.grad ? ops::add(m.grad, grad) : (grad_enabled() ? grad : ops::clone(grad));
     }
-    if (run.captured && run.captured->count(fn)) {
-      (*run.captured)[fn] = grad;
-      continue;
+    if (run.captured) {
+      if (auto it = run.captured->find(fn); it != run.captured->end()) it->second = grad;
+      if (!run.leads_to_capture[fn]) continue;
     }
     std::vector<Tensor> grads = fn->apply(grad);
     if (!retain_graph) fn->release_saved();
