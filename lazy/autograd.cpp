@@ -201,6 +201,7 @@ bool is_leaf(const TensorImpl& t) noexcept {
 }
 
 void set_requires_grad(TensorImpl& t, bool value) {
+  if (value && !is_leaf(t)) return;  // a non-leaf requires grad already
   LOOM_CHECK(is_leaf(t), Runtime,
              "you can only change requires_grad flags of leaf variables. If you want to use a computed variable in "
              "a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
@@ -249,7 +250,7 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
 
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn) {
-  if (!grad_mode || !requires_grad(input)) return;
+  if (!grad_mode || !requires_grad(input) || !is_floating(output.dtype())) return;
   auto f = make_ref<FunctionBackward>(name, std::move(fn));
   f->next.push_back(gradient_edge(input));
   set_history(output, f);
@@ -382,6 +383,10 @@ std::vector<std::pair<GradFn*, Tensor>> seeds_of(const std::vector<Tensor>& root
       LOOM_CHECK(Dims(g->sizes()) == Dims(r.sizes()), Runtime, "Mismatch in shape: grad_output[", i,
                  "] has a shape of ", format_dims(g->sizes()), " and output[", i, "] has a shape of ",
                  format_dims(r.sizes()), ".");
+      // An eager gradient for a lazy output would make the leaves' .grad eager (and the other
+      // way round): rejected, as PyTorch rejects a gradient on another device.
+      LOOM_CHECK(g->device() == r.device() && g->is_lazy() == r.is_lazy(), Runtime, "invalid gradient at index ", i,
+                 " - expected device ", placement_name(r), " but got ", placement_name(*g));
     }
     seeds.emplace_back(gradient_edge(r).fn.get(), g);
   }

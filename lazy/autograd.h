@@ -108,7 +108,8 @@ struct AutogradMeta {
 // Autograd state of a tensor (created on demand).
 AutogradMeta& autograd(TensorImpl& t);
 bool requires_grad(const TensorImpl& t) noexcept;
-// Sets requires_grad of a leaf; raises for non-leaves and for integer dtypes.
+// Sets requires_grad of a leaf; raises for integer dtypes, and for turning it off on a non-leaf
+// (turning it on there is a no-op, as in PyTorch).
 void set_requires_grad(TensorImpl& t, bool value);
 bool is_leaf(const TensorImpl& t) noexcept;
 // The edge a tensor contributes to a GradFn that uses it.
@@ -147,7 +148,7 @@ struct BackwardContext {
 void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, TensorImpl& output);
 
 // Records a hand-written backward (views, which are not primitive ops): `fn` maps the output's
-// gradient to the input's.
+// gradient to the input's. Outputs of integer or bool dtype get none (they cannot require grad).
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
 

@@ -135,6 +135,12 @@ PyObject* get_grad_fn(PyObject* self, void*) {
 
 PyObject* get_is_leaf(PyObject* self, void*) { return PyBool_FromLong(is_leaf(impl_of(self))); }
 
+// True after retain_grad() on a non-leaf (a leaf keeps its gradient without it: False there).
+PyObject* get_retains_grad(PyObject* self, void*) {
+  const AutogradMeta* m = impl_of(self).autograd_meta();
+  return PyBool_FromLong(m && m->retains_grad);
+}
+
 PyObject* get_data(PyObject* self, void*) {
   LOOM_PY_BEGIN
   return wrap(ops::detach(tensor_of(self)));
@@ -239,6 +245,7 @@ PyGetSetDef autograd_getset[] = {
     {"grad", get_grad, set_grad, "the gradient accumulated by backward() (None until then)", nullptr},
     {"grad_fn", get_grad_fn, nullptr, "the function that computes this tensor's gradient (None for leaves)", nullptr},
     {"is_leaf", get_is_leaf, nullptr, "True for tensors not computed by a recorded op", nullptr},
+    {"retains_grad", get_retains_grad, nullptr, "True if retain_grad() made this non-leaf keep its .grad", nullptr},
     {"data", get_data, nullptr, "the same values without autograd history (a detached view)", nullptr},
     {"_version", get_version, nullptr, "in-place modification counter", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},

@@ -100,8 +100,6 @@ def test_integer_and_bool_tensors_cannot_require_grad(device, dtype):
         tt.requires_grad_()
 
 
-@pytest.mark.xfail(reason="BUG: creation functions (tensor, zeros, ones, empty, full, rand, randn, arange, "
-                          "linspace, eye, *_like) reject PyTorch's requires_grad= keyword (TypeError)", strict=True)
 def test_creation_functions_take_requires_grad(device):
     made = [loom.tensor([1.0, 2.0], requires_grad=True, device=device),
             loom.zeros(2, requires_grad=True, device=device),
@@ -119,6 +117,34 @@ def test_creation_functions_take_requires_grad(device):
     assert all(t.requires_grad and t.is_leaf for t in made)
 
 
+@pytest.mark.parametrize("make", [
+    lambda m, d: m.tensor([1, 2], requires_grad=True, device=d),
+    lambda m, d: m.zeros(2, dtype=m.int64, requires_grad=True, device=d),
+    lambda m, d: m.arange(3, requires_grad=True, device=d),
+    lambda m, d: m.full((2,), 3, requires_grad=True, device=d),
+    lambda m, d: m.randint(3, (2,), requires_grad=True, device=d),
+    lambda m, d: m.ones_like(m.ones(2, dtype=m.int32, device=d), requires_grad=True),
+])
+def test_creation_functions_refuse_requires_grad_for_integer_dtypes(device, make):
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
+        make(torch, "cpu")
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
+        make(loom, device)
+
+
+def test_creation_functions_requires_grad_false_or_none(device):
+    for flag in (False, None):
+        t = loom.zeros(2, requires_grad=flag, device=device)
+        assert not t.requires_grad
+    assert not loom.arange(3, requires_grad=False, device=device).requires_grad  # integers may say False
+    with pytest.raises(TypeError):
+        loom.ones(2, requires_grad=1, device=device)
+    # a leaf made with requires_grad=True collects gradients like any other
+    w = loom.full((2,), 3.0, dtype=loom.float64, requires_grad=True, device=device)
+    (w * w).sum().backward()
+    assert_close(w.grad, [6.0, 6.0])
+
+
 def test_requires_grad_false_on_a_non_leaf_raises(device):
     y = leaf(device) * 2
     with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
@@ -130,8 +156,6 @@ def test_requires_grad_false_on_a_non_leaf_raises(device):
         (tleaf() * 2).requires_grad_(False)
 
 
-@pytest.mark.xfail(reason="BUG: non_leaf.requires_grad_(True) raises; PyTorch accepts it (a no-op: only turning "
-                          "requires_grad off on a non-leaf is an error)", strict=True)
 def test_requires_grad_true_on_a_non_leaf_is_a_no_op(device):
     assert (tleaf() * 2).requires_grad_(True).requires_grad
     y = leaf(device) * 2
@@ -152,12 +176,7 @@ def test_results_of_ops_on_inputs_that_require_grad(device):
         assert not ty.requires_grad
 
 
-def test_casting_to_an_integer_dtype_ends_the_graph(device, request):
-    if device == "cpu":
-        request.applymarker(pytest.mark.xfail(
-            reason="BUG: eager .long() / .int() / .bool() / .to(int dtype) of a tensor that requires grad returns an "
-                   "integer tensor with requires_grad=True and grad_fn=ToCopyBackward0; PyTorch (and lazy mode) "
-                   "give a tensor that does not require grad", strict=True))
+def test_casting_to_an_integer_dtype_ends_the_graph(device):
     x = leaf(device)
     for y, ty in [(x.long(), tleaf().long()), (x.int(), tleaf().int()), (x.bool(), tleaf().bool()),
                   (x.to(loom.uint8), tleaf().to(torch.uint8))]:
@@ -900,7 +919,6 @@ def test_retain_grad_on_a_tensor_that_does_not_require_grad_raises(device):
         loom.ones(2, device=device).retain_grad()
 
 
-@pytest.mark.xfail(reason="BUG: Tensor.retains_grad (PyTorch's attribute) is missing", strict=True)
 def test_retains_grad_attribute(device):
     x = leaf(device)
     y = x * 2
@@ -1239,12 +1257,13 @@ def test_lazy_grads_on_a_lazy_leaf_are_lazy():
     assert x.grad.is_lazy and x.grad.device == x.device
 
 
-@pytest.mark.xfail(reason="BUG: backward() of a lazy output accepts an eager gradient and leaves the lazy leaf "
-                          "with an eager .grad; PyTorch rejects a gradient on another device", strict=True)
 def test_mixing_lazy_and_eager_tensors_in_backward_raises():
     x = leaf("lazy")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected device lazy:cpu but got cpu"):
         (x * 2).backward(loom.ones(2, 3, dtype=loom.float64))
+    with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected device cpu but got lazy:cpu"):
+        loom.autograd.grad(leaf("cpu") * 2, leaf("cpu"), loom.ones(2, 3, dtype=loom.float64, device="lazy"))
+    assert x.grad is None
 
 
 def test_grad_mode_survives_an_error_in_detach():
