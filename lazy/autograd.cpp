@@ -24,25 +24,51 @@ std::string describe(const TensorImpl& t) {
 // dtype.
 Tensor reduce_to(const Tensor& grad, IntSpan shape, DType dtype) { return ops::cast(ops::sum_to(grad, shape), dtype); }
 
-// The backward of a primitive op: OpDef::backward over the saved inputs.
+// Ops whose number arguments PyTorch wraps into tensors, so that its grad_fn lists them in
+// next_functions (as (None, 0)): x * 2, x + 2, x - 2, x / 2, where(c, x, 2.0). Elsewhere
+// (x ** 2, softplus's beta, clamp's bounds) a number is not an input of the backward graph.
+bool lists_numbers(OpId op) {
+  return op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Where;
+}
+
+// The backward of a primitive op: OpDef::backward over the saved inputs. The derivative sees
+// every argument; `next` has edges only for the arguments PyTorch lists (edge_arg_ maps them).
 class OpBackward final : public GradFn {
  public:
   OpBackward(OpId op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
 
-  std::string name() const override { return std::string(op_def(op_).name) + "Backward0"; }
+  std::string name() const override {
+    uint64_t tensors = 0;
+    for (size_t i = 0; i < is_tensor_.size(); ++i)
+      if (is_tensor_[i]) tensors |= uint64_t{1} << std::min<size_t>(i, 63);
+    IntSpan shape = shapes_.empty() ? IntSpan() : IntSpan(shapes_[0]);
+    DType dtype = dtypes_.empty() ? out_dtype_ : dtypes_[0];
+    return backward_name(op_, attrs_, tensors, shape, dtype, out_dtype_);
+  }
 
   std::vector<Tensor> apply(const Tensor& grad) override {
-    BackwardContext ctx{op_, attrs_, {}, {}, {}, grad, out_dtype_, out_shape_};
+    BackwardContext ctx{op_, attrs_, {}, {}, std::vector<bool>(saved_.size(), false), grad, out_dtype_, out_shape_};
+    for (size_t k = 0; k < next.size(); ++k)
+      if (next[k].fn) ctx.needs_grad[edge_arg_[k]] = true;
+    std::string fn_name = name();
     for (size_t i = 0; i < saved_.size(); ++i) {
-      ctx.inputs.push_back(saved_[i].defined() ? saved_[i].unpack(name()) : Tensor());
+      ctx.inputs.push_back(saved_[i].defined() ? saved_[i].unpack(fn_name) : Tensor());
       ctx.scalars.push_back(scalars_[i]);
-      ctx.needs_grad.push_back(next[i].fn.get() != nullptr);
     }
     std::vector<Tensor> grads(saved_.size());
     op_def(op_).backward(ctx, grads);
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (grads[i] && next[i].fn) grads[i] = reduce_to(grads[i], shapes_[i], dtypes_[i]);
-    return grads;
+    std::vector<Tensor> out(next.size());
+    for (size_t k = 0; k < next.size(); ++k) {
+      size_t i = edge_arg_[k];
+      if (grads[i] && next[k].fn) out[k] = reduce_to(grads[i], shapes_[i], dtypes_[i]);
+    }
+    return out;
+  }
+
+  // Argument `arg` gets an entry in `next`.
+  void add_edge(size_t arg, Edge edge) {
+    next.push_back(std::move(edge));
+    edge_arg_.push_back(static_cast<uint32_t>(arg));
   }
 
   void release_saved() override {
@@ -50,6 +76,7 @@ class OpBackward final : public GradFn {
   }
 
   void save(const Arg& a) {
+    is_tensor_.push_back(a.is_tensor());
     if (a.is_tensor()) {
       saved_.emplace_back(a.tensor);
       scalars_.push_back(Scalar(int64_t{0}));
@@ -74,6 +101,8 @@ class OpBackward final : public GradFn {
   std::vector<Scalar> scalars_;
   std::vector<Dims> shapes_;
   std::vector<DType> dtypes_;
+  std::vector<bool> is_tensor_;
+  std::vector<uint32_t> edge_arg_;  // the argument of each entry of `next`
 };
 
 class FunctionBackward final : public GradFn {
@@ -239,9 +268,12 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
   const OpDef& def = op_def(op);
   if (!grad_mode || !def.backward || !is_floating(output.dtype()) || !any_requires_grad(args)) return;
   auto fn = make_ref<OpBackward>(op, attrs);
-  for (const Arg& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
     fn->save(a);
-    fn->next.push_back(a.tensor && requires_grad(*a.tensor) ? gradient_edge(*a.tensor) : Edge{});
+    // Integer and bool tensors (indices, conditions) are never inputs of the backward graph.
+    bool listed = a.is_tensor() ? is_floating(a.tensor->dtype()) : lists_numbers(op);
+    if (listed) fn->add_edge(i, a.tensor && requires_grad(*a.tensor) ? gradient_edge(*a.tensor) : Edge{});
   }
   fn->out_dtype_ = output.dtype();
   fn->out_shape_ = Dims(output.sizes());

@@ -92,7 +92,10 @@ class GradFn : public RefCounted {
   // Drops the saved values (after a backward without retain_graph).
   virtual void release_saved() {}
 
-  std::vector<Edge> next;  // one per input
+  // One per input PyTorch lists in next_functions: tensors of floating dtype, and the numbers
+  // that PyTorch wraps into tensors (x * 2, where(c, x, 0.5)); an edge without a function where
+  // the input needs no gradient.
+  std::vector<Edge> next;
   uint64_t sequence = 0;   // creation order: later functions run first in backward
   Ref<WeakTensor> retained;  // the non-leaf output whose .grad retain_grad() asked for
 };
@@ -142,6 +145,14 @@ struct BackwardContext {
   DType out_dtype;
   Dims out_shape;
 };
+
+// PyTorch's name for the backward of a primitive op, such as "MulBackward0": the op's name as
+// PyTorch spells it and the number of the overload PyTorch would have called (x.sum() gives
+// SumBackward0, x.sum(1) SumBackward1; a cast ToCopyBackward0, a same-dtype copy CloneBackward0).
+// Bit i of `tensor_args` is set where argument i was a tensor; `input` is argument 0's shape
+// and dtype (lazy/derivatives.cpp, beside the derivatives).
+std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, IntSpan input_shape, DType input_dtype,
+                          DType out_dtype);
 
 // Records the primitive op that made `output` from `args` if autograd is on and an input
 // requires grad (called by dispatch for every op).

@@ -6,6 +6,7 @@
 // Where PyTorch saves an op's output, these recompute it from the inputs (exp(x) for Exp): in
 // lazy mode the recomputation fuses into the backward kernel for free.
 #include <cmath>
+#include <string>
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
@@ -262,6 +263,35 @@ DERIVATIVE(ViewScatter) {
 }
 
 #undef DERIVATIVE
+
+// A reduction over every dim without keepdim is PyTorch's overload 0 (x.sum()); over listed dims
+// overload 1 (x.sum(1)). A 1-d x.sum(0) cannot be told from x.sum() here: it is named as x.sum().
+int reduction_overload(const Attrs& attrs, IntSpan input_shape) {
+  uint64_t all = input_shape.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << input_shape.size()) - 1;
+  bool every_dim = (static_cast<uint64_t>(attrs[0]) & all) == all;
+  return every_dim && attrs[1] == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, IntSpan input_shape, DType input_dtype,
+                          DType out_dtype) {
+  bool first_tensor = tensor_args & 1, second_tensor = tensor_args & 2;
+  switch (op) {
+    case OpId::Log1p: return "Log1PBackward0";
+    case OpId::GeluTanh: return "GeluBackward0";  // gelu(approximate="tanh"): the same PyTorch op
+    case OpId::Square: return "PowBackward0";     // PyTorch's square is pow(x, 2)
+    case OpId::Cast: return input_dtype == out_dtype ? "CloneBackward0" : "ToCopyBackward0";
+    case OpId::Sum: return "SumBackward" + std::to_string(reduction_overload(attrs, input_shape));
+    case OpId::Prod: return "ProdBackward" + std::to_string(reduction_overload(attrs, input_shape));
+    // pow(Tensor, Scalar) 0, pow(Tensor, Tensor) 1, pow(Scalar, Tensor) 2.
+    case OpId::Pow: return "PowBackward" + std::string(!first_tensor ? "2" : second_tensor ? "1" : "0");
+    case OpId::Remainder: return first_tensor && second_tensor ? "RemainderBackward1" : "RemainderBackward0";
+    default: return std::string(op_name(op)) + "Backward0";
+  }
+}
+
+namespace {
 
 const bool registered = [] {
   struct Entry {
