@@ -9,6 +9,7 @@
 #include "lazy/dispatch.h"
 #include "lazy/ops.h"
 #include "runtime/error.h"
+#include "runtime/small_vector.h"
 
 namespace loom {
 namespace {
@@ -38,12 +39,9 @@ class OpBackward final : public GradFn {
   OpBackward(OpId op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
 
   std::string name() const override {
-    uint64_t tensors = 0;
-    for (size_t i = 0; i < is_tensor_.size(); ++i)
-      if (is_tensor_[i]) tensors |= uint64_t{1} << std::min<size_t>(i, 63);
     IntSpan shape = shapes_.empty() ? IntSpan() : IntSpan(shapes_[0]);
     DType dtype = dtypes_.empty() ? out_dtype_ : dtypes_[0];
-    return backward_name(op_, attrs_, tensors, shape, dtype, out_dtype_);
+    return backward_name(op_, attrs_, tensor_args_, shape, dtype, out_dtype_);
   }
 
   std::vector<Tensor> apply(const Tensor& grad) override {
@@ -76,8 +74,8 @@ class OpBackward final : public GradFn {
   }
 
   void save(const Arg& a) {
-    is_tensor_.push_back(a.is_tensor());
     if (a.is_tensor()) {
+      tensor_args_ |= uint64_t{1} << std::min<size_t>(saved_.size(), 63);
       saved_.emplace_back(a.tensor);
       scalars_.push_back(Scalar(int64_t{0}));
       shapes_.emplace_back(a.tensor->sizes());
@@ -101,8 +99,8 @@ class OpBackward final : public GradFn {
   std::vector<Scalar> scalars_;
   std::vector<Dims> shapes_;
   std::vector<DType> dtypes_;
-  std::vector<bool> is_tensor_;
-  std::vector<uint32_t> edge_arg_;  // the argument of each entry of `next`
+  uint64_t tensor_args_ = 0;        // bit i: argument i was a tensor (for the name)
+  SmallVec<uint32_t, 4> edge_arg_;  // the argument of each entry of `next`
 };
 
 class FunctionBackward final : public GradFn {
