@@ -94,10 +94,13 @@ PyObject* wrap_fn(const Ref<GradFn>& fn) {
 
 PyObject* get_requires_grad(PyObject* self, void*) { return PyBool_FromLong(requires_grad(impl_of(self))); }
 
+// Unlike requires_grad_(True), assigning requires_grad on a non-leaf raises either way (PyTorch).
 int set_requires_grad_attr(PyObject* self, PyObject* value, void*) {
   LOOM_PY_BEGIN
   LOOM_CHECK(value, Type, "cannot delete requires_grad");
-  set_requires_grad(impl_of(self), to_bool(value, "requires_grad"));
+  bool flag = to_bool(value, "requires_grad");
+  LOOM_CHECK(!flag || is_leaf(impl_of(self)), Runtime, "you can only change requires_grad flags of leaf variables.");
+  set_requires_grad(impl_of(self), flag);
   return 0;
   LOOM_PY_END(-1)
 }

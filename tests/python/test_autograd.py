@@ -160,6 +160,13 @@ def test_requires_grad_true_on_a_non_leaf_is_a_no_op(device):
     assert (tleaf() * 2).requires_grad_(True).requires_grad
     y = leaf(device) * 2
     assert y.requires_grad_(True) is y
+    assert y.requires_grad and y.grad_fn.name() == "MulBackward0"
+    # assigning the attribute is stricter: a non-leaf raises either way, as in PyTorch
+    ty = tleaf() * 2
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        ty.requires_grad = True
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        y.requires_grad = True
 
 
 def test_results_of_ops_on_inputs_that_require_grad(device):
