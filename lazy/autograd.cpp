@@ -9,6 +9,7 @@
 #include "lazy/dispatch.h"
 #include "lazy/ops.h"
 #include "runtime/error.h"
+#include "runtime/small_vector.h"
 
 namespace loom {
 namespace {
@@ -24,25 +25,48 @@ std::string describe(const TensorImpl& t) {
 // dtype.
 Tensor reduce_to(const Tensor& grad, IntSpan shape, DType dtype) { return ops::cast(ops::sum_to(grad, shape), dtype); }
 
-// The backward of a primitive op: OpDef::backward over the saved inputs.
+// Ops whose number arguments PyTorch wraps into tensors, so that its grad_fn lists them in
+// next_functions (as (None, 0)): x * 2, x + 2, x - 2, x / 2, where(c, x, 2.0). Elsewhere
+// (x ** 2, softplus's beta, clamp's bounds) a number is not an input of the backward graph.
+bool lists_numbers(OpId op) {
+  return op == OpId::Add || op == OpId::Sub || op == OpId::Mul || op == OpId::Div || op == OpId::Where;
+}
+
+// The backward of a primitive op: OpDef::backward over the saved inputs. The derivative sees
+// every argument; `next` has edges only for the arguments PyTorch lists (edge_arg_ maps them).
 class OpBackward final : public GradFn {
  public:
   OpBackward(OpId op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
 
-  std::string name() const override { return std::string(op_def(op_).name) + "Backward0"; }
+  std::string name() const override {
+    IntSpan shape = shapes_.empty() ? IntSpan() : IntSpan(shapes_[0]);
+    DType dtype = dtypes_.empty() ? out_dtype_ : dtypes_[0];
+    return backward_name(op_, attrs_, tensor_args_, shape, dtype, out_dtype_);
+  }
 
   std::vector<Tensor> apply(const Tensor& grad) override {
-    BackwardContext ctx{op_, attrs_, {}, {}, {}, grad, out_dtype_, out_shape_};
+    BackwardContext ctx{op_, attrs_, {}, {}, std::vector<bool>(saved_.size(), false), grad, out_dtype_, out_shape_};
+    for (size_t k = 0; k < next.size(); ++k)
+      if (next[k].fn) ctx.needs_grad[edge_arg_[k]] = true;
+    std::string fn_name = name();
     for (size_t i = 0; i < saved_.size(); ++i) {
-      ctx.inputs.push_back(saved_[i].defined() ? saved_[i].unpack(name()) : Tensor());
+      ctx.inputs.push_back(saved_[i].defined() ? saved_[i].unpack(fn_name) : Tensor());
       ctx.scalars.push_back(scalars_[i]);
-      ctx.needs_grad.push_back(next[i].fn.get() != nullptr);
     }
     std::vector<Tensor> grads(saved_.size());
     op_def(op_).backward(ctx, grads);
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (grads[i] && next[i].fn) grads[i] = reduce_to(grads[i], shapes_[i], dtypes_[i]);
-    return grads;
+    std::vector<Tensor> out(next.size());
+    for (size_t k = 0; k < next.size(); ++k) {
+      size_t i = edge_arg_[k];
+      if (grads[i] && next[k].fn) out[k] = reduce_to(grads[i], shapes_[i], dtypes_[i]);
+    }
+    return out;
+  }
+
+  // Argument `arg` gets an entry in `next`.
+  void add_edge(size_t arg, Edge edge) {
+    next.push_back(std::move(edge));
+    edge_arg_.push_back(static_cast<uint32_t>(arg));
   }
 
   void release_saved() override {
@@ -51,6 +75,7 @@ class OpBackward final : public GradFn {
 
   void save(const Arg& a) {
     if (a.is_tensor()) {
+      tensor_args_ |= uint64_t{1} << std::min<size_t>(saved_.size(), 63);
       saved_.emplace_back(a.tensor);
       scalars_.push_back(Scalar(int64_t{0}));
       shapes_.emplace_back(a.tensor->sizes());
@@ -74,6 +99,8 @@ class OpBackward final : public GradFn {
   std::vector<Scalar> scalars_;
   std::vector<Dims> shapes_;
   std::vector<DType> dtypes_;
+  uint64_t tensor_args_ = 0;        // bit i: argument i was a tensor (for the name)
+  SmallVec<uint32_t, 4> edge_arg_;  // the argument of each entry of `next`
 };
 
 class FunctionBackward final : public GradFn {
@@ -121,6 +148,12 @@ bool any_requires_grad(std::span<const Arg> args) {
   return false;
 }
 
+// A new handle on a saved value (the same node or array), with no autograd state of its own.
+Tensor handle_of(const Tensor& t) {
+  if (t->is_pending()) return make_ref<TensorImpl>(Ref<Node>(t->node()), t->device());
+  return make_tensor(t->array(), t->is_lazy());
+}
+
 }  // namespace
 
 bool grad_enabled() noexcept { return grad_mode; }
@@ -129,13 +162,12 @@ void set_grad_enabled(bool enabled) noexcept { grad_mode = enabled; }
 // ---- saved tensors ----
 
 SavedTensor::SavedTensor(const Tensor& t) : original_(t->weak()), version_(t->version()) {
-  if (t->is_pending()) {
-    value_ = make_ref<TensorImpl>(Ref<Node>(t->node()), t->device());
-  } else {
-    value_ = make_tensor(t->array(), t->is_lazy());
+  value_ = handle_of(t);
+  if (!t->is_pending()) {
     storage_ = t->array().storage;
     storage_version_ = storage_->version();
   }
+  if (requires_grad(*t)) history_ = gradient_edge(*t);
 }
 
 Tensor SavedTensor::unpack(const std::string& fn_name) const {
@@ -152,13 +184,21 @@ Tensor SavedTensor::unpack(const std::string& fn_name) const {
              describe(*value_), "], which is an input of ", fn_name,
              ". Hint: the operation that failed to compute its gradient is ", fn_name,
              "; clone() the tensor before modifying it in place.");
-  return value_;
+  if (!grad_mode || !history_.fn) return value_;
+  // create_graph: the derivative recorded from this value must reach the original's history.
+  Tensor with_history = handle_of(value_);
+  AutogradMeta& m = autograd(*with_history);
+  m.requires_grad = true;
+  if (dynamic_cast<AccumulateGrad*>(history_.fn.get())) m.grad_accumulator = history_.fn;
+  else m.grad_fn = history_.fn;
+  return with_history;
 }
 
 void SavedTensor::release() noexcept {
   if (!value_) return;
   value_.reset();
   storage_.reset();
+  history_ = Edge{};
   freed_ = true;
 }
 
@@ -188,6 +228,7 @@ bool is_leaf(const TensorImpl& t) noexcept {
 }
 
 void set_requires_grad(TensorImpl& t, bool value) {
+  if (value && !is_leaf(t)) return;  // a non-leaf requires grad already
   LOOM_CHECK(is_leaf(t), Runtime,
              "you can only change requires_grad flags of leaf variables. If you want to use a computed variable in "
              "a subgraph that doesn't require differentiation use var_no_grad = var.detach().");
@@ -225,9 +266,12 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
   const OpDef& def = op_def(op);
   if (!grad_mode || !def.backward || !is_floating(output.dtype()) || !any_requires_grad(args)) return;
   auto fn = make_ref<OpBackward>(op, attrs);
-  for (const Arg& a : args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const Arg& a = args[i];
     fn->save(a);
-    fn->next.push_back(a.tensor && requires_grad(*a.tensor) ? gradient_edge(*a.tensor) : Edge{});
+    // Integer and bool tensors (indices, conditions) are never inputs of the backward graph.
+    bool listed = a.is_tensor() ? is_floating(a.tensor->dtype()) : lists_numbers(op);
+    if (listed) fn->add_edge(i, a.tensor && requires_grad(*a.tensor) ? gradient_edge(*a.tensor) : Edge{});
   }
   fn->out_dtype_ = output.dtype();
   fn->out_shape_ = Dims(output.sizes());
@@ -236,7 +280,7 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
 
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn) {
-  if (!grad_mode || !requires_grad(input)) return;
+  if (!grad_mode || !requires_grad(input) || !is_floating(output.dtype())) return;
   auto f = make_ref<FunctionBackward>(name, std::move(fn));
   f->next.push_back(gradient_edge(input));
   set_history(output, f);
@@ -256,8 +300,40 @@ struct Run {
   // Gradients reaching each function, and how many edges into it are still to come.
   std::unordered_map<GradFn*, Tensor> pending;
   std::unordered_map<GradFn*, int> dependencies;
-  std::unordered_map<GradFn*, Tensor>* captured = nullptr;  // autograd.grad: stop and record here
+  std::unordered_map<GradFn*, Tensor>* captured = nullptr;  // autograd.grad: record the gradient here
+  // autograd.grad: the functions from which a captured one can be reached. Only they run (a leaf
+  // that is not an input keeps its .grad as it was; an input between others and the roots is
+  // recorded and passed through).
+  std::unordered_map<GradFn*, bool> leads_to_capture;
 };
+
+// Fills run.leads_to_capture for the functions reachable from `roots`: a post-order walk
+// (iterative: graphs of long loops are deep).
+void mark_paths_to_captured(const std::vector<GradFn*>& roots, Run& run) {
+  std::unordered_map<GradFn*, bool> visited;
+  std::vector<std::pair<GradFn*, size_t>> stack;
+  for (GradFn* root : roots) {
+    if (visited[root]) continue;
+    visited[root] = true;
+    stack.emplace_back(root, 0);
+    while (!stack.empty()) {
+      auto& [fn, next_edge] = stack.back();
+      if (next_edge < fn->next.size()) {
+        GradFn* child = fn->next[next_edge++].fn.get();
+        if (child && !visited[child]) {
+          visited[child] = true;
+          stack.emplace_back(child, 0);
+        }
+        continue;
+      }
+      bool leads = false;
+      for (const Edge& e : fn->next)
+        if (e.fn && (run.captured->count(e.fn.get()) || run.leads_to_capture[e.fn.get()])) leads = true;
+      run.leads_to_capture[fn] = leads;
+      stack.pop_back();
+    }
+  }
+}
 
 void add_grad(Tensor& slot, const Tensor& g) { slot = slot ? ops::add(slot, g) : g; }
 
@@ -282,6 +358,11 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
     }
   }
   for (auto& [fn, g] : seeds) add_grad(run.pending[fn], g);
+  if (run.captured) {
+    std::vector<GradFn*> roots;
+    for (auto& [fn, g] : seeds) roots.push_back(fn);
+    mark_paths_to_captured(roots, run);
+  }
   // Later functions first (PyTorch's order), among those whose gradients are complete.
   auto later = [](GradFn* a, GradFn* b) { return a->sequence < b->sequence; };
   std::priority_queue<GradFn*, std::vector<GradFn*>, decltype(later)> ready(later);
@@ -301,9 +382,9 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
       AutogradMeta& m = autograd(*fn->retained->target);
       m.grad = m.grad ? ops::add(m.grad, grad) : (grad_enabled() ? grad : ops::clone(grad));
     }
-    if (run.captured && run.captured->count(fn)) {
-      (*run.captured)[fn] = grad;
-      continue;
+    if (run.captured) {
+      if (auto it = run.captured->find(fn); it != run.captured->end()) it->second = grad;
+      if (!run.leads_to_capture[fn]) continue;
     }
     std::vector<Tensor> grads = fn->apply(grad);
     if (!retain_graph) fn->release_saved();
@@ -332,6 +413,10 @@ std::vector<std::pair<GradFn*, Tensor>> seeds_of(const std::vector<Tensor>& root
       LOOM_CHECK(Dims(g->sizes()) == Dims(r.sizes()), Runtime, "Mismatch in shape: grad_output[", i,
                  "] has a shape of ", format_dims(g->sizes()), " and output[", i, "] has a shape of ",
                  format_dims(r.sizes()), ".");
+      // An eager gradient for a lazy output would make the leaves' .grad eager (and the other
+      // way round): rejected, as PyTorch rejects a gradient on another device.
+      LOOM_CHECK(g->device() == r.device() && g->is_lazy() == r.is_lazy(), Runtime, "invalid gradient at index ", i,
+                 " - expected device ", placement_name(r), " but got ", placement_name(*g));
     }
     seeds.emplace_back(gradient_edge(r).fn.get(), g);
   }

@@ -26,10 +26,11 @@ namespace loom {
 bool grad_enabled() noexcept;
 void set_grad_enabled(bool enabled) noexcept;
 
-// Sets grad mode for a scope and restores it on exit, exceptions included.
+// Sets grad mode for a scope and restores the previous mode when the scope ends, also when an
+// exception leaves it (an op on an errored lazy tensor raises; grad mode must not stay off).
 class GradModeGuard {
  public:
-  explicit GradModeGuard(bool enabled) noexcept : saved_(grad_enabled()) { set_grad_enabled(enabled); }
+  explicit GradModeGuard(bool enabled) : saved_(grad_enabled()) { set_grad_enabled(enabled); }
   ~GradModeGuard() { set_grad_enabled(saved_); }
   GradModeGuard(const GradModeGuard&) = delete;
   GradModeGuard& operator=(const GradModeGuard&) = delete;
@@ -53,12 +54,18 @@ struct Edge {
 // materializes it like any live tensor, so a backward after `loss.item()` reads stored values
 // instead of recomputing the forward pass; an in-place op on the original rebinds the original,
 // not the handle. The version check then reports that the original changed.
+//
+// It also keeps the original's place in the graph (its grad_fn, or its AccumulateGrad for a
+// leaf): a backward with create_graph unpacks the value with that history, so the derivative
+// computed from it is itself differentiable (double backward). Only inputs of the function that
+// saves them are saved this way; an output would hold its own GradFn (a cycle).
 class SavedTensor {
  public:
   SavedTensor() = default;
   explicit SavedTensor(const Tensor& t);
   // The saved value; raises if the tensor was modified in place since it was saved, or if the
-  // graph was freed by an earlier backward.
+  // graph was freed by an earlier backward. In grad mode (a backward with create_graph) the
+  // value comes with the original's history.
   Tensor unpack(const std::string& fn_name) const;
   void release() noexcept;
   bool defined() const noexcept { return static_cast<bool>(value_) || freed_; }
@@ -71,6 +78,7 @@ class SavedTensor {
   Ref<Storage> storage_;          // the storage the original had when saved (materialized only)
   uint64_t storage_version_ = 0;  // its version then: in-place writes through any view bump it
   bool freed_ = false;
+  Edge history_;  // the original's gradient edge, if it required grad when saved
 };
 
 class GradFn : public RefCounted {
@@ -84,7 +92,10 @@ class GradFn : public RefCounted {
   // Drops the saved values (after a backward without retain_graph).
   virtual void release_saved() {}
 
-  std::vector<Edge> next;  // one per input
+  // One per input PyTorch lists in next_functions: tensors of floating dtype, and the numbers
+  // that PyTorch wraps into tensors (x * 2, where(c, x, 0.5)); an edge without a function where
+  // the input needs no gradient.
+  std::vector<Edge> next;
   uint64_t sequence = 0;   // creation order: later functions run first in backward
   Ref<WeakTensor> retained;  // the non-leaf output whose .grad retain_grad() asked for
 };
@@ -100,7 +111,8 @@ struct AutogradMeta {
 // Autograd state of a tensor (created on demand).
 AutogradMeta& autograd(TensorImpl& t);
 bool requires_grad(const TensorImpl& t) noexcept;
-// Sets requires_grad of a leaf; raises for non-leaves and for integer dtypes.
+// Sets requires_grad of a leaf; raises for integer dtypes, and for turning it off on a non-leaf
+// (turning it on there is a no-op, as in PyTorch).
 void set_requires_grad(TensorImpl& t, bool value);
 bool is_leaf(const TensorImpl& t) noexcept;
 // The edge a tensor contributes to a GradFn that uses it.
@@ -134,12 +146,20 @@ struct BackwardContext {
   Dims out_shape;
 };
 
+// PyTorch's name for the backward of a primitive op, such as "MulBackward0": the op's name as
+// PyTorch spells it and the number of the overload PyTorch would have called (x.sum() gives
+// SumBackward0, x.sum(1) SumBackward1; a cast ToCopyBackward0, a same-dtype copy CloneBackward0).
+// Bit i of `tensor_args` is set where argument i was a tensor; `input` is argument 0's shape
+// and dtype (lazy/derivatives.cpp, beside the derivatives).
+std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, IntSpan input_shape, DType input_dtype,
+                          DType out_dtype);
+
 // Records the primitive op that made `output` from `args` if autograd is on and an input
 // requires grad (called by dispatch for every op).
 void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, TensorImpl& output);
 
 // Records a hand-written backward (views, which are not primitive ops): `fn` maps the output's
-// gradient to the input's.
+// gradient to the input's. Outputs of integer or bool dtype get none (they cannot require grad).
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
 

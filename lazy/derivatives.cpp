@@ -6,6 +6,7 @@
 // Where PyTorch saves an op's output, these recompute it from the inputs (exp(x) for Exp): in
 // lazy mode the recomputation fuses into the backward kernel for free.
 #include <cmath>
+#include <string>
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
@@ -152,9 +153,10 @@ DERIVATIVE(Pow) {
   if (c.needs_grad[1]) {
     Tensor value = mul(ops::pow(a, b), a.is_tensor() ? Arg(unary(OpId::Log, Tensor(a.tensor)))
                                                       : Arg(Scalar(std::log(a.scalar.as_double()))));
-    if (a.is_tensor()) {
-      Tensor zero_base = binary(OpId::LogicalAnd, binary(OpId::Eq, a, Scalar(int64_t{0})),
-                                binary(OpId::Ge, b, Scalar(int64_t{0})));
+    // A zero base, a tensor element or a number: value would be 0 * -inf = nan for b > 0.
+    if (a.is_tensor() || a.scalar.as_double() == 0.0) {
+      Tensor zero_base = binary(OpId::Ge, b, Scalar(int64_t{0}));
+      if (a.is_tensor()) zero_base = binary(OpId::LogicalAnd, binary(OpId::Eq, a, Scalar(int64_t{0})), zero_base);
       value = ops::where(zero_base, Scalar(int64_t{0}), value);
     }
     g[1] = mul(c.grad, value);
@@ -181,10 +183,22 @@ DERIVATIVE(Where) {
 }
 
 DERIVATIVE(Sum) { g[0] = expand_reduced(c.grad, c, x(c)->sizes()); }
-// d/dx_i prod(x) = prod(x) / x_i (x_i != 0; zeros give nan, unlike PyTorch's special case).
+// d/dx_i prod(x) is the product of the other elements of x_i's slice: prod / x_i without zeros
+// in the slice (PyTorch's formula there); with one zero, the product of the nonzero elements at
+// the zero and 0 elsewhere; with more, 0 everywhere (as PyTorch's prod_backward). The case is
+// chosen per slice by counting its zeros, not by a branch on the data, which a lazy trace
+// cannot have.
 DERIVATIVE(Prod) {
-  Tensor p = ops::reduce(OpId::Prod, x(c), reduced_dims(c, x(c)->ndim()), true);
-  g[0] = div(mul(expand_reduced(c.grad, c, x(c)->sizes()), p), x(c));
+  const Tensor& v = x(c);
+  ops::DimList dims = reduced_dims(c, v->ndim());
+  Tensor is_zero = binary(OpId::Eq, v, Scalar(int64_t{0}));
+  Tensor nonzero = ops::where(is_zero, Scalar(int64_t{1}), v);
+  Tensor p = ops::reduce(OpId::Prod, nonzero, dims, true);  // of the nonzero elements
+  Tensor zeros = ops::reduce(OpId::Sum, ops::cast(is_zero, DType::Int64), dims, true);
+  Tensor lone_zero = binary(OpId::LogicalAnd, binary(OpId::Eq, zeros, Scalar(int64_t{1})), is_zero);
+  Tensor others = ops::where(binary(OpId::Eq, zeros, Scalar(int64_t{0})), div(p, nonzero),
+                             ops::where(lone_zero, p, Scalar(int64_t{0})));
+  g[0] = mul(expand_reduced(c.grad, c, v->sizes()), others);
 }
 // The gradient is shared evenly between equal extreme values, as PyTorch's amax / amin.
 void amax_grad(const BackwardContext& c, Grads& g, OpId op) {
@@ -249,6 +263,35 @@ DERIVATIVE(ViewScatter) {
 }
 
 #undef DERIVATIVE
+
+// A reduction over every dim without keepdim is PyTorch's overload 0 (x.sum()); over listed dims
+// overload 1 (x.sum(1)). A 1-d x.sum(0) cannot be told from x.sum() here: it is named as x.sum().
+int reduction_overload(const Attrs& attrs, IntSpan input_shape) {
+  uint64_t all = input_shape.size() >= 64 ? ~uint64_t{0} : (uint64_t{1} << input_shape.size()) - 1;
+  bool every_dim = (static_cast<uint64_t>(attrs[0]) & all) == all;
+  return every_dim && attrs[1] == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, IntSpan input_shape, DType input_dtype,
+                          DType out_dtype) {
+  bool first_tensor = tensor_args & 1, second_tensor = tensor_args & 2;
+  switch (op) {
+    case OpId::Log1p: return "Log1PBackward0";
+    case OpId::GeluTanh: return "GeluBackward0";  // gelu(approximate="tanh"): the same PyTorch op
+    case OpId::Square: return "PowBackward0";     // PyTorch's square is pow(x, 2)
+    case OpId::Cast: return input_dtype == out_dtype ? "CloneBackward0" : "ToCopyBackward0";
+    case OpId::Sum: return "SumBackward" + std::to_string(reduction_overload(attrs, input_shape));
+    case OpId::Prod: return "ProdBackward" + std::to_string(reduction_overload(attrs, input_shape));
+    // pow(Tensor, Scalar) 0, pow(Tensor, Tensor) 1, pow(Scalar, Tensor) 2.
+    case OpId::Pow: return "PowBackward" + std::string(!first_tensor ? "2" : second_tensor ? "1" : "0");
+    case OpId::Remainder: return first_tensor && second_tensor ? "RemainderBackward1" : "RemainderBackward0";
+    default: return std::string(op_name(op)) + "Backward0";
+  }
+}
+
+namespace {
 
 const bool registered = [] {
   struct Entry {

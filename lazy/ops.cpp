@@ -136,7 +136,7 @@ Tensor sum_to(const Tensor& grad, IntSpan shape) {
 }
 
 Tensor detach(const Tensor& x) {
-  GradModeGuard no_grad(false);
+  GradModeGuard no_grad(false);  // restored also when x is an errored lazy tensor and alias raises
   return alias(x);
 }
 
@@ -208,6 +208,14 @@ Tensor pow(const Arg& a, const Arg& b) {
 
 Tensor where(const Tensor& cond, const Arg& a, const Arg& b) { return apply(OpId::Where, {Arg(cond), a, b}); }
 
+// clamp's value, without a gradient of its own: max(x, min), then min(., max).
+static Tensor clamped(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max) {
+  Tensor out = x;
+  if (min) out = binary(OpId::Maximum, out, *min);
+  if (max) out = binary(OpId::Minimum, out, *max);
+  return out;
+}
+
 Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional<Arg>& max) {
   LOOM_CHECK(min || max, Runtime, "torch.clamp: At least one of 'min' or 'max' must not be None");
   // A number bound is converted to the result dtype with an overflow check, as in PyTorch, whose
@@ -218,10 +226,35 @@ Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional
     LOOM_CHECK(r != DType::Bool, Runtime, "\"clamp\" not implemented for 'Bool'");
     bound->scalar.check_fits(r);
   }
-  Tensor out = x;
-  if (min) out = binary(OpId::Maximum, out, *min);
-  if (max) out = binary(OpId::Minimum, out, *max);
-  return out;
+  auto tracked = [](const std::optional<Arg>& a) { return a && a->is_tensor() && requires_grad(*a->tensor); };
+  if (!grad_enabled() || !(requires_grad(*x) || tracked(min) || tracked(max))) return clamped(x, min, max);
+  // With autograd, PyTorch's gradient rather than maximum / minimum's (which split it where x
+  // equals a bound): x gets it where min <= x <= max, boundaries included; a tensor min where
+  // x < min < max; a tensor max where x > max or max < min. Each case selects the tensor whose
+  // value clamp returns there, so the value is clamp's; the rest (nan) is clamp's value, detached.
+  Tensor value;
+  {
+    GradModeGuard no_grad(false);
+    value = clamped(x, min, max);
+  }
+  Tensor out = value;
+  if (tracked(max)) {
+    Tensor above = binary(OpId::Gt, x, *max);
+    if (min) above = binary(OpId::LogicalOr, above, binary(OpId::Lt, *max, *min));
+    out = where(binary(OpId::LogicalAnd, above, binary(OpId::Eq, value, *max)), *max, out);
+  }
+  if (tracked(min)) {
+    Tensor below = binary(OpId::Lt, x, *min);
+    if (max) below = binary(OpId::LogicalAnd, below, binary(OpId::Lt, *min, *max));
+    out = where(below, *min, out);
+  }
+  Tensor inside;
+  if (min) inside = binary(OpId::Ge, x, *min);
+  if (max) {
+    Tensor under_max = binary(OpId::Le, x, *max);
+    inside = inside ? binary(OpId::LogicalAnd, inside, under_max) : under_max;
+  }
+  return where(inside, x, out);
 }
 
 Tensor gelu(const Tensor& x, std::string_view approximate) {
@@ -378,12 +411,25 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return reduce(OpId::Argmin, x, DimList{*dim}, keepdim);
 }
 
+// max(dim) / min(dim). With autograd, the values are gathered at the returned indices: PyTorch
+// sends their gradient to that one element, where amax / amin share it between tied extremes.
+static std::pair<Tensor, Tensor> extreme_dim(OpId value_op, OpId index_op, const Tensor& x, int64_t dim,
+                                             bool keepdim) {
+  Tensor values = reduce(value_op, x, DimList{dim}, keepdim);  // raises the reduction's errors
+  if (!grad_enabled() || !requires_grad(*x) || x->ndim() == 0)
+    return {values, reduce(index_op, x, DimList{dim}, keepdim)};
+  Tensor indices = reduce(index_op, x, DimList{dim}, true);
+  values = gather(x, dim, indices);
+  if (keepdim) return {values, indices};
+  return {squeeze(values, DimList{dim}), squeeze(indices, DimList{dim})};
+}
+
 std::pair<Tensor, Tensor> max_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  return {reduce(OpId::Amax, x, DimList{dim}, keepdim), reduce(OpId::Argmax, x, DimList{dim}, keepdim)};
+  return extreme_dim(OpId::Amax, OpId::Argmax, x, dim, keepdim);
 }
 
 std::pair<Tensor, Tensor> min_dim(const Tensor& x, int64_t dim, bool keepdim) {
-  return {reduce(OpId::Amin, x, DimList{dim}, keepdim), reduce(OpId::Argmin, x, DimList{dim}, keepdim)};
+  return extreme_dim(OpId::Amin, OpId::Argmin, x, dim, keepdim);
 }
 
 Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
@@ -425,14 +471,24 @@ Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
   return cast(reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim), out);
 }
 
+// sum ** (1 / p) for the p-norm. With autograd its gradient is 0 where the sum is 0 (an all-zero
+// slice), as PyTorch's norm backward: the root's derivative there is infinite, and inf times the
+// sum's zero gradient nan. The where()s keep the value exact (the root of 0 is 0).
+static Tensor root_of_sum(const Tensor& sum, double p) {
+  auto root = [p](const Tensor& v) { return p == 2 ? unary(OpId::Sqrt, v) : pow(v, Scalar(1.0 / p)); };
+  if (!grad_enabled() || !requires_grad(*sum)) return root(sum);
+  Tensor zero = binary(OpId::Eq, sum, Scalar(int64_t{0}));
+  return where(zero, Scalar(int64_t{0}), root(where(zero, Scalar(int64_t{1}), sum)));
+}
+
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   require_floating(x, "linalg.vector_norm");
   Tensor a = unary(OpId::Abs, x);
-  if (p == 2) return unary(OpId::Sqrt, reduce(OpId::Sum, mul(x, x), dims, keepdim));
+  if (p == 2) return root_of_sum(reduce(OpId::Sum, mul(x, x), dims, keepdim), 2);
   if (p == 1) return reduce(OpId::Sum, a, dims, keepdim);
   if (std::isinf(p)) return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
   if (p == 0) return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
-  return pow(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), Scalar(1.0 / p));
+  return root_of_sum(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), p);
 }
 
 // x minus its max along dim, for numerically stable exponentials; x itself along an empty dim

@@ -94,10 +94,13 @@ PyObject* wrap_fn(const Ref<GradFn>& fn) {
 
 PyObject* get_requires_grad(PyObject* self, void*) { return PyBool_FromLong(requires_grad(impl_of(self))); }
 
+// Unlike requires_grad_(True), assigning requires_grad on a non-leaf raises either way (PyTorch).
 int set_requires_grad_attr(PyObject* self, PyObject* value, void*) {
   LOOM_PY_BEGIN
   LOOM_CHECK(value, Type, "cannot delete requires_grad");
-  set_requires_grad(impl_of(self), to_bool(value, "requires_grad"));
+  bool flag = to_bool(value, "requires_grad");
+  LOOM_CHECK(!flag || is_leaf(impl_of(self)), Runtime, "you can only change requires_grad flags of leaf variables.");
+  set_requires_grad(impl_of(self), flag);
   return 0;
   LOOM_PY_END(-1)
 }
@@ -134,6 +137,12 @@ PyObject* get_grad_fn(PyObject* self, void*) {
 }
 
 PyObject* get_is_leaf(PyObject* self, void*) { return PyBool_FromLong(is_leaf(impl_of(self))); }
+
+// True after retain_grad() on a non-leaf (a leaf keeps its gradient without it: False there).
+PyObject* get_retains_grad(PyObject* self, void*) {
+  const AutogradMeta* m = impl_of(self).autograd_meta();
+  return PyBool_FromLong(m && m->retains_grad);
+}
 
 PyObject* get_data(PyObject* self, void*) {
   LOOM_PY_BEGIN
@@ -239,6 +248,7 @@ PyGetSetDef autograd_getset[] = {
     {"grad", get_grad, set_grad, "the gradient accumulated by backward() (None until then)", nullptr},
     {"grad_fn", get_grad_fn, nullptr, "the function that computes this tensor's gradient (None for leaves)", nullptr},
     {"is_leaf", get_is_leaf, nullptr, "True for tensors not computed by a recorded op", nullptr},
+    {"retains_grad", get_retains_grad, nullptr, "True if retain_grad() made this non-leaf keep its .grad", nullptr},
     {"data", get_data, nullptr, "the same values without autograd history (a detached view)", nullptr},
     {"_version", get_version, nullptr, "in-place modification counter", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},

@@ -2,6 +2,8 @@
 // on bool tensors), comparisons, and the in-place forms (+= ...) and in-place methods (add_, mul_, clamp_, ...),
 // with PyTorch's semantics. An operand that is neither a tensor nor a number makes the operator
 // return NotImplemented, so Python can try the other operand.
+#include <utility>
+
 #include "pyext/op_args.h"
 #include "runtime/error.h"
 
@@ -29,7 +31,16 @@ PyObject* op_binary(PyObject* a, PyObject* b) {
   return binary_operator(a, b, [](const Arg& x, const Arg& y) { return ops::binary(op, x, y); });
 }
 
-PyObject* op_add(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::add(x, y); }); }
+// 2 + x and 2 * x are x.__radd__(2) and x.__rmul__(2): as in PyTorch the tensor comes first, so
+// it is the first input of the backward graph (grad_fn.next_functions). Both ops commute exactly.
+PyObject* op_add(PyObject* a, PyObject* b) {
+  if (!is_tensor(a)) std::swap(a, b);
+  return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::add(x, y); });
+}
+PyObject* op_mul(PyObject* a, PyObject* b) {
+  if (!is_tensor(a)) std::swap(a, b);
+  return binary_operator(a, b, [](const Arg& x, const Arg& y) { return ops::mul(x, y); });
+}
 PyObject* op_sub(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::sub(x, y); }); }
 PyObject* op_div(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::div(x, y); }); }
 
@@ -100,7 +111,7 @@ PyObject* tensor_richcompare(PyObject* a, PyObject* b, int cmp) {
 void fill_number_methods(PyNumberMethods& n) {
   n.nb_add = op_add;
   n.nb_subtract = op_sub;
-  n.nb_multiply = op_binary<OpId::Mul>;
+  n.nb_multiply = op_mul;
   n.nb_true_divide = op_div;
   n.nb_floor_divide = op_binary<OpId::FloorDiv>;
   n.nb_remainder = op_binary<OpId::Remainder>;

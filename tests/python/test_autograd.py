@@ -100,8 +100,6 @@ def test_integer_and_bool_tensors_cannot_require_grad(device, dtype):
         tt.requires_grad_()
 
 
-@pytest.mark.xfail(reason="BUG: creation functions (tensor, zeros, ones, empty, full, rand, randn, arange, "
-                          "linspace, eye, *_like) reject PyTorch's requires_grad= keyword (TypeError)", strict=True)
 def test_creation_functions_take_requires_grad(device):
     made = [loom.tensor([1.0, 2.0], requires_grad=True, device=device),
             loom.zeros(2, requires_grad=True, device=device),
@@ -119,6 +117,34 @@ def test_creation_functions_take_requires_grad(device):
     assert all(t.requires_grad and t.is_leaf for t in made)
 
 
+@pytest.mark.parametrize("make", [
+    lambda m, d: m.tensor([1, 2], requires_grad=True, device=d),
+    lambda m, d: m.zeros(2, dtype=m.int64, requires_grad=True, device=d),
+    lambda m, d: m.arange(3, requires_grad=True, device=d),
+    lambda m, d: m.full((2,), 3, requires_grad=True, device=d),
+    lambda m, d: m.randint(3, (2,), requires_grad=True, device=d),
+    lambda m, d: m.ones_like(m.ones(2, dtype=m.int32, device=d), requires_grad=True),
+])
+def test_creation_functions_refuse_requires_grad_for_integer_dtypes(device, make):
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
+        make(torch, "cpu")
+    with pytest.raises(RuntimeError, match="Only Tensors of floating point and complex dtype can require gradients"):
+        make(loom, device)
+
+
+def test_creation_functions_requires_grad_false_or_none(device):
+    for flag in (False, None):
+        t = loom.zeros(2, requires_grad=flag, device=device)
+        assert not t.requires_grad
+    assert not loom.arange(3, requires_grad=False, device=device).requires_grad  # integers may say False
+    with pytest.raises(TypeError):
+        loom.ones(2, requires_grad=1, device=device)
+    # a leaf made with requires_grad=True collects gradients like any other
+    w = loom.full((2,), 3.0, dtype=loom.float64, requires_grad=True, device=device)
+    (w * w).sum().backward()
+    assert_close(w.grad, [6.0, 6.0])
+
+
 def test_requires_grad_false_on_a_non_leaf_raises(device):
     y = leaf(device) * 2
     with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
@@ -130,12 +156,17 @@ def test_requires_grad_false_on_a_non_leaf_raises(device):
         (tleaf() * 2).requires_grad_(False)
 
 
-@pytest.mark.xfail(reason="BUG: non_leaf.requires_grad_(True) raises; PyTorch accepts it (a no-op: only turning "
-                          "requires_grad off on a non-leaf is an error)", strict=True)
 def test_requires_grad_true_on_a_non_leaf_is_a_no_op(device):
     assert (tleaf() * 2).requires_grad_(True).requires_grad
     y = leaf(device) * 2
     assert y.requires_grad_(True) is y
+    assert y.requires_grad and y.grad_fn.name() == "MulBackward0"
+    # assigning the attribute is stricter: a non-leaf raises either way, as in PyTorch
+    ty = tleaf() * 2
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        ty.requires_grad = True
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf variables"):
+        y.requires_grad = True
 
 
 def test_results_of_ops_on_inputs_that_require_grad(device):
@@ -152,12 +183,7 @@ def test_results_of_ops_on_inputs_that_require_grad(device):
         assert not ty.requires_grad
 
 
-def test_casting_to_an_integer_dtype_ends_the_graph(device, request):
-    if device == "cpu":
-        request.applymarker(pytest.mark.xfail(
-            reason="BUG: eager .long() / .int() / .bool() / .to(int dtype) of a tensor that requires grad returns an "
-                   "integer tensor with requires_grad=True and grad_fn=ToCopyBackward0; PyTorch (and lazy mode) "
-                   "give a tensor that does not require grad", strict=True))
+def test_casting_to_an_integer_dtype_ends_the_graph(device):
     x = leaf(device)
     for y, ty in [(x.long(), tleaf().long()), (x.int(), tleaf().int()), (x.bool(), tleaf().bool()),
                   (x.to(loom.uint8), tleaf().to(torch.uint8))]:
@@ -638,12 +664,14 @@ def test_copy_into_a_non_leaf(device):
     assert_close(x.grad, np.zeros((2, 3)))
 
 
-@pytest.mark.xfail(reason="BUG: every op saves all its tensor inputs, even where its derivative needs none (add, "
-                          "mul by a number, sum), so modifying such an input in place later makes backward raise "
-                          "'modified by an inplace operation' where PyTorch succeeds; composite in-place ops "
-                          "(clamp_, lerp_, y.sub_(y * 0.5)) fail the same way", strict=True)
 @pytest.mark.parametrize("case", ["add_then_modify", "clamp_", "lerp_", "sub_scaled_self"])
-def test_in_place_where_pytorch_saves_nothing(device, case):
+def test_in_place_where_pytorch_saves_nothing(device, case, request):
+    if case != "clamp_" or device == "lazy":
+        request.applymarker(pytest.mark.xfail(
+            reason="BUG: every op saves all its tensor inputs, even where its derivative needs none (add, mul by a "
+                   "number, sum), so modifying such an input in place later makes backward raise 'modified by an "
+                   "inplace operation' where PyTorch succeeds; composite in-place ops (clamp_ in lazy mode, lerp_, "
+                   "y.sub_(y * 0.5)) fail the same way", strict=True))
     grads = []
     for lib in (torch, loom):
         x = lib_leaf(lib, device)
@@ -898,7 +926,6 @@ def test_retain_grad_on_a_tensor_that_does_not_require_grad_raises(device):
         loom.ones(2, device=device).retain_grad()
 
 
-@pytest.mark.xfail(reason="BUG: Tensor.retains_grad (PyTorch's attribute) is missing", strict=True)
 def test_retains_grad_attribute(device):
     x = leaf(device)
     y = x * 2
@@ -949,11 +976,9 @@ SAME_NAMES = {
 }
 
 
-# Ops with arguments that are numbers or index tensors: loom's grad_fn has an edge (None) for each
-# of them, PyTorch's lists only the differentiable inputs (so only the names are compared).
+# Ops with arguments that are numbers or index tensors: PyTorch's grad_fn lists only the inputs
+# of the backward graph (and the numbers it wraps into tensors, as in x * 2).
 EXTRA_EDGES = {"softplus", "nan_to_num", "pow_scalar", "where", "gather", "scatter_add", "index", "index_bool"}
-# In lazy mode these are Cast ops, whose grad_fn is CastBackward0.
-LAZY_CAST = {"to_float32", "float", "clone", "contiguous"}
 
 
 def _names(fn):
@@ -961,11 +986,7 @@ def _names(fn):
 
 
 @pytest.mark.parametrize("op", list(SAME_NAMES))
-def test_grad_fn_names_and_next_functions_match_pytorch(device, op, request):
-    if device == "lazy" and op in LAZY_CAST:
-        request.applymarker(pytest.mark.xfail(
-            reason="BUG: in lazy mode .to(dtype) / .float() / .clone() / .contiguous() have grad_fn CastBackward0 "
-                   "(eager and PyTorch: ToCopyBackward0 / CloneBackward0)", strict=True))
+def test_grad_fn_names_and_next_functions_match_pytorch(device, op):
     fn = SAME_NAMES[op]
     values = np.array([[0.5, 1.25, 2.0], [1.5, 0.75, 3.0]])
     lx, ly = leaf(device, values), leaf(device, values[::-1].copy())
@@ -976,13 +997,9 @@ def test_grad_fn_names_and_next_functions_match_pytorch(device, op, request):
         out = fn(loom, lx, ly)
     ref = fn(torch, tx, ty)
     assert _names(out.grad_fn) == _names(ref.grad_fn)
-    if op not in EXTRA_EDGES:
-        assert _structure(out.grad_fn) == _structure(ref.grad_fn)
+    assert _structure(out.grad_fn) == _structure(ref.grad_fn)
 
 
-@pytest.mark.xfail(reason="BUG (minor): next_functions has a (None, 0) entry for every number or index-tensor "
-                          "argument (pow(x, 2), gather's index, where's condition, softplus's beta); PyTorch lists "
-                          "only the differentiable inputs", strict=True)
 @pytest.mark.parametrize("op", sorted(EXTRA_EDGES))
 def test_next_functions_list_only_differentiable_inputs(device, op):
     fn = SAME_NAMES[op]
@@ -1003,15 +1020,34 @@ class _OnDevice:
         return loom.tensor(data, device=self.device)
 
 
-@pytest.mark.xfail(reason="BUG: grad_fn names differ from PyTorch's for 1:1 primitives: Log1pBackward0 "
-                          "(PyTorch: Log1PBackward0), and overloads get suffix 0 where PyTorch's is 1: "
-                          "sum(dim) SumBackward1, tensor ** tensor PowBackward1, remainder(tensor, tensor) "
-                          "RemainderBackward1", strict=True)
 def test_grad_fn_names_of_overloads_and_log1p(device):
     x, y = leaf(device, [[1.0, 2.0, 3.0]]), leaf(device, [[2.0, 3.0, 4.0]])
     tx, ty = tleaf([[1.0, 2.0, 3.0]]), tleaf([[2.0, 3.0, 4.0]])
     for f in [lambda a, b: a.log1p(), lambda a, b: a.sum(1), lambda a, b: a ** b, lambda a, b: a.remainder(b)]:
         assert f(x, y).grad_fn.name() == f(tx, ty).grad_fn.name()
+
+
+def test_grad_fn_names_of_each_overload(device):
+    x = leaf(device, [[1.0, 2.0, 3.0]])
+    tx = tleaf([[1.0, 2.0, 3.0]])
+    # (x.sum(dims) naming every dim is SumBackward1 in PyTorch and SumBackward0 in loom, whose Sum op
+    # does not record whether the dims were listed)
+    fns = [lambda m, a: a.sum(), lambda m, a: a.sum(1), lambda m, a: a.sum(0, keepdim=True),
+           lambda m, a: a.prod(), lambda m, a: a.prod(1), lambda m, a: a ** 2, lambda m, a: m.pow(2.0, a),
+           lambda m, a: a.remainder(2.0), lambda m, a: a.square(), lambda m, a: m.nn.functional.gelu(a, approximate="tanh"),
+           lambda m, a: a.clone(), lambda m, a: a.float(), lambda m, a: a.to(m.float32).double()]
+    for f in fns:
+        assert f(loom, x).grad_fn.name() == f(torch, tx).grad_fn.name()
+
+
+def test_next_functions_of_numbers_and_reflected_operators(device):
+    """PyTorch wraps the number of x * 2, 2 * x, x + 2, x - 2, x / 2 into a tensor (a (None, 0) entry after x's);
+    x ** 2 and clamp's bounds are not inputs of the backward graph."""
+    x, tx = leaf(device), tleaf()
+    for f in [lambda a: 2 * a, lambda a: a * 2, lambda a: 2 + a, lambda a: a + 2, lambda a: a - 2, lambda a: a / 2,
+              lambda a: a ** 2, lambda a: a.pow(0.5), lambda a: a.remainder(2.0)]:
+        assert _structure(f(x).grad_fn) == _structure(f(tx).grad_fn)
+    assert_close(2 * x, 2 * np.asarray(VALUES))
 
 
 def test_grad_fn_objects(device):
@@ -1072,9 +1108,6 @@ def test_autograd_grad_of_an_intermediate_and_with_grad_outputs(device):
     assert_close(gx, 3 * np.cos(3 * np.asarray(VALUES)))
 
 
-@pytest.mark.xfail(reason="BUG: autograd.grad(out, [x, h]) where h = f(x) lies between x and out raises 'One of "
-                          "the differentiated Tensors appears to not have been used in the graph' (propagation stops "
-                          "at h); PyTorch returns both gradients", strict=True)
 def test_autograd_grad_with_respect_to_a_leaf_and_an_intermediate(device):
     tx = tleaf()
     th = tx * 3
@@ -1084,6 +1117,29 @@ def test_autograd_grad_with_respect_to_a_leaf_and_an_intermediate(device):
     gx, gh = loom.autograd.grad(h.sin().sum(), [x, h])
     assert_close(gx, tgx)
     assert_close(gh, tgh)
+
+
+def test_autograd_grad_leaves_other_leaves_alone(device):
+    """grad() with respect to some leaves neither fills nor changes the .grad of the others."""
+    x, w = leaf(device), leaf(device, [[2.0, 1.0, 0.5]] * 2)
+    (gx,) = loom.autograd.grad((x * w).sum(), [x])
+    assert_close(gx, [[2.0, 1.0, 0.5]] * 2)
+    assert w.grad is None and x.grad is None
+    h = x * 3
+    (gh,) = loom.autograd.grad((h * w).sum(), [h])
+    assert_close(gh, [[2.0, 1.0, 0.5]] * 2)
+    assert w.grad is None and x.grad is None
+
+
+def test_autograd_grad_with_respect_to_an_intermediate_and_its_input_in_any_order(device):
+    x = leaf(device)
+    h = x.exp()
+    out = (h * h).sum()
+    gh, gx = loom.autograd.grad(out, [h, x], retain_graph=True)
+    assert_close(gh, 2 * np.exp(np.asarray(VALUES)))
+    assert_close(gx, 2 * np.exp(2 * np.asarray(VALUES)))
+    (gx2,) = loom.autograd.grad(out, [x])
+    assert_close(gx2, gx)
 
 
 def test_autograd_grad_allow_unused(device):
@@ -1102,9 +1158,6 @@ def test_autograd_grad_create_graph_false_gives_constants(device):
     assert_close(g, 3 * np.asarray(VALUES) ** 2)
 
 
-@pytest.mark.xfail(reason="BUG: create_graph=True does not differentiate through saved values: the gradient of "
-                          "x ** 3 does not require grad (saved tensors are detached handles), so double backward "
-                          "is impossible", strict=True)
 def test_double_backward_with_autograd_grad(device):
     x = leaf(device)
     (g,) = loom.autograd.grad((x ** 3).sum(), x, create_graph=True)
@@ -1113,8 +1166,6 @@ def test_double_backward_with_autograd_grad(device):
     assert_close(gg, 6 * np.asarray(VALUES))
 
 
-@pytest.mark.xfail(reason="BUG: backward(create_graph=True) leaves a .grad without history (see "
-                          "test_double_backward_with_autograd_grad)", strict=True)
 def test_double_backward_with_backward_create_graph(device):
     x = leaf(device)
     (x ** 3).sum().backward(create_graph=True)
@@ -1123,6 +1174,52 @@ def test_double_backward_with_backward_create_graph(device):
     x.grad = None
     g.sum().backward()
     assert_close(x.grad, 6 * np.asarray(VALUES))
+
+
+# Second derivatives: the first gradient (create_graph=True) differentiated again, against PyTorch.
+GRADGRAD = {
+    "pow": lambda m, x, y: x ** 3, "exp": lambda m, x, y: x.exp(), "sin": lambda m, x, y: x.sin(),
+    "tanh": lambda m, x, y: x.tanh(), "sigmoid": lambda m, x, y: x.sigmoid(), "log": lambda m, x, y: x.abs().log(),
+    "mul": lambda m, x, y: x * y * x, "div": lambda m, x, y: x / (y * y + 1),
+    "pow_tensor": lambda m, x, y: x.abs() ** y, "matmul": lambda m, x, y: (x @ y.T) ** 2,
+    "softmax": lambda m, x, y: x.softmax(1) * y, "log_softmax": lambda m, x, y: x.log_softmax(0) * y,
+    "gelu": lambda m, x, y: m.nn.functional.gelu(x), "silu": lambda m, x, y: m.nn.functional.silu(x),
+    "mean_var": lambda m, x, y: x.var(1) * x.mean(), "norm": lambda m, x, y: x.norm(dim=1),
+    "prod": lambda m, x, y: x.prod(1), "views": lambda m, x, y: (x.T[1:] * y.T[:2]).reshape(-1).exp(),
+    "layer_norm": lambda m, x, y: m.nn.functional.layer_norm(x, (3,)),
+    "mse": lambda m, x, y: m.nn.functional.mse_loss(x.sin(), y),
+}
+
+
+@pytest.mark.parametrize("op", list(GRADGRAD))
+def test_second_derivatives_match_pytorch(device, op):
+    """grad(grad(f)(x) . v) for each op, with both inputs differentiated twice, as in PyTorch."""
+    fn = GRADGRAD[op]
+    v = np.array([[0.3, -1.1, 0.8], [1.7, 0.2, -0.6]])
+    results = []
+    for lib in (torch, loom):
+        x, y = lib_leaf(lib, device), lib_leaf(lib, device, VALUES[::-1])
+        out = fn(lib, x, y)
+        gx, gy = lib.autograd.grad(out.sum(), (x, y), create_graph=True, allow_unused=True)
+        assert gx.requires_grad
+        w = lib.tensor(v) if lib is torch else loom.tensor(v, device=device)
+        total = (gx * w).sum() + (gy * w).sum() if gy is not None else (gx * w).sum()
+        results.append([np_(g) if g is not None else None
+                        for g in lib.autograd.grad(total, (x, y), allow_unused=True)])
+    for got, want in zip(results[1], results[0]):
+        if want is None:
+            assert got is None or not np.any(got)
+        else:
+            assert_close(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_double_backward_leaves_first_grad_history_to_an_accumulated_grad(device):
+    """backward(create_graph=True) twice: .grad sums both gradients, with the history of both."""
+    x = leaf(device)
+    (x ** 3).sum().backward(create_graph=True)
+    (x ** 2).sum().backward(create_graph=True)
+    (gg,) = loom.autograd.grad(x.grad.sum(), x)
+    assert_close(gg, 6 * np.asarray(VALUES) + 2)
 
 
 def test_create_graph_keeps_the_history_of_grad_outputs(device):
@@ -1176,9 +1273,21 @@ def test_lazy_grads_on_a_lazy_leaf_are_lazy():
     assert x.grad.is_lazy and x.grad.device == x.device
 
 
-@pytest.mark.xfail(reason="BUG: backward() of a lazy output accepts an eager gradient and leaves the lazy leaf "
-                          "with an eager .grad; PyTorch rejects a gradient on another device", strict=True)
 def test_mixing_lazy_and_eager_tensors_in_backward_raises():
     x = leaf("lazy")
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected device lazy:cpu but got cpu"):
         (x * 2).backward(loom.ones(2, 3, dtype=loom.float64))
+    with pytest.raises(RuntimeError, match="invalid gradient at index 0 - expected device cpu but got lazy:cpu"):
+        loom.autograd.grad(leaf("cpu") * 2, leaf("cpu"), loom.ones(2, 3, dtype=loom.float64, device="lazy"))
+    assert x.grad is None
+
+
+def test_grad_mode_survives_an_error_in_detach():
+    """detach() of an errored lazy tensor raises; grad mode must stay on afterwards (repr detaches)."""
+    x = loom.tensor([4, 5], device="lazy")
+    q = x // loom.tensor([0, 1], device="lazy")  # fails at the sync
+    assert (x * 2).tolist() == [8, 10]
+    for read in (q.detach, lambda: repr(q)):
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            read()
+        assert loom.is_grad_enabled()

@@ -172,9 +172,9 @@ case("pow_zero_base_tensor", lambda m, a, b: a.detach() ** b, [N(2, 3), U(0.5, 2
      gradcheck=False)
 case("pow_zero_base_tensor_values", lambda m, b, c: c ** b, [U(0.5, 2, 2, 3), C([[0.0, 1.5, 0.0], [2.0, 0.0, 0.5]])],
      gradcheck=False)
-case("pow_zero_base_scalar", lambda m, b: 0.0 ** b, [U(0.5, 2, 2, 3)], gradcheck=False,
-     xfail="BUG: d/db 0.0 ** b (Python-number base 0) is nan; PyTorch gives 0 for b >= 0 "
-           "(Pow derivative special-cases a zero base only for tensor bases)")
+case("pow_zero_base_scalar", lambda m, b: 0.0 ** b, [U(0.5, 2, 2, 3)], gradcheck=False)
+case("pow_zero_base_scalar_negative_exponent", lambda m, b: 0.0 ** b, [np.array([[0.5, -1.0, 0.0], [2.0, -0.5, 1.0]])],
+     gradcheck=False)
 case("maximum", lambda m, a, b: m.maximum(a, b), [distinct(3, 4), distinct(3, 4) + 0.05], expand=True)
 case("minimum", lambda m, a, b: m.minimum(a, b), [distinct(3, 4), distinct(3, 4) + 0.05], expand=True)
 case("maximum_broadcast", lambda m, a, b: m.maximum(a, b), [distinct(3, 4), distinct(4) + 0.05])
@@ -202,9 +202,20 @@ case("clamp_tensor_bounds", lambda m, x, lo, hi: x.clamp(lo, hi),
       np.full((3, 1), 0.5)], gradcheck=False)
 # PyTorch's clamp passes the gradient where min <= x <= max, boundaries included.
 case("clamp_at_boundary", lambda m, x: x.clamp(-0.5, 0.5),
-     [np.array([[-0.5, 0.5, 0.0], [1.0, -1.0, 0.5]])], gradcheck=False,
-     xfail="BUG: clamp's gradient is halved where x equals min or max (clamp is maximum/minimum, whose "
-           "ties split the gradient); PyTorch passes the full gradient at the boundary")
+     [np.array([[-0.5, 0.5, 0.0], [1.0, -1.0, 0.5]])], gradcheck=False)
+# tensor bounds at the boundary, equal bounds and crossed bounds (min > max: the result is max)
+case("clamp_tensor_bounds_edges", lambda m, x, lo, hi: x.clamp(lo, hi),
+     [np.array([[-0.5, 0.5, 0.0, 2.0, -2.0], [0.3, 0.3, 1.0, -1.0, 0.7]]),
+      np.array([[-0.5, 0.0, 0.0, 0.0, 0.0], [0.3, 0.5, 2.0, 0.5, 0.5]]),
+      np.array([[0.5, 0.5, 0.0, 1.0, 1.0], [0.3, 0.1, 0.5, 0.2, -0.2]])], gradcheck=False,
+     layouts=("contiguous", "transposed"))
+case("clamp_tensor_bounds_min_only", lambda m, x, lo: x.clamp(min=lo), [np.array([[-0.5, 0.5, 0.0], [1.0, -1.0, 0.2]]),
+                                                                  np.array([[-0.5, 0.6, 0.0], [0.0, 0.0, 0.2]])],
+     gradcheck=False)
+# a number min with a tensor max (PyTorch takes two tensors)
+case("clamp_tensor_bounds_number_min", lambda m, x, hi: x.clamp(-0.2, hi),
+     [np.array([[-0.5, 0.5, 0.0], [1.0, -0.2, 0.2]]), np.array([[0.1, 0.5, -0.3], [2.0, 0.0, 0.2]])],
+     torch_fn=lambda m, x, hi: x.clamp(m.full_like(hi, -0.2), hi), gradcheck=False)
 case("lerp_scalar_weight", lambda m, a, b: m.lerp(a, b, 0.3), [N(3, 4), N(3, 4)], expand=True)
 case("lerp_scalar_weight_high", lambda m, a, b: a.lerp(b, 0.8), [N(3, 4), N(3, 4)])
 case("lerp_tensor_weight", lambda m, a, b, w: m.lerp(a, b, w), [N(3, 4), N(3, 4), U(-0.2, 1.2, 3, 4)])
@@ -226,9 +237,12 @@ case("prod", lambda m, x: x.prod(), [U(0.5, 1.5, 3, 4) * np.sign(N(3, 4))])
 case("prod_dim", lambda m, x: x.prod(1), [U(0.5, 1.5, 3, 4) * np.sign(N(3, 4))])
 case("prod_dim_keepdim", lambda m, x: m.prod(x, 0, keepdim=True), [U(0.5, 1.5, 3, 4)])
 case("prod_with_zero", lambda m, x: x.prod(1), [np.array([[1.5, 0.0, 2.0], [3.0, 4.0, -0.5]])], gradcheck=False,
-     layouts=("contiguous",),
-     xfail="BUG: prod's gradient is nan where an input is 0 (it divides prod by x); PyTorch gives the "
-           "product of the other elements")
+     layouts=("contiguous",))
+case("prod_with_zeros", lambda m, x: x.prod(0), [np.array([[1.5, 0.0, 0.0, 2.0], [0.0, 4.0, 0.0, 3.0],
+                                                             [2.5, 0.5, 0.0, -1.0]])], gradcheck=False,
+     layouts=("contiguous", "transposed"))
+case("prod_all_with_zero", lambda m, x: x.prod(), [np.array([[1.5, 0.0], [-2.0, 3.0]])], gradcheck=False)
+case("prod_all_with_zeros", lambda m, x: x.prod(), [np.array([[1.5, 0.0], [0.0, 3.0]])], gradcheck=False)
 case("amax", lambda m, x: x.amax(), [distinct(3, 4)])
 case("amax_dim", lambda m, x: x.amax(1), [distinct(3, 4)])
 case("amax_dims_keepdim", lambda m, x: m.amax(x, (0, 2), keepdim=True), [distinct(2, 3, 4)])
@@ -250,13 +264,11 @@ case("min_dim_keepdim", lambda m, x: x.min(1, keepdim=True), [distinct(2, 3, 4)]
 case("max_dim_values", lambda m, x: x.max(1).values * 2, [distinct(3, 4)])
 # max(dim) / min(dim) with ties: PyTorch sends the whole gradient to the element at the returned index
 case("max_dim_ties", lambda m, x: x.max(1)[0], [np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 0.0]])], gradcheck=False,
-     layouts=("contiguous",),
-     xfail="BUG: max(dim)'s values gradient is shared between tied maxima (it is amax's); PyTorch sends "
-           "it all to the element at the returned index")
+     layouts=("contiguous",))
 case("min_dim_ties", lambda m, x: x.min(0).values, [np.array([[1.0, 0.0], [1.0, 0.0], [4.0, 2.0]])],
-     gradcheck=False, layouts=("contiguous",),
-     xfail="BUG: min(dim)'s values gradient is shared between tied minima (it is amin's); PyTorch sends "
-           "it all to the element at the returned index")
+     gradcheck=False, layouts=("contiguous",))
+case("max_dim_ties_keepdim", lambda m, x: x.max(-1, keepdim=True).values,
+     [np.array([[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]])], gradcheck=False, layouts=("contiguous", "transposed"))
 case("var", lambda m, x: x.var(), [N(3, 4)])
 case("var_dim_biased", lambda m, x: x.var(1, unbiased=False), [N(3, 4)])
 case("var_correction_keepdim", lambda m, x: m.var(x, (0, 2), keepdim=True, correction=0), [N(2, 3, 4)],
@@ -273,8 +285,9 @@ case("norm_p3_keepdim", lambda m, x: x.norm(p=3, dim=1, keepdim=True), [away(N(3
 case("norm_inf", lambda m, x: x.norm(p=float("inf"), dim=1), [distinct(3, 4)])
 case("norm_function", lambda m, x: m.norm(x, p=2, dim=(0, 1)), [N(2, 3, 2)])
 case("norm_of_zeros", lambda m, x: x.norm(dim=1), [np.array([[0.0, 0.0, 0.0], [1.0, 2.0, 2.0]])], gradcheck=False,
-     layouts=("contiguous",),
-     xfail="BUG: norm's gradient is nan for an all-zero row (sqrt(sum(x*x)) at 0); PyTorch gives 0 there")
+     layouts=("contiguous",))
+case("norm_p3_of_zeros", lambda m, x: x.norm(p=3, dim=0), [np.array([[0.0, 1.0], [0.0, -2.0]])], gradcheck=False)
+case("norm_all_zeros", lambda m, x: x.norm(), [np.zeros((2, 3))], gradcheck=False)
 case("softmax", lambda m, x: x.softmax(-1), [N(3, 4)])
 case("softmax_dim0", lambda m, x: m.softmax(x, 0), [N(3, 4)])
 case("softmax_3d_middle", lambda m, x: f("softmax")(m, x, dim=1), [N(2, 3, 4)])
@@ -390,9 +403,9 @@ case("repeat_new_dims", lambda m, x: x.repeat(2, 1, 2), [N(3, 2)])
 # nn.functional layers and losses
 case("embedding", lambda m, i, w: m.nn.functional.embedding(i, w), [C([[0, 2, 0], [3, 3, 1]]), N(4, 3)])
 case("embedding_padding_idx", lambda m, i, w: m.nn.functional.embedding(i, w, padding_idx=0),
-     [C([[0, 2, 0], [3, 3, 1]]), N(4, 3)], gradcheck=False,
-     xfail="BUG: F.embedding(padding_idx=...) still sends gradient to the padding row; PyTorch's gradient "
-           "there is 0")
+     [C([[0, 2, 0], [3, 3, 1]]), N(4, 3)], gradcheck=False)
+case("embedding_negative_padding_idx", lambda m, i, w: m.nn.functional.embedding(i, w, padding_idx=-1),
+     [C([[0, 3, 0], [3, 2, 1]]), N(4, 3)], gradcheck=False)
 case("layer_norm", lambda m, x, w, b: m.nn.functional.layer_norm(x, (4,), w, b), [N(3, 4), N(4), N(4)])
 case("layer_norm_no_affine", lambda m, x: m.nn.functional.layer_norm(x, [4]), [N(2, 3, 4)])
 case("layer_norm_2d_shape", lambda m, x, w, b: m.nn.functional.layer_norm(x, (3, 4), w, b, eps=1e-3),

@@ -74,9 +74,18 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def embedding(input, weight, padding_idx=None):
-    """Rows of `weight` picked by the integer tensor `input` (gradients scatter-add back)."""
+    """Rows of `weight` picked by the integer tensor `input` (gradients scatter-add back).
+    Lookups of row `padding_idx` pass no gradient to it, as in PyTorch."""
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= weight.shape[0]
     flat = weight.index_select(0, input.reshape(-1))
-    return flat.reshape(*input.shape, weight.shape[1])
+    out = flat.reshape(*input.shape, weight.shape[1])
+    if padding_idx is not None and out.requires_grad:
+        # The same values, detached where the padding row was looked up.
+        out = loom.where((input != padding_idx).unsqueeze(-1), out, out.detach())
+    return out
 
 
 def _reduce(loss, reduction):
