@@ -10,6 +10,7 @@ extern PyMethodDef creation_functions[];
 extern PyMethodDef memory_functions[];
 extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
+extern PyMethodDef optim_functions[];
 void register_autograd_types(PyObject* module);
 
 namespace {
@@ -30,6 +31,7 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
   check_status(PyModule_AddFunctions(module.get(), lazy_functions));
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
+  check_status(PyModule_AddFunctions(module.get(), optim_functions));
   register_autograd_types(module.get());
   static std::vector<PyMethodDef> ops = [] {
     std::vector<PyMethodDef> defs = op_functions();

@@ -4,38 +4,17 @@ Updates run under no_grad and in place, so parameters and optimizer state keep t
 from step to step (DESIGN decision 5): in lazy mode the update joins the step's trace and a
 replayed graph writes into the same memory every step.
 
-Hyperparameters reach the ops as Python floats, which are trace parameters, so the trace key
-does not depend on their values: a learning-rate schedule, a momentum or beta schedule, or bias
-corrections that reach 1 never change the trace. Two rules keep that true. The numbers 0 and 1
-are exceptions the op library folds into the trace (x * 1 is x; a Python 0 or 1 becomes a
-constant), so in lazy mode every hyperparameter-derived number an op sees is negated, which
-makes it <= 0 for valid (non-negative) hyperparameters (-0.0 is not folded; AdamW's decay factor
-lr * weight_decay - 1 while lr * weight_decay < 2), and the op is rearranged around the sign
-(scale_add_, add_scaled below).
-Negation is exact in IEEE arithmetic, so the result is bitwise PyTorch's formula (which eager
-mode runs as written). And every hyperparameter is passed as a float (an int and a float are
-different parameter kinds). What does change the trace is what changes PyTorch's code path: a
-weight decay or momentum switching between zero and non-zero, amsgrad, nesterov, maximize.
+Subclasses implement `_step_group(group, params)`, called with the parameters of a group that
+have a gradient; the update rules themselves are C++ (lazy/optimizer_steps.h), one call per
+group, where every hyperparameter is a trace parameter: a learning-rate schedule, or bias
+corrections that reach 1, never change the trace. What does change the trace is what changes
+PyTorch's code path: a weight decay or momentum switching between zero and non-zero, amsgrad,
+nesterov, maximize.
 """
 
 import copy
 
 import loom
-
-
-def scale_add_(t, a, other, b):
-    """t = a * t + b * other, in place (a, b numbers: PyTorch's t.mul_(a).add_(other, alpha=b)).
-    In lazy mode the same values come from -(-a * t + -b * other), whose numbers are never folded."""
-    if t.is_lazy:
-        return t.mul_(-a).add_(other, alpha=-b).neg_()
-    return t.mul_(a).add_(other, alpha=b)
-
-
-def add_scaled(t, other, b):
-    """t + b * other, out of place (PyTorch's t.add(other, alpha=b)); t - (-b) * other in lazy mode."""
-    if t.is_lazy:
-        return t.sub(other, alpha=-b)
-    return t.add(other, alpha=b)
 
 
 def _rebuild(sequence, items):
@@ -117,12 +96,12 @@ class Optimizer:
                 loss = closure()
         with loom.no_grad():
             for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        self._update(p, p.grad, group, self.state.setdefault(p, {}))
+                params = [p for p in group["params"] if p.grad is not None]
+                if params:
+                    self._step_group(group, params)
         return loss
 
-    def _update(self, p, grad, group, state):
+    def _step_group(self, group, params):
         raise NotImplementedError
 
     def state_dict(self):

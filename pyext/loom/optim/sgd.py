@@ -1,6 +1,8 @@
-"""SGD with momentum, dampening, Nesterov momentum and weight decay, as torch.optim.SGD."""
+"""SGD with momentum, dampening, Nesterov momentum and weight decay, as torch.optim.SGD; the
+update itself is loom._C._sgd_step (lazy/optimizer_steps.h), one call per parameter group."""
 
-from loom.optim.optimizer import Optimizer, add_scaled, scale_add_
+from loom import _C
+from loom.optim.optimizer import Optimizer
 
 
 class SGD(Optimizer):
@@ -16,18 +18,12 @@ class SGD(Optimizer):
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
                                       nesterov=nesterov, maximize=maximize))
 
-    def _update(self, p, grad, group, state):
-        lr, momentum = float(group["lr"]), float(group["momentum"])
-        dampening, weight_decay = float(group["dampening"]), float(group["weight_decay"])
-        d_p = -grad if group["maximize"] else grad
-        if weight_decay != 0:
-            d_p = add_scaled(d_p, p, weight_decay)
+    def _step_group(self, group, params):
+        states = [self.state.setdefault(p, {}) for p in params]
+        momentum = float(group["momentum"])
+        buffers = _C._sgd_step(params, [p.grad for p in params], [s.get("momentum_buffer") for s in states],
+                               float(group["lr"]), momentum, float(group["dampening"]),
+                               float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]))
         if momentum != 0:
-            buf = state.get("momentum_buffer")
-            if buf is None:
-                buf = d_p.clone()
+            for state, buf in zip(states, buffers):
                 state["momentum_buffer"] = buf
-            else:
-                scale_add_(buf, momentum, d_p, 1 - dampening)
-            d_p = add_scaled(d_p, buf, momentum) if group["nesterov"] else buf
-        p.add_(d_p, alpha=-lr)  # -lr is never a folded 0 or 1 (lr >= 0; -0.0 is not folded)
