@@ -185,7 +185,11 @@ DeviceName device_name_from_py(PyObject* obj) {
 
 Placement placement_from_py(PyObject* obj) {
   if (!obj || obj == Py_None) return {kCPU, false};
-  return device_name_from_py(obj).placement();
+  Placement p = device_name_from_py(obj).placement();
+  // A lazy tensor on a GPU that cannot be used would only fail at its sync: fail here instead,
+  // at the line that asked for it (DESIGN decision 2), as eager tensors do when they allocate.
+  cuda::require(p.device);
+  return p;
 }
 
 void register_device_type(PyObject* module) {

@@ -95,8 +95,9 @@ PyObject* f_nvrtc_compile(PyObject*, PyObject* args) {
   const char* source = nullptr;
   int arch = 90;
   const char* name = "module.cu";
-  if (!PyArg_ParseTuple(args, "s|is:_nvrtc_compile", &source, &arch, &name)) return nullptr;
-  std::string cubin = rtc::compile_cuda(source, arch, name);
+  int ptx = 0;
+  if (!PyArg_ParseTuple(args, "s|isp:_nvrtc_compile", &source, &arch, &name, &ptx)) return nullptr;
+  std::string cubin = rtc::compile_cuda(source, arch, name, ptx != 0);
   return PyLong_FromSize_t(cubin.size());
   LOOM_PY_END(nullptr)
 }
@@ -116,7 +117,7 @@ PyMethodDef lazy_functions[] = {
      "arena_live_peak_bytes describe the memory plan of the graph run last"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused' or 'interpreter'; each keeps its caches across switches"},
-    {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name): cubin size"},
+    {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
     {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},

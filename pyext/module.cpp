@@ -8,6 +8,7 @@ namespace loom::py {
 
 extern PyMethodDef creation_functions[];
 extern PyMethodDef memory_functions[];
+extern PyMethodDef cuda_functions[];
 extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
@@ -29,6 +30,7 @@ PyObject* init() {
   register_tensor_type(module.get());
   check_status(PyModule_AddFunctions(module.get(), creation_functions));
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
+  check_status(PyModule_AddFunctions(module.get(), cuda_functions));
   check_status(PyModule_AddFunctions(module.get(), lazy_functions));
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));

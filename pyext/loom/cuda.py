@@ -52,3 +52,14 @@ def empty_cache(device=None):
     """Returns cached free GPU blocks to the driver."""
     if is_available():
         _C._empty_cache(_device(device))
+
+
+def reset_peak_memory_stats(device=None):
+    _C._reset_peak_memory_stats(_device(device))
+
+
+def synchronize(device=None):
+    """Waits until the work queued on a GPU has finished (loom runs it on one stream per GPU).
+    Raises what a kernel reported since the last wait: a fault, or a data error such as an index
+    out of range, which GPU kernels can only report asynchronously."""
+    _C._cuda_synchronize(_device(device))

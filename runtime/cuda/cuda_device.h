@@ -1,6 +1,8 @@
-// The CUDA side of the runtime as seen by the rest of loom: device discovery, device memory and
-// copies. Built from cuda_device.cpp when the CUDA toolkit is found, from no_cuda.cpp otherwise,
-// so callers never need #ifdefs.
+// The CUDA side of the runtime as seen by the rest of loom: device discovery, device memory,
+// copies, and the data-movement work on GPU arrays (fills, strided copies with dtype conversion,
+// arange, linspace, random numbers), queued on the device's stream (runtime/cuda/stream.h).
+// Built from cuda_device.cpp and array_ops.cpp when the CUDA toolkit is found, from no_cuda.cpp
+// otherwise, so callers never need #ifdefs.
 //
 // loom links only the CUDA runtime (libcudart), never libcuda (DESIGN decision 12): the same build
 // loads on a machine with no GPU and no driver, where device_count() is 0 and
@@ -12,6 +14,7 @@
 #include <string>
 
 #include "runtime/allocator.h"
+#include "runtime/array.h"
 #include "runtime/device.h"
 
 namespace loom::cuda {
@@ -22,12 +25,31 @@ bool compiled() noexcept;
 int device_count() noexcept;
 // Why device_count() is 0 ("no CUDA driver: ..."); empty when GPUs exist.
 std::string unavailable_reason();
+// Why the driver entry points loom needs (runtime/cuda/driver.h) cannot be had: "" when they can.
+// Never throws; the tests check that a machine without a GPU reports it cleanly.
+std::string driver_unavailable_reason();
 // Throws RuntimeError naming the device when it cannot be used.
 void require(Device device);
 
 std::unique_ptr<MemoryBackend> make_memory_backend(int device);
 
-// Synchronous copy of nbytes between any two of host and GPU memory.
+// Copies nbytes between any two of host and GPU memory. Returns when the host memory involved
+// may be reused: a copy to the host has landed; a copy from the host has been staged (pinned) and
+// queued. Device-to-device copies are queued. Copies to the host wait for the device and raise
+// any error its kernels reported.
 void memcpy(void* dst, Device dst_device, const void* src, Device src_device, size_t nbytes);
+
+// Work on arrays of which at least one is on a GPU, queued on that GPU's stream. Semantics are
+// runtime/array.h's (copy_: dst and src have the same sizes, src already broadcast).
+void copy(const Array& dst, const Array& src);
+void fill(const Array& dst, Scalar value);
+void arange(const Array& dst, Scalar start, Scalar step);
+void linspace(const Array& dst, double start, double end);
+void uniform(const Array& dst, double low, double high, PhiloxState state);
+void normal(const Array& dst, double mean, double std, PhiloxState state);
+void random_int(const Array& dst, int64_t low, int64_t high, PhiloxState state);
+
+// Waits until the work queued on a GPU has finished; raises a fault or data error it hit.
+void synchronize(Device device);
 
 }  // namespace loom::cuda

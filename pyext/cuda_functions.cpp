@@ -1,0 +1,69 @@
+// loom._C's CUDA functions: synchronize, the matmul precision switch, and what the tests need to
+// check the CUDA backend on machines without a GPU (kernel sources, NVRTC targets, the driver's
+// status). loom/cuda.py and loom/backends.py present them PyTorch-style.
+#include "graph/cuda_library_source.h"
+#include "pyext/objects.h"
+#include "rtc/nvrtc.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/cuda/kernel_source.h"
+#include "runtime/matmul_precision.h"
+
+namespace loom::py {
+namespace {
+
+PyObject* f_cuda_synchronize(PyObject*, PyObject* device) {
+  LOOM_PY_BEGIN
+  cuda::synchronize(device_from_py(device));
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_cuda_kernel_sources(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  return Py_BuildValue("{s:s,s:s}", "runtime", cuda::runtime_kernel_source().c_str(), "library",
+                       graph::cuda_library_source().c_str());
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_cuda_driver_status(PyObject*, PyObject*) {
+  return PyUnicode_FromString(cuda::driver_unavailable_reason().c_str());
+}
+
+PyObject* f_cuda_target(PyObject*, PyObject* capability) {
+  LOOM_PY_BEGIN
+  long cap = PyLong_AsLong(capability);
+  if (cap == -1 && PyErr_Occurred()) return nullptr;
+  auto [arch, ptx] = rtc::cuda_target(static_cast<int>(cap));
+  return Py_BuildValue("(iO)", arch, ptx ? Py_True : Py_False);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_allow_tf32(PyObject*, PyObject* args) {
+  LOOM_PY_BEGIN
+  PyObject* value = nullptr;
+  if (!PyArg_ParseTuple(args, "|O:_cuda_allow_tf32", &value)) return nullptr;
+  if (value) {
+    int on = PyObject_IsTrue(value);
+    if (on < 0) return nullptr;
+    set_matmul_allow_tf32(on != 0);
+  }
+  return PyBool_FromLong(matmul_allow_tf32());
+  LOOM_PY_END(nullptr)
+}
+
+}  // namespace
+
+PyMethodDef cuda_functions[] = {
+    {"_cuda_synchronize", f_cuda_synchronize, METH_O, "_cuda_synchronize(device): wait for the GPU's work"},
+    {"_cuda_kernel_sources", f_cuda_kernel_sources, METH_NOARGS,
+     "_cuda_kernel_sources(): {'runtime': source, 'library': source}, the CUDA modules loom compiles besides fused ones"},
+    {"_cuda_driver_status", f_cuda_driver_status, METH_NOARGS,
+     "_cuda_driver_status(): why the CUDA driver entry points cannot be had ('' when they can)"},
+    {"_cuda_target", f_cuda_target, METH_O,
+     "_cuda_target(capability): (arch, is_ptx) that NVRTC compiles for a GPU of that compute capability (10*major+minor)"},
+    {"_cuda_allow_tf32", f_allow_tf32, METH_VARARGS,
+     "_cuda_allow_tf32([value]): whether float32 matrix products on GPUs may use tensor-float-32; sets it when given"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+}  // namespace loom::py
