@@ -8,6 +8,9 @@
 
 #include "fusion/program.h"
 #include "fusion/render.h"
+#include "graph/binding.h"
+#include "graph/dump.h"
+#include "graph/memory_plan.h"
 #include "rtc/disk_cache.h"
 #include "rtc/host_compiler.h"
 #include "runtime/error.h"
@@ -28,14 +31,11 @@ struct CompiledExecutor::Plan {
   std::vector<KernelFn> kernels;
   std::vector<std::vector<int64_t>> int_params;
   std::vector<fusion::Split> splits;
-  Array arena;                       // intermediates, laid out by liveness
-  std::vector<int64_t> arena_offset;  // per buffer, in bytes (-1: not in the arena)
-  int64_t arena_live_peak = 0;        // most bytes of intermediates alive at one step
+  MemoryPlan memory;  // where intermediates live in the arena
+  Array arena;
 };
 
 namespace {
-
-constexpr int64_t kAlign = 64;
 
 // The executor's cache key: the trace key, plus the exact strides of strided inputs (the trace
 // key only says "not contiguous"; kernels index them with the real strides).
@@ -45,117 +45,6 @@ uint64_t plan_key(const Trace& t) {
     if (n->op() == OpId::Input && !n->array().is_contiguous())
       for (int64_t s : n->array().strides()) k = hash_combine(k, static_cast<uint64_t>(s));
   return k;
-}
-
-int64_t nbytes(const fusion::Buffer& b) {
-  return std::max<int64_t>(b.layout.storage_end(), 0) * static_cast<int64_t>(itemsize(b.dtype));
-}
-
-// The steps that read each buffer, to know when it dies.
-std::vector<int32_t> last_use(const fusion::Program& p, const Trace& t) {
-  std::vector<int32_t> last(p.buffers.size(), -1);
-  for (size_t s = 0; s < p.steps.size(); ++s) {
-    const fusion::Step& step = p.steps[s];
-    auto use = [&](int32_t value) {
-      int32_t b = p.buffer_of[value];
-      if (b >= 0) last[b] = static_cast<int32_t>(s);
-    };
-    if (step.kind == fusion::Step::RunKernel) {
-      for (const fusion::Load& l : p.kernels[step.kernel].loads) use(l.access.value);
-      for (const fusion::Store& st : p.kernels[step.kernel].stores) use(st.access.value);
-    } else {
-      use(step.node);
-      for (const fusion::Operand& o : step.operands) use(o.value);
-    }
-  }
-  return last;
-}
-
-std::vector<int32_t> first_use(const fusion::Program& p, const Trace& t) {
-  std::vector<int32_t> first(p.buffers.size(), INT32_MAX);
-  for (size_t s = 0; s < p.steps.size(); ++s) {
-    const fusion::Step& step = p.steps[s];
-    auto use = [&](int32_t value) {
-      int32_t b = p.buffer_of[value];
-      if (b >= 0) first[b] = std::min(first[b], static_cast<int32_t>(s));
-    };
-    if (step.kind == fusion::Step::RunKernel) {
-      for (const fusion::Store& st : p.kernels[step.kernel].stores) use(st.access.value);
-    } else if (step.kind == fusion::Step::RunOp) {
-      use(step.node);
-    }
-  }
-  (void)t;
-  return first;
-}
-
-// Offsets of the intermediates in one arena: a buffer reuses memory of buffers dead before it
-// is first written (greedy first fit, largest first).
-int64_t plan_arena(const fusion::Program& p, const Trace& t, std::vector<int64_t>& offset) {
-  std::vector<int32_t> first = first_use(p, t), last = last_use(p, t);
-  std::vector<int32_t> order;
-  for (size_t b = 0; b < p.buffers.size(); ++b)
-    if (p.buffers[b].kind == fusion::BufferKind::Intermediate) order.push_back(static_cast<int32_t>(b));
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return nbytes(p.buffers[a]) > nbytes(p.buffers[b]); });
-  offset.assign(p.buffers.size(), -1);
-  struct Placed {
-    int64_t begin, end;
-    int32_t first, last;
-  };
-  std::vector<Placed> placed;
-  int64_t total = 0;
-  for (int32_t b : order) {
-    int64_t size = (nbytes(p.buffers[b]) + kAlign - 1) / kAlign * kAlign;
-    std::vector<std::pair<int64_t, int64_t>> busy;
-    for (const Placed& q : placed)
-      if (!(q.last < first[b] || last[b] < q.first)) busy.push_back({q.begin, q.end});
-    std::sort(busy.begin(), busy.end());
-    int64_t at = 0;
-    for (auto [lo, hi] : busy) {
-      if (at + size <= lo) break;
-      at = std::max(at, hi);
-    }
-    offset[b] = at;
-    placed.push_back({at, at + size, first[b], last[b]});
-    total = std::max(total, at + size);
-  }
-  return total;
-}
-
-// The most bytes of intermediates alive at one step: what a perfect plan would need.
-int64_t live_peak(const fusion::Program& p, const Trace& t) {
-  std::vector<int32_t> first = first_use(p, t), last = last_use(p, t);
-  std::vector<int64_t> delta(p.steps.size() + 1, 0);
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    if (p.buffers[b].kind != fusion::BufferKind::Intermediate || first[b] == INT32_MAX) continue;
-    int64_t size = (nbytes(p.buffers[b]) + kAlign - 1) / kAlign * kAlign;
-    delta[first[b]] += size;
-    delta[std::max(first[b], last[b]) + 1] -= size;
-  }
-  int64_t live = 0, peak = 0;
-  for (int64_t d : delta) peak = std::max(peak, live += d);
-  return peak;
-}
-
-void dump(const std::string& dir, uint64_t key, const Trace& t, const fusion::Program& p, const std::string& cpu,
-          const std::string& cuda) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  char name[32];
-  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(key));
-  std::string base = dir + "/trace_" + name;
-  {
-    std::ofstream ir(base + ".ir");
-    for (size_t i = 0; i < t.nodes.size(); ++i) {
-      const Node* n = t.nodes[i];
-      ir << "%" << i << " = " << op_name(n->op()) << " " << dtype_name(n->dtype()) << format_dims(n->shape());
-      for (int32_t in : t.inputs[i]) ir << " %" << in;
-      ir << "\n";
-    }
-  }
-  std::ofstream(base + ".groups") << fusion::describe(p, t);
-  std::ofstream(base + ".cpp") << cpu;
-  std::ofstream(base + ".cu") << cuda;
 }
 
 }  // namespace
@@ -183,10 +72,8 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
     fusion::Buffer& b = p.buffers[p.buffer_of[o.node]];
     if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
   }
-  // Every intermediate needs a storage to point into, even an empty one.
-  int64_t arena_bytes = std::max<int64_t>(plan_arena(p, t, plan->arena_offset), kAlign);
-  plan->arena = empty(Dims{arena_bytes}, DType::UInt8, t.device);
-  plan->arena_live_peak = live_peak(p, t);
+  plan->memory = plan_memory(p);
+  plan->arena = empty(Dims{plan->memory.arena_bytes}, DType::UInt8, t.device);
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
   if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir)
     dump(dir, key, t, p, cpu.source, fusion::render(p, fusion::TargetKind::Cuda).source);
@@ -212,21 +99,7 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   const Plan& plan = plan_for(t);
   const fusion::Program& p = plan.program;
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
-  std::vector<Array> arrays(p.buffers.size());
-  for (size_t b = 0; b < p.buffers.size(); ++b) {
-    const fusion::Buffer& buf = p.buffers[b];
-    switch (buf.kind) {
-      case fusion::BufferKind::Input: arrays[b] = t.nodes[buf.value]->array(); break;
-      case fusion::BufferKind::Output:
-      case fusion::BufferKind::Destination: arrays[b] = empty(t.nodes[buf.value]->shape(), buf.dtype, t.device); break;
-      case fusion::BufferKind::Intermediate: {
-        Layout l = buf.layout;
-        l.offset = plan.arena_offset[b] / static_cast<int64_t>(itemsize(buf.dtype));
-        arrays[b] = Array{plan.arena.storage, std::move(l), buf.dtype};
-        break;
-      }
-    }
-  }
+  std::vector<Array> arrays = bind_buffers(p, t, plan.memory, plan.arena);
   auto array_of = [&](int32_t value) -> const Array& { return arrays[p.buffer_of[value]]; };
   std::vector<void*> bufs;
   std::vector<int64_t> scalars;
@@ -294,22 +167,9 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   }
   count(metrics().graph_replays);
   metrics().arena_bytes.store(plan.arena.numel(), std::memory_order_relaxed);
-  metrics().arena_live_peak_bytes.store(plan.arena_live_peak, std::memory_order_relaxed);
+  metrics().arena_live_peak_bytes.store(plan.memory.live_peak, std::memory_order_relaxed);
   // Results: in-place outputs are written back last, after every read of the old values.
-  std::vector<Array> results;
-  std::vector<bool> handed_out(p.buffers.size(), false);
-  for (const Trace::Output& o : t.outputs) {
-    int32_t b = p.buffer_of[o.node];
-    const Array& value = arrays[b];
-    if (o.destination) {
-      results.push_back(*o.destination);
-    } else if (p.buffers[b].kind != fusion::BufferKind::Output || handed_out[b]) {
-      results.push_back(copy_to(value, value.dtype, t.device));  // never alias an input or another output
-    } else {
-      results.push_back(value);
-      handed_out[b] = true;
-    }
-  }
+  std::vector<Array> results = collect_results(p, t, arrays);
   for (const Trace::Output& o : t.outputs)
     if (o.destination) copy_(*o.destination, array_of(o.node));
   return results;

@@ -123,7 +123,7 @@ LOOM_KERNEL loom_index_put(const i64* ip, const i64* sp, void* const* bufs) {
   const int R = (int)ip[1], k = (int)ip[2];
   const i64* sizes = ip + 3;
   const i64* vs = ip + 3 + 2 * R + k * (R + 3);
-  const i64 has_values = vs[R], accumulate = vs[R + 1], type = vs[R + 2], code = vs[R + 3];
+  const i64 has_values = vs[R], accumulate = vs[R + 1], type = vs[R + 2], value_type = vs[R + 3], code = vs[R + 4];
   LOOM_FOR_EACH(e, ip[0]) {
     i64 oo;
     if (!loom_indexed_offset(ip, bufs, e, 1, code, bufs[k + 2], &oo)) continue;
@@ -131,7 +131,10 @@ LOOM_KERNEL loom_index_put(const i64* ip, const i64* sp, void* const* bufs) {
     if (has_values) {
       i64 rest = e, at = 0;
       for (int d = R - 1; d >= 0; --d) { const i64 c = rest % sizes[d]; rest /= sizes[d]; at += c * vs[d]; }
-      v = loom_load(bufs[0], at, (int)type);
+      // As the CPU: the value converted to the tensor's dtype first, then added or stored.
+      i64 rounded = 0;
+      loom_store(&rounded, 0, (int)type, loom_load(bufs[0], at, (int)value_type));
+      v = loom_load(&rounded, 0, (int)type);
     } else {
       v = loom_load(sp, 0, (int)type);
     }
@@ -209,6 +212,8 @@ LOOM_KERNEL loom_int_matmul(const i64* ip, const i64* sp, void* const* bufs) {
 )";
 
 }  // namespace
+
+const char* cuda_library_kernels() { return kKernels; }
 
 const std::string& cuda_library_source() {
   static const std::string source =

@@ -17,7 +17,7 @@
 //                     wrap_negative, itemsize, code]   bufs = [x, index_0..k-1, out (contiguous), error]
 //   loom_index_put    ip = [n, R, k, sizes[R] (region), out_strides over region[R],
 //                     k x (index_strides over region[R], out_stride, dim_size, index_is_int64),
-//                     value_strides over region[R], has_values, accumulate, T, code]
+//                     value_strides over region[R], has_values, accumulate, T, values' T, code]
 //                     sp = [the value's bits when !has_values]   bufs = [values, index_0..k-1, out, error]
 //   loom_cumsum       ip = [lines, r, sizes[r], x_strides[r], out_strides[r], dim, x T, out T]
 //                     bufs = [x, out]
@@ -33,5 +33,7 @@
 namespace loom::graph {
 
 const std::string& cuda_library_source();
+// The kernels alone, without the helpers they start with (cuda::device_helpers()).
+const char* cuda_library_kernels();
 
 }  // namespace loom::graph

@@ -1,6 +1,8 @@
 #include "graph/interpreter.h"
 
 #include "graph/compiled.h"
+#include "graph/cuda_executor.h"
+#include "graph/device_router.h"
 
 #include <variant>
 
@@ -99,6 +101,9 @@ std::vector<Array> Interpreter::run(const Trace& trace) {
   return results;
 }
 
-void install_default_executor() { install_executor(std::make_unique<CompiledExecutor>(options_from_environment())); }
+void install_default_executor() {
+  install_executor(std::make_unique<DeviceRouter>(std::make_shared<CompiledExecutor>(options_from_environment()),
+                                                  make_cuda_executor(cuda_options_from_environment())));
+}
 
 }  // namespace loom::graph

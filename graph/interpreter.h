@@ -14,7 +14,8 @@ class Interpreter final : public Executor {
 };
 
 // Installs the default executor for lazy traces (called when loom._C loads): the compiled
-// executor with the environment's options (graph/compiled.h).
+// executor for CPU traces and the CUDA executor for GPU ones, with the environment's options
+// (graph/compiled.h, graph/cuda_executor.h), behind a DeviceRouter.
 void install_default_executor();
 
 }  // namespace loom::graph

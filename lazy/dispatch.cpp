@@ -113,13 +113,17 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
     return out;
   }
 
-  LOOM_CHECK(device.is_cpu(), NotImplemented, "eager ", def.name, " on ", device.str(),
-             " is not implemented yet: CUDA kernels arrive with the CUDA backend");
-  Array out = empty(meta.shape, meta.dtype, device);
   SmallVec<Operand, 4> operands;
   for (const Arg& a : args) operands.push_back(a.tensor ? Operand::of(a.tensor->array()) : Operand::of(a.scalar));
-  def.run_cpu({operands.data(), operands.size()}, attrs, out);
-  count(metrics().kernel_launches);
+  Array out;
+  if (device.is_cpu()) {
+    out = empty(meta.shape, meta.dtype, device);
+    def.run_cpu({operands.data(), operands.size()}, attrs, out);
+    count(metrics().kernel_launches);
+  } else {
+    // A GPU's kernels are the executor's: it runs the op as a one-node trace (graph/cuda_executor.h).
+    out = executor().run_op(op, {operands.data(), operands.size()}, attrs, meta, device);
+  }
   Tensor result = make_tensor(std::move(out));
   if (grad_attrs) record_op(op, *grad_attrs, args, *result);
   return result;

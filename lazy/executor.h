@@ -50,7 +50,16 @@ class Executor {
   virtual std::vector<Array> run(const Trace& trace) = 0;
   // Waits until the work launched for `device` has finished (a no-op where runs are synchronous).
   virtual void synchronize(Device device) = 0;
+  // Eager mode on a device whose kernels only an executor has (a GPU): runs one op at once and
+  // returns its result, a new array of `meta`'s dtype and shape on `device`. The default raises
+  // NotImplementedError.
+  virtual Array run_op(OpId op, std::span<const Operand> inputs, const Attrs& attrs, const OutputMeta& meta,
+                       Device device);
 };
+
+// The key of a trace whose nodes, inputs and outputs are set (sync points compute it for the
+// traces they build; executors for traces of their own, such as one eager op).
+uint64_t trace_key(const Trace& trace);
 
 // The executor used by sync points. graph/ installs one; until then syncs fail clearly.
 void install_executor(std::unique_ptr<Executor> executor);

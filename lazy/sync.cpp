@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -109,6 +110,8 @@ class TraceBuilder {
   std::unordered_multimap<uint64_t, int> by_structure_;
 };
 
+}  // namespace
+
 // The trace key: every node's hash and wiring, which Input leaves share storage, and where each
 // output goes. Equal keys mean the same computation on inputs of the same description.
 uint64_t trace_key(const Trace& t) {
@@ -138,6 +141,8 @@ uint64_t trace_key(const Trace& t) {
   }
   return k;
 }
+
+namespace {
 
 // A view of a pending base that will be materialized in the same sync is not an output of its
 // own: it becomes a view of the base's new (contiguous) storage afterwards.
@@ -173,6 +178,10 @@ std::vector<bool> outputs_reached(const Trace& trace, int failed) {
 }
 
 }  // namespace
+
+Array Executor::run_op(OpId op, std::span<const Operand>, const Attrs&, const OutputMeta&, Device device) {
+  LOOM_FAIL(NotImplemented, "eager ", op_name(op), " on ", device.str(), " is not implemented by this executor");
+}
 
 NodeError::NodeError(const Error& cause, int node, OpId op)
     : Error(cause.kind(), detail::concat(cause.what(), " (computed by the lazy op ", op_name(op), " at a sync)")),
@@ -282,6 +291,9 @@ void synchronize_all() {
   sync_all();
   if (installed()) {
     executor().synchronize(kCPU);
+    // Eager GPU work is queued too, not only traces: wait for every GPU loom has used.
+    for (int i = 0; i < cuda::device_count(); ++i)
+      if (cuda::used(i)) executor().synchronize(Device(DeviceType::CUDA, static_cast<int16_t>(i)));
   }
 }
 

@@ -3,6 +3,9 @@
 #include <map>
 
 #include "graph/compiled.h"
+#include "graph/cuda_emulator.h"
+#include "graph/cuda_executor.h"
+#include "graph/device_router.h"
 #include "graph/interpreter.h"
 #include "lazy/sync.h"
 #include "pyext/objects.h"
@@ -53,14 +56,18 @@ PyObject* f_pending_count(PyObject*, PyObject* device) {
 PyObject* f_last_trace_key(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(last_trace_key()); }
 
 // Tests and the perf harness compare executors in one process: "compiled" (fusion as LOOM_FUSION
-// says), "fused", "unfused" (one kernel per op, same compiled path) or "interpreter" (the
-// reference). Each kind is created once and keeps its graph cache across switches, so a process
+// says), "fused", "unfused" (one kernel per op, same compiled path), "fused-nograph" (fused, GPU
+// traces launched without CUDA Graphs), "interpreter" (the CPU reference) or "cuda-emulated"
+// ("-unfused"): CPU traces through the CUDA lowering, on the host (graph/cuda_emulator.h). Each kind is created once and keeps its graph cache across switches, so a process
 // can alternate between kinds without lowering its traces again.
 class SharedExecutor final : public Executor {
  public:
   explicit SharedExecutor(std::shared_ptr<Executor> e) : e_(std::move(e)) {}
   std::vector<Array> run(const Trace& t) override { return e_->run(t); }
   void synchronize(Device d) override { e_->synchronize(d); }
+  Array run_op(OpId op, std::span<const Operand> in, const Attrs& attrs, const OutputMeta& meta, Device d) override {
+    return e_->run_op(op, in, attrs, meta, d);
+  }
 
  private:
   std::shared_ptr<Executor> e_;
@@ -74,16 +81,24 @@ PyObject* f_set_executor(PyObject*, PyObject* name) {
   static std::map<std::string, std::shared_ptr<Executor>> executors;
   std::shared_ptr<Executor>& e = executors[kind];
   if (!e) {
+    // Each kind pairs a CPU executor with a CUDA one; GPU traces never run on the interpreter.
+    graph::CudaOptions cuda = graph::cuda_options_from_environment();
+    std::shared_ptr<Executor> cpu;
     if (kind == "interpreter") {
-      e = std::make_shared<graph::Interpreter>();
-    } else if (kind == "compiled" || kind == "fused" || kind == "unfused") {
+      cpu = std::make_shared<graph::Interpreter>();
+    } else if (kind == "cuda-emulated" || kind == "cuda-emulated-unfused") {
+      cpu = graph::make_cuda_emulator(kind == "cuda-emulated");  // CPU traces through the CUDA lowering
+    } else if (kind == "compiled" || kind == "fused" || kind == "unfused" || kind == "fused-nograph") {
       graph::CompiledOptions o = graph::options_from_environment();
-      if (kind != "compiled") o.fuse = kind == "fused";
-      e = std::make_shared<graph::CompiledExecutor>(o);
+      if (kind != "compiled") o.fuse = cuda.fuse = kind != "unfused";
+      if (kind == "fused-nograph") cuda.graphs = false;
+      cpu = std::make_shared<graph::CompiledExecutor>(o);
     } else {
       executors.erase(kind);
-      LOOM_FAIL(Value, "unknown executor '", kind, "' (compiled, fused, unfused or interpreter)");
+      LOOM_FAIL(Value, "unknown executor '", kind,
+                "' (compiled, fused, unfused, fused-nograph, interpreter, cuda-emulated or cuda-emulated-unfused)");
     }
+    e = std::make_shared<graph::DeviceRouter>(cpu, graph::make_cuda_executor(cuda));
   }
   install_executor(std::make_unique<SharedExecutor>(e));
   return Py_NewRef(Py_None);
@@ -116,7 +131,7 @@ PyMethodDef lazy_functions[] = {
      "kernel launches, graph replays, compile seconds and IR nodes recorded; arena_bytes and "
      "arena_live_peak_bytes describe the memory plan of the graph run last"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
-    {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused' or 'interpreter'; each keeps its caches across switches"},
+    {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},

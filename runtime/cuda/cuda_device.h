@@ -51,5 +51,7 @@ void random_int(const Array& dst, int64_t low, int64_t high, PhiloxState state);
 
 // Waits until the work queued on a GPU has finished; raises a fault or data error it hit.
 void synchronize(Device device);
+// Whether loom has queued work on GPU `device` in this process (its stream exists).
+bool used(int device) noexcept;
 
 }  // namespace loom::cuda

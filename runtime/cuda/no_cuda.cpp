@@ -37,5 +37,6 @@ void uniform(const Array&, double, double, PhiloxState) { unavailable(); }
 void normal(const Array&, double, double, PhiloxState) { unavailable(); }
 void random_int(const Array&, int64_t, int64_t, PhiloxState) { unavailable(); }
 void synchronize(Device device) { require(device); }
+bool used(int) noexcept { return false; }
 
 }  // namespace loom::cuda

@@ -63,9 +63,15 @@ void check(cudaError_t err, const char* what, const std::string& context) {
 }
 
 void set_device(int device) {
+  // cudaSetDevice also makes the device's primary context current on this thread (CUDA 12 and
+  // later), which the driver calls (module loads, launches) need: a thread's first call always
+  // sets it, later ones only when something else changed the current device.
+  thread_local bool bound = false;
   int current = -1;
   check(cudaGetDevice(&current), "cudaGetDevice");
-  if (current != device) check(cudaSetDevice(device), "cudaSetDevice", "cuda:" + std::to_string(device));
+  if (current == device && bound) return;
+  check(cudaSetDevice(device), "cudaSetDevice", "cuda:" + std::to_string(device));
+  bound = true;
 }
 
 cudaStream_t stream(int device) {
@@ -81,6 +87,10 @@ cudaStream_t stream(int device) {
     s.stream = created;
   }
   return s.stream;
+}
+
+bool used(int device) noexcept {
+  return device >= 0 && device < kMaxDevices && states()[static_cast<size_t>(device)].stream != nullptr;
 }
 
 bool launch_blocking() noexcept {

@@ -29,7 +29,7 @@ namespace loom::cuda {
 // Throws RuntimeError "CUDA error in <what> (<context>): <name>: <description>" unless ok.
 void check(cudaError_t err, const char* what, const std::string& context = {});
 
-// Makes `device` current on this thread (cheap when it already is).
+// Makes `device` current on this thread, its primary context included (cheap when it already is).
 void set_device(int device);
 
 // The device's stream (created on first use; lives for the process).

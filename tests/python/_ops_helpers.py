@@ -7,6 +7,7 @@ compared with the same program run eagerly on "cpu".
 """
 
 import gc
+import os
 import sys
 
 import numpy as np
@@ -45,6 +46,11 @@ def lazy_available():
     return True
 
 
+# LOOM_TEST_LAZY_EXECUTOR=cuda-emulated runs the op suites' lazy programs through the CUDA
+# lowering on the host (graph/cuda_emulator.h) instead of the interpreter.
+LAZY_EXECUTOR = os.environ.get("LOOM_TEST_LAZY_EXECUTOR", "interpreter")
+
+
 @pytest.fixture(params=DEVICES)
 def device(request):
     """The op suites run lazy mode on the interpreter, the reference executor: they check op
@@ -54,7 +60,7 @@ def device(request):
     if request.param == "lazy" and not lazy_available():
         pytest.skip("lazy device not available yet")
     if request.param == "lazy" and not getattr(request.module, "COMPILED", False):
-        loom._C._set_executor("interpreter")
+        loom._C._set_executor(LAZY_EXECUTOR)
     try:
         yield request.param
     finally:

@@ -1,0 +1,43 @@
+#include "graph/binding.h"
+
+namespace loom::graph {
+
+std::vector<Array> bind_buffers(const fusion::Program& p, const Trace& t, const MemoryPlan& memory, const Array& arena) {
+  std::vector<Array> arrays(p.buffers.size());
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    const fusion::Buffer& buf = p.buffers[b];
+    switch (buf.kind) {
+      case fusion::BufferKind::Input: arrays[b] = t.nodes[buf.value]->array(); break;
+      case fusion::BufferKind::Output:
+      case fusion::BufferKind::Destination: arrays[b] = empty(t.nodes[buf.value]->shape(), buf.dtype, t.device); break;
+      case fusion::BufferKind::Intermediate: {
+        Layout l = buf.layout;
+        l.offset = memory.offset[b] / static_cast<int64_t>(itemsize(buf.dtype));
+        arrays[b] = Array{arena.storage, std::move(l), buf.dtype};
+        break;
+      }
+    }
+  }
+  return arrays;
+}
+
+std::vector<Array> collect_results(const fusion::Program& p, const Trace& t, const std::vector<Array>& arrays) {
+  std::vector<Array> results;
+  results.reserve(t.outputs.size());
+  std::vector<bool> handed_out(p.buffers.size(), false);
+  for (const Trace::Output& o : t.outputs) {
+    int32_t b = p.buffer_of[o.node];
+    const Array& value = arrays[b];
+    if (o.destination) {
+      results.push_back(*o.destination);
+    } else if (p.buffers[b].kind != fusion::BufferKind::Output || handed_out[b]) {
+      results.push_back(copy_to(value, value.dtype, t.device));  // never alias an input or another output
+    } else {
+      results.push_back(value);
+      handed_out[b] = true;
+    }
+  }
+  return results;
+}
+
+}  // namespace loom::graph

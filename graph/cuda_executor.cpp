@@ -1,0 +1,278 @@
+#include "graph/cuda_executor.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <unordered_map>
+
+#include "fusion/program.h"
+#include "fusion/render.h"
+#include "graph/binding.h"
+#include "graph/cuda_blas.h"
+#include "graph/cuda_library_source.h"
+#include "graph/cuda_program.h"
+#include "graph/dump.h"
+#include "graph/memory_plan.h"
+#include "graph/op_trace.h"
+#include "runtime/allocator.h"
+#include "runtime/cuda/kernel_source.h"
+#include "runtime/cuda/kernels.h"
+#include "runtime/cuda/module.h"
+#include "runtime/cuda/staging.h"
+#include "runtime/cuda/stream.h"
+#include "runtime/hash.h"
+#include "runtime/matmul_precision.h"
+#include "runtime/metrics.h"
+
+namespace loom::graph {
+namespace {
+
+struct Plan {
+  int device = 0;
+  uint64_t key = 0;
+  fusion::Program program;
+  MemoryPlan memory;
+  CudaProgram lowered;
+  PoolId pool = kDefaultPool;
+  Array arena, scratch, table;  // device memory of the plan's private pool
+  std::shared_ptr<const cuda::Module> fused, library;
+  struct Geometry {
+    const cuda::Kernel* kernel = nullptr;
+    unsigned grid = 1, block = 1;
+  };
+  std::vector<Geometry> launches;  // per lowered launch
+  std::vector<int64_t> words;      // the table as written for the current run (patch_table)
+  cudaGraphExec_t graph = nullptr;
+  int64_t runs = 0;
+
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (graph) cudaGraphExecDestroy(graph);
+    arena = scratch = table = Array{};
+    if (pool != kDefaultPool) allocator_for(Device(DeviceType::CUDA, static_cast<int16_t>(device))).release_pool(pool);
+  }
+};
+
+// The executor's cache key: the trace key, the exact strides of strided inputs (kernels index
+// them with the real strides) and the matmul precision setting.
+uint64_t plan_key(const Trace& t) {
+  uint64_t k = hash_combine(t.key, matmul_allow_tf32() ? 0x7f32 : 0x0f32);
+  for (const Node* n : t.nodes)
+    if (n->op() == OpId::Input && !n->array().is_contiguous())
+      for (int64_t s : n->array().strides()) k = hash_combine(k, static_cast<uint64_t>(s));
+  return k;
+}
+
+std::string key_name(uint64_t key) {
+  char name[32];
+  std::snprintf(name, sizeof name, "trace %016llx", static_cast<unsigned long long>(key));
+  return name;
+}
+
+// Launch geometry: row kernels reduce a row per block, with as many threads as the row has
+// elements (a multiple of a warp, at most the kernel's limit); the others loop over their items
+// with the block size the occupancy calculator suggests, on as many blocks as are resident.
+Plan::Geometry geometry(int device, const cuda::Kernel& k, const Launch& l) {
+  int limit = std::min(k.max_block, fusion::kCudaBlock);
+  Plan::Geometry g;
+  g.kernel = &k;
+  if (l.row_inner >= 0) {
+    int64_t threads = std::clamp<int64_t>((l.row_inner + 31) / 32 * 32, 32, limit / 32 * 32);
+    g.block = static_cast<unsigned>(threads);
+    g.grid = cuda::grid_for(device, k, l.items * threads, static_cast<int>(threads));
+    return g;
+  }
+  int block = std::max(32, std::min(k.occupancy_block, limit) / 32 * 32);
+  g.block = static_cast<unsigned>(block);
+  g.grid = cuda::grid_for(device, k, l.items, block);
+  return g;
+}
+
+class CudaExecutor final : public Executor {
+ public:
+  explicit CudaExecutor(CudaOptions options) : options_(options) {}
+
+  std::vector<Array> run(const Trace& t) override {
+    return run_trace(t, options_.graphs && !cuda::launch_blocking());
+  }
+
+  void synchronize(Device device) override { cuda::synchronize(static_cast<int>(device.index)); }
+
+  Array run_op(OpId op, std::span<const Operand> inputs, const Attrs& attrs, const OutputMeta& meta,
+               Device device) override {
+    OpTrace o = op_trace(op, inputs, attrs, meta, device);
+    return std::move(run_trace(o.trace, false)[0]);  // eager: one kernel per op, never a graph
+  }
+
+ private:
+  Plan& plan_for(const Trace& t);
+  void upload(Plan& plan);
+  void execute(Plan& plan, bool pointer_arrays);
+  void capture(Plan& plan);
+  std::vector<Array> run_trace(const Trace& t, bool graphs);
+
+  CudaOptions options_;
+  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+};
+
+Plan& CudaExecutor::plan_for(const Trace& t) {
+  uint64_t key = plan_key(t);
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    count(metrics().graph_cache_hits);
+    return *it->second;
+  }
+  count(metrics().graph_cache_misses);
+  auto plan = std::make_unique<Plan>();
+  Plan& p = *plan;
+  p.device = t.device.index;
+  p.key = key;
+  p.program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
+  for (const Trace::Output& o : t.outputs) {
+    fusion::Buffer& b = p.program.buffers[p.program.buffer_of[o.node]];
+    if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
+  }
+  p.memory = plan_memory(p.program);
+  fusion::RenderedModule rendered;
+  if (!p.program.kernels.empty()) rendered = fusion::render(p.program, fusion::TargetKind::Cuda);
+  if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir) dump(dir, key, t, p.program, "", rendered.source);
+  p.lowered = lower_for_cuda(t, p.program, rendered, matmul_allow_tf32());
+
+  Device device = t.device;
+  CachingAllocator& allocator = allocator_for(device);
+  p.pool = allocator.create_pool();
+  {
+    PoolScope scope(allocator, p.pool);
+    p.arena = empty(Dims{p.memory.arena_bytes}, DType::UInt8, device);
+    p.scratch = empty(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8, device);
+    p.table = empty(Dims{std::max<int64_t>(static_cast<int64_t>(p.lowered.table.size()), 1)}, DType::Int64, device);
+  }
+  // Modules and kernels now, so that neither a run nor a capture loads anything.
+  const cuda::Module& runtime = cuda::runtime_module(p.device);
+  if (!rendered.source.empty())
+    p.fused = cuda::module_for(p.device, rendered.source, key_name(key), static_cast<int>(p.program.kernels.size()));
+  for (const Launch& l : p.lowered.launches) {
+    const cuda::Module* m = &runtime;
+    if (l.module == CudaModule::Fused) m = p.fused.get();
+    if (l.module == CudaModule::Library) {
+      if (!p.library) p.library = cuda::module_for(p.device, cuda_library_source(), "loom library kernels", 0);
+      m = p.library.get();
+    }
+    p.launches.push_back(geometry(p.device, m->kernel(l.kernel), l));
+  }
+  if (!p.lowered.gemms.empty()) prepare_blas(p.device);
+  // Data errors a kernel may report: their codes are constant words of the table.
+  for (const Launch& l : p.lowered.launches)
+    if (l.data_error)
+      p.lowered.table[static_cast<size_t>(l.error_code_word)] =
+          cuda::register_data_error(l.data_error->first, l.data_error->second + " (in " + l.what + ")");
+  return *cache_.emplace(key, std::move(plan)).first->second;
+}
+
+// Copies the table to the device, a staging chunk at a time, ahead of the run on the stream.
+void CudaExecutor::upload(Plan& plan) {
+  cudaStream_t s = cuda::stream(plan.device);
+  auto bytes = static_cast<size_t>(plan.words.size()) * sizeof(int64_t);
+  const char* src = reinterpret_cast<const char*>(plan.words.data());
+  char* dst = static_cast<char*>(plan.table.data());
+  for (size_t done = 0; done < bytes;) {
+    size_t piece = std::min(bytes - done, cuda::kStagingChunk);
+    cuda::Staged staged = cuda::stage(plan.device, piece, "an argument table");
+    std::memcpy(staged.host, src + done, piece);
+    cuda::check(cudaMemcpyAsync(dst + done, staged.host, piece, cudaMemcpyHostToDevice, s), "cudaMemcpyAsync",
+                "the argument table of " + key_name(plan.key));
+    done += piece;
+  }
+}
+
+// Queues every step of the plan. Matrix products read their pointers from the table when
+// `pointer_arrays` (a graph records them, and its warm-up run loads the same cuBLAS kernels and
+// computes the same bits), else take them by value (graph/cuda_blas.h).
+void CudaExecutor::execute(Plan& plan, bool pointer_arrays) {
+  const auto* table = static_cast<const int64_t*>(plan.table.data());
+  for (const CudaStep& step : plan.lowered.steps) {
+    if (step.kind == CudaStep::Kernel) {
+      const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
+      const Plan::Geometry& g = plan.launches[static_cast<size_t>(step.index)];
+      cuda::launch(plan.device, *g.kernel, g.grid, g.block, table + l.ip, table + l.sp, table + l.bufs,
+                   l.what + " of " + key_name(plan.key));
+      continue;
+    }
+    const Gemm& g = plan.lowered.gemms[static_cast<size_t>(step.index)];
+    if (pointer_arrays) {
+      gemm_pointer_arrays(plan.device, g, reinterpret_cast<const void* const*>(table + g.pointers));
+      continue;
+    }
+    const int64_t* w = plan.words.data() + g.pointers;
+    std::vector<const void*> left, right;
+    std::vector<void*> out;
+    for (int64_t b = 0; b < g.batches; ++b) {
+      left.push_back(reinterpret_cast<const void*>(w[b]));
+      right.push_back(reinterpret_cast<const void*>(w[g.padded + b]));
+      out.push_back(reinterpret_cast<void*>(w[2 * g.padded + b]));
+    }
+    gemm_direct(plan.device, g, left, right, out);
+  }
+}
+
+// Records the plan's steps on the device's stream as a CUDA Graph and instantiates it. The
+// table the graph reads was uploaded before, as it is before every replay.
+void CudaExecutor::capture(Plan& plan) {
+  cudaStream_t s = cuda::stream(plan.device);
+  std::string name = key_name(plan.key);
+  cuda::check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture", name);
+  cudaGraph_t graph = nullptr;
+  try {
+    cuda::CaptureScope scope;
+    execute(plan, true);
+  } catch (...) {
+    // End the capture whatever happened, or the stream stays unusable.
+    if (cudaStreamEndCapture(s, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    throw;
+  }
+  cuda::check(cudaStreamEndCapture(s, &graph), "cudaStreamEndCapture", name);
+  cudaGraphExec_t exec = nullptr;
+  cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  cuda::check(err, "cudaGraphInstantiate", name);
+  plan.graph = exec;
+}
+
+std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
+  cuda::set_device(t.device.index);
+  Plan& plan = plan_for(t);
+  std::vector<Array> arrays = bind_buffers(plan.program, t, plan.memory, plan.arena);
+  bool aligned = true;
+  TableBases bases{reinterpret_cast<uintptr_t>(plan.table.data()), reinterpret_cast<uintptr_t>(plan.scratch.data()),
+                   reinterpret_cast<uintptr_t>(cuda::error_word(plan.device))};
+  plan.words = patch_table(plan.lowered, plan.program, t, arrays, bases, aligned);
+  upload(plan);
+  bool replay = graphs && aligned && !plan.lowered.steps.empty();
+  if (replay && !plan.graph && plan.runs > 0) capture(plan);
+  if (replay && plan.graph) {
+    cuda::check(cudaGraphLaunch(plan.graph, cuda::stream(plan.device)), "cudaGraphLaunch", key_name(plan.key));
+    count(metrics().graph_replays);
+  } else {
+    execute(plan, replay);  // the first run of a plan (warming up what the capture records), or no graphs
+  }
+  ++plan.runs;
+  metrics().arena_bytes.store(plan.arena.numel(), std::memory_order_relaxed);
+  metrics().arena_live_peak_bytes.store(plan.memory.live_peak, std::memory_order_relaxed);
+  return collect_results(plan.program, t, arrays);
+}
+
+}  // namespace
+
+CudaOptions cuda_options_from_environment() {
+  CudaOptions o;
+  if (const char* f = std::getenv("LOOM_FUSION"); f && std::string(f) == "0") o.fuse = false;
+  if (const char* g = std::getenv("LOOM_CUDA_GRAPHS"); g && std::string(g) == "0") o.graphs = false;
+  return o;
+}
+
+std::shared_ptr<Executor> make_cuda_executor(CudaOptions options) { return std::make_shared<CudaExecutor>(options); }
+
+}  // namespace loom::graph

@@ -1,0 +1,155 @@
+"""Eager and lazy execution on a GPU against numpy and the CPU backend: elementwise ops,
+reductions, matrix products in every dtype, softmax, layer norm, cross-entropy, every library
+kernel, in-place results, random numbers, data errors."""
+
+import numpy as np
+import pytest
+
+import loom
+from _cuda_programs import PROGRAMS, RANDOM
+
+RNG = np.random.default_rng(11)
+
+
+def f32(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def host(t):
+    return (t.float() if t.dtype == loom.bfloat16 else t).cpu().numpy()
+
+
+@pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
+def test_elementwise_and_reductions_match_numpy(device):
+    a, b = f32(64, 33), f32(64, 33)
+    x, y = loom.tensor(a, device=device), loom.tensor(b, device=device)
+    cases = {
+        "add": (x + y * 2.5, a + b * 2.5),
+        "chain": ((x.exp() * 0.5 + y.tanh()).sigmoid(), 1 / (1 + np.exp(-(np.exp(a) * 0.5 + np.tanh(b))))),
+        "where": (loom.where(x > y, x, y - 1), np.where(a > b, a, b - 1)),
+        "sum": (x.sum(1), a.sum(1)),
+        "mean_all": (x.mean(), a.mean()),
+        "max": (x.amax(0), a.max(0)),
+        "argmax": (x.argmax(1), a.argmax(1)),
+        "var": (x.var(1), a.var(1, ddof=1)),
+        "broadcast": (x + y[:1], a + b[:1]),
+        "transposed": ((x.T * 2).sum(0), (a.T * 2).sum(0)),
+    }
+    for name, (got, want) in cases.items():
+        np.testing.assert_allclose(host(got), want, rtol=2e-5, atol=2e-5, err_msg=name)
+
+
+@pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
+def test_softmax_layer_norm_cross_entropy_match_the_cpu(device):
+    import workloads as W
+
+    x, w, b = f32(32, 100), f32(100), f32(100)
+    labels = RNG.integers(0, 100, 32)
+    F = loom.nn.functional
+    results = {}
+    for where in ["cpu", device]:
+        tx, tw, tb = (loom.tensor(v, device=where) for v in (x, w, b))
+        sm, ln = W.softmax_layer_norm(loom, tx, tw, tb)
+        ce = F.cross_entropy(tx, loom.tensor(labels, device=where))
+        results[where] = [host(sm), host(ln), host(ce)]
+    for got, want in zip(results[device], results["cpu"]):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,tol", [(loom.float32, 1e-4), (loom.float64, 1e-10), (loom.float16, 2e-2),
+                                       (loom.bfloat16, 5e-2)])
+@pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
+def test_matmul_dtypes(dtype, tol, device):
+    a, b = f32(3, 40, 24), f32(24, 17)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    x, y = loom.tensor(a, device=device).to(dtype), loom.tensor(b, device=device).to(dtype)
+    for got in [x @ y, (y.T @ x.transpose(1, 2)).transpose(1, 2), loom.bmm(x, y.expand(3, 24, 17))]:
+        assert got.dtype == dtype
+        np.testing.assert_allclose(host(got), want, rtol=tol, atol=tol * 10)
+
+
+def test_tf32_is_off_by_default_and_switches_plans():
+    a, b = f32(64, 256), f32(256, 64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    x, y = loom.tensor(a, device="lazy:cuda"), loom.tensor(b, device="lazy:cuda")
+    exact = host(x @ y)
+    assert np.abs(exact - want).max() < 1e-3  # float32 accumulation, full-precision inputs
+    loom.backends.cuda.matmul.allow_tf32 = True
+    try:
+        fast = host(x @ y)
+    finally:
+        loom.backends.cuda.matmul.allow_tf32 = False
+    assert np.abs(fast - want).max() < 0.5  # tensor-float-32 inputs: about 1e-3 relative
+    np.testing.assert_array_equal(host(x @ y), exact)
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+@pytest.mark.parametrize("executor", ["fused", "fused-nograph", "unfused"])
+def test_every_lowered_program_matches_the_cpu(name, executor):
+    program, *arrays = PROGRAMS[name]
+    results = {}
+    for device in ["lazy:cpu", "lazy:cuda"]:
+        loom._C._set_executor("fused" if device == "lazy:cpu" else executor)
+        for _ in range(3):  # direct run, capture, replay
+            loom.manual_seed(5)
+            outs = program(*[loom.tensor(a, device=device) for a in arrays])
+            outs = outs if isinstance(outs, (list, tuple)) else [outs]
+            results[device] = [host(o) for o in outs]
+    for got, want in zip(results["lazy:cuda"], results["lazy:cpu"]):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        if name in RANDOM and got.dtype != np.float64:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_eager_ops_compile_nothing_the_second_time():
+    x = loom.tensor(f32(16, 8), device="cuda")
+    ((x * 2).exp().sum(0) @ x.T).cpu()
+    before = loom.metrics()
+    for n in [16, 32, 7]:
+        y = loom.tensor(f32(n, 8), device="cuda")
+        ((y * 2).exp().sum(0) @ y.T).cpu()
+    after = loom.metrics()
+    assert after["kernels_compiled"] == before["kernels_compiled"]
+    assert after["graph_replays"] == before["graph_replays"]  # eager: one kernel per op, no graph
+
+
+def test_copies_between_host_and_device_in_every_layout():
+    a = RNG.standard_normal((300, 700)).astype(np.float32)  # over a staging chunk (1 MiB)
+    x = loom.tensor(a, device="cuda")
+    np.testing.assert_array_equal(x.cpu().numpy(), a)
+    np.testing.assert_array_equal(x.T.contiguous().cpu().numpy(), a.T)
+    np.testing.assert_array_equal(x[::3, 5:600:7].cpu().numpy(), a[::3, 5:600:7])
+    np.testing.assert_array_equal(x.double().cpu().numpy(), a.astype(np.float64))
+    np.testing.assert_array_equal(x.half().cpu().numpy(), a.astype(np.float16))
+    h = loom.tensor(a).T.to("cuda", loom.float64)  # converting and strided on the way in
+    np.testing.assert_array_equal(h.cpu().numpy(), a.T.astype(np.float64))
+    assert x[3, 4].item() == a[3, 4]
+    z = loom.zeros(5, 3, device="cuda", dtype=loom.int32)
+    z[1:3] = 7
+    want = np.zeros((5, 3), np.int32)
+    want[1:3] = 7
+    np.testing.assert_array_equal(z.cpu().numpy(), want)
+
+
+def test_random_numbers_equal_the_cpus():
+    for device in ["cuda", "lazy:cuda"]:
+        loom.manual_seed(9)
+        got = [host(loom.rand(4, 5, device=device)), host(loom.randn(7, device=device, dtype=loom.float64)),
+               host(loom.randint(3, 11, (6,), device=device))]
+        loom.manual_seed(9)
+        want = [loom.rand(4, 5).numpy(), loom.randn(7, dtype=loom.float64).numpy(), loom.randint(3, 11, (6,)).numpy()]
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_allclose(got[1], want[1], rtol=1e-14)  # the GPU's log / cos are within an ulp
+        np.testing.assert_array_equal(got[2], want[2])
+
+
+@pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
+def test_an_index_out_of_range_raises_at_the_next_wait(device):
+    x = loom.tensor(f32(4, 3), device=device)
+    bad = x[loom.tensor(np.array([0, 9]), device=device)]
+    with pytest.raises(IndexError, match="index out of bounds"):
+        bad.cpu()
+    # The device is usable afterwards.
+    np.testing.assert_allclose(host(x * 2), host(x) * 2)
