@@ -198,6 +198,9 @@ PyObject* tensor_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
   if (a.has(3) && check_truth(a[3])) {
     LOOM_FAIL(Value, "__dlpack__(copy=True) is not supported: export shares memory; clone() the tensor first");
   }
+  // loom's GPU work is queued on its own stream: finish it, so the consumer may read the memory
+  // on any stream (the simplest way to honour the `stream` the consumer names).
+  if (arr.device().is_cuda()) cuda::synchronize(arr.device());
   // Versioned capsules go to consumers that say they understand DLPack 1.x.
   bool versioned = false;
   if (a.has(1)) {
@@ -248,7 +251,36 @@ SharedBuffer import_dlpack(PyObject* obj, bool allow_readonly) {
   // loom owns the tensor now: renaming marks the capsule consumed, so its destructor (which checks
   // the name, as the protocol requires) leaves the tensor alone.
   check_status(PyCapsule_SetName(capsule.get(), versioned ? kUsedVersionedCapsule : kUsedCapsule));
+  // The producer may still be writing it on a stream of its own, which loom's does not wait for.
+  if (out.array.device().is_cuda()) cuda::device_synchronize(out.array.device());
   return out;
+}
+
+PyObject* tensor_cuda_array_interface(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  const Array& a = array_of(self);
+  if (!a.device().is_cuda()) {
+    PyErr_Format(PyExc_AttributeError, "can't get __cuda_array_interface__ on a %s tensor; use .cuda()",
+                 a.device().str().c_str());
+    return nullptr;
+  }
+  // numpy's typestr of each dtype; bfloat16 has none.
+  static const char* const kTypestr[] = {"|b1", "|u1", "<i4", "<i8", "<f2", nullptr, "<f4", "<f8"};
+  const char* typestr = kTypestr[static_cast<int>(a.dtype)];
+  LOOM_CHECK(typestr, Type, "bfloat16 has no typestr in the CUDA array interface; convert with .float() first");
+  cuda::synchronize(a.device());  // the data is complete, on any stream: no "stream" to wait for
+  PyRef shape = PyRef::checked(PyTuple_New(a.ndim()));
+  PyRef strides = PyRef::checked(PyTuple_New(a.ndim()));
+  for (int64_t d = 0; d < a.ndim(); ++d) {
+    PyTuple_SET_ITEM(shape.get(), d, PyLong_FromLongLong(a.sizes()[d]));
+    PyTuple_SET_ITEM(strides.get(), d, PyLong_FromLongLong(a.strides()[d] * static_cast<int64_t>(itemsize(a.dtype))));
+  }
+  // An empty tensor's pointer is 0 by the interface's rule.
+  auto ptr = a.numel() == 0 ? 0 : reinterpret_cast<uintptr_t>(a.data());
+  return Py_BuildValue("{s:O,s:s,s:(KO),s:i,s:O,s:O}", "shape", shape.get(), "typestr", typestr, "data",
+                       static_cast<unsigned long long>(ptr), Py_False, "version", 3, "strides", strides.get(), "stream",
+                       Py_None);
+  LOOM_PY_END(nullptr)
 }
 
 PyObject* from_dlpack(PyObject*, PyObject* obj) {

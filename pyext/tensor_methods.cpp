@@ -426,6 +426,7 @@ PyObject* tensor_numpy(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject
 PyObject* tensor_array(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* tensor_dlpack(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames);
 PyObject* tensor_dlpack_device(PyObject* self, PyObject*);
+PyObject* tensor_cuda_array_interface(PyObject* self, void*);
 
 PyMethodDef tensor_methods[] = {
     {"size", LOOM_FASTCALL(m_size), "size(dim=None): the shape, or the size of one dimension"},
@@ -495,6 +496,8 @@ PyGetSetDef tensor_getset[] = {
     {"itemsize", get_itemsize, nullptr, "bytes per element", nullptr},
     {"nbytes", get_nbytes, nullptr, "bytes of the elements (numel * itemsize)", nullptr},
     {"is_lazy", get_is_lazy, nullptr, "True for lazy tensors (device 'lazy:...'); not in PyTorch", nullptr},
+    {"__cuda_array_interface__", tensor_cuda_array_interface, nullptr,
+     "the CUDA array interface (version 3) of a GPU tensor, shared without a copy (CuPy, Numba, PyTorch)", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 

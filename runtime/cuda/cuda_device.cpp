@@ -143,4 +143,11 @@ void synchronize(Device device) {
   if (device.is_cuda()) synchronize(static_cast<int>(device.index));
 }
 
+void device_synchronize(Device device) {
+  require(device);
+  if (!device.is_cuda()) return;
+  set_device(device.index);
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize", device.str());
+}
+
 }  // namespace loom::cuda

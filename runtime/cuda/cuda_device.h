@@ -51,6 +51,8 @@ void random_int(const Array& dst, int64_t low, int64_t high, PhiloxState state);
 
 // Waits until the work queued on a GPU has finished; raises a fault or data error it hit.
 void synchronize(Device device);
+// Waits for all work on a GPU, on every stream (memory another library produced).
+void device_synchronize(Device device);
 // Whether loom has queued work on GPU `device` in this process (its stream exists).
 bool used(int device) noexcept;
 

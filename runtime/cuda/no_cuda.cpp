@@ -38,5 +38,6 @@ void normal(const Array&, double, double, PhiloxState) { unavailable(); }
 void random_int(const Array&, int64_t, int64_t, PhiloxState) { unavailable(); }
 void synchronize(Device device) { require(device); }
 bool used(int) noexcept { return false; }
+void device_synchronize(Device device) { require(device); }
 
 }  // namespace loom::cuda

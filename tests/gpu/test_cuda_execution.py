@@ -153,3 +153,20 @@ def test_an_index_out_of_range_raises_at_the_next_wait(device):
         bad.cpu()
     # The device is usable afterwards.
     np.testing.assert_allclose(host(x * 2), host(x) * 2)
+
+
+def test_exchange_with_pytorch_without_copies():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch sees no GPU")
+    a = f32(6, 5)
+    x = loom.tensor(a, device="cuda") * 2
+    t = torch.from_dlpack(x)  # loom -> PyTorch through DLPack
+    assert t.is_cuda and t.data_ptr() == x.data_ptr()
+    np.testing.assert_array_equal(t.cpu().numpy(), a * 2)
+    u = torch.as_tensor(x, device="cuda")  # through __cuda_array_interface__
+    assert u.data_ptr() == x.data_ptr()
+    back = loom.from_dlpack(torch.arange(12, device="cuda", dtype=torch.float32).reshape(3, 4) + 1)
+    assert back.is_cuda
+    np.testing.assert_array_equal(back.cpu().numpy(), np.arange(12, dtype=np.float32).reshape(3, 4) + 1)
+    np.testing.assert_array_equal((back * 2).cpu().numpy(), (np.arange(12).reshape(3, 4) + 1) * 2)

@@ -74,3 +74,8 @@ def test_allow_tf32_switch_is_off_by_default_and_settable():
     finally:
         flag.allow_tf32 = False
     assert loom._C._cuda_allow_tf32() is False
+
+
+def test_cpu_tensors_have_no_cuda_array_interface():
+    # As PyTorch: consumers probe with hasattr and fall back to the buffer protocol.
+    assert not hasattr(loom.ones(3), "__cuda_array_interface__")
