@@ -1,6 +1,25 @@
 #include "graph/binding.h"
 
+#include "runtime/hash.h"
+
 namespace loom::graph {
+
+uint64_t plan_key(const Trace& t) {
+  uint64_t k = t.key;
+  for (const Node* n : t.nodes)
+    if (n->op() == OpId::Input && !n->array().is_contiguous())
+      for (int64_t s : n->array().strides()) k = hash_combine(k, static_cast<uint64_t>(s));
+  return k;
+}
+
+fusion::Program partition_for_run(const Trace& t, bool fuse) {
+  fusion::Program p = fusion::partition(t, fusion::PartitionOptions{fuse});
+  for (const Trace::Output& o : t.outputs) {
+    fusion::Buffer& b = p.buffers[p.buffer_of[o.node]];
+    if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
+  }
+  return p;
+}
 
 std::vector<Array> bind_buffers(const fusion::Program& p, const Trace& t, const MemoryPlan& memory, const Array& arena) {
   std::vector<Array> arrays(p.buffers.size());

@@ -1,6 +1,6 @@
-// What the CPU and CUDA executors do alike around a run: turn a program's buffers into arrays
-// (inputs as given, outputs in fresh storage, intermediates in the arena) and the trace's
-// outputs into result arrays.
+// What the CPU and CUDA executors do alike around a run: key and partition a trace, turn the
+// program's buffers into arrays (inputs as given, outputs in fresh storage, intermediates in the
+// arena) and the trace's outputs into result arrays.
 #pragma once
 
 #include <vector>
@@ -9,6 +9,14 @@
 #include "graph/memory_plan.h"
 
 namespace loom::graph {
+
+// An executor's cache key for a trace: the trace key, plus the exact strides of strided inputs
+// (the trace key only says "not contiguous"; kernels index them with the real strides).
+uint64_t plan_key(const Trace& trace);
+
+// The trace partitioned (fusion/program.h) with every output's buffer marked an Output: fresh
+// storage at every run, never the arena.
+fusion::Program partition_for_run(const Trace& trace, bool fuse);
 
 // One array per buffer of the program. Fresh outputs come from the device's default pool, so a
 // run never writes memory a live tensor holds (DESIGN decision 9).

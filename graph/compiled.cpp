@@ -35,20 +35,6 @@ struct CompiledExecutor::Plan {
   Array arena;
 };
 
-namespace {
-
-// The executor's cache key: the trace key, plus the exact strides of strided inputs (the trace
-// key only says "not contiguous"; kernels index them with the real strides).
-uint64_t plan_key(const Trace& t) {
-  uint64_t k = t.key;
-  for (const Node* n : t.nodes)
-    if (n->op() == OpId::Input && !n->array().is_contiguous())
-      for (int64_t s : n->array().strides()) k = hash_combine(k, static_cast<uint64_t>(s));
-  return k;
-}
-
-}  // namespace
-
 CompiledOptions options_from_environment() {
   CompiledOptions o;
   if (const char* f = std::getenv("LOOM_FUSION"); f && std::string(f) == "0") o.fuse = false;
@@ -66,12 +52,8 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   }
   count(metrics().graph_cache_misses);
   auto plan = std::make_unique<Plan>();
-  plan->program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
+  plan->program = partition_for_run(t, options_.fuse);
   fusion::Program& p = plan->program;
-  for (const Trace::Output& o : t.outputs) {
-    fusion::Buffer& b = p.buffers[p.buffer_of[o.node]];
-    if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
-  }
   plan->memory = plan_memory(p);
   plan->arena = empty(Dims{plan->memory.arena_bytes}, DType::UInt8, t.device);
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);

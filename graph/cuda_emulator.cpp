@@ -110,18 +110,11 @@ class CudaEmulator final : public Executor {
 
  private:
   Plan& plan_for(const Trace& t) {
-    uint64_t key = t.key;
-    for (const Node* n : t.nodes)
-      if (n->op() == OpId::Input && !n->array().is_contiguous())
-        for (int64_t s : n->array().strides()) key = hash_combine(key, static_cast<uint64_t>(s));
+    uint64_t key = plan_key(t);
     if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
     auto plan = std::make_unique<Plan>();
     Plan& p = *plan;
-    p.program = fusion::partition(t, fusion::PartitionOptions{fuse_});
-    for (const Trace::Output& o : t.outputs) {
-      fusion::Buffer& b = p.program.buffers[p.program.buffer_of[o.node]];
-      if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
-    }
+    p.program = partition_for_run(t, fuse_);
     p.memory = plan_memory(p.program);
     p.arena = empty(Dims{p.memory.arena_bytes}, DType::UInt8, kCPU);
     fusion::RenderedModule cuda;

@@ -40,6 +40,7 @@ struct Plan {
   struct Geometry {
     const cuda::Kernel* kernel = nullptr;
     unsigned grid = 1, block = 1;
+    std::string what;  // the launch in errors: its op or kernel, and the trace
   };
   std::vector<Geometry> launches;  // per lowered launch
   std::vector<int64_t> words;      // the table as written for the current run (patch_table)
@@ -56,15 +57,8 @@ struct Plan {
   }
 };
 
-// The executor's cache key: the trace key, the exact strides of strided inputs (kernels index
-// them with the real strides) and the matmul precision setting.
-uint64_t plan_key(const Trace& t) {
-  uint64_t k = hash_combine(t.key, matmul_allow_tf32() ? 0x7f32 : 0x0f32);
-  for (const Node* n : t.nodes)
-    if (n->op() == OpId::Input && !n->array().is_contiguous())
-      for (int64_t s : n->array().strides()) k = hash_combine(k, static_cast<uint64_t>(s));
-  return k;
-}
+// The executor's cache key: the CPU's (graph/binding.h) and the matmul precision setting.
+uint64_t cuda_plan_key(const Trace& t) { return hash_combine(plan_key(t), matmul_allow_tf32() ? 0x7f32 : 0x0f32); }
 
 std::string key_name(uint64_t key) {
   char name[32];
@@ -119,7 +113,7 @@ class CudaExecutor final : public Executor {
 };
 
 Plan& CudaExecutor::plan_for(const Trace& t) {
-  uint64_t key = plan_key(t);
+  uint64_t key = cuda_plan_key(t);
   if (auto it = cache_.find(key); it != cache_.end()) {
     count(metrics().graph_cache_hits);
     return *it->second;
@@ -129,11 +123,7 @@ Plan& CudaExecutor::plan_for(const Trace& t) {
   Plan& p = *plan;
   p.device = t.device.index;
   p.key = key;
-  p.program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
-  for (const Trace::Output& o : t.outputs) {
-    fusion::Buffer& b = p.program.buffers[p.program.buffer_of[o.node]];
-    if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
-  }
+  p.program = partition_for_run(t, options_.fuse);
   p.memory = plan_memory(p.program);
   fusion::RenderedModule rendered;
   if (!p.program.kernels.empty()) rendered = fusion::render(p.program, fusion::TargetKind::Cuda);
@@ -161,6 +151,7 @@ Plan& CudaExecutor::plan_for(const Trace& t) {
       m = p.library.get();
     }
     p.launches.push_back(geometry(p.device, m->kernel(l.kernel), l));
+    p.launches.back().what = l.what + " of " + key_name(key);
   }
   if (!p.lowered.gemms.empty()) prepare_blas(p.device);
   // Data errors a kernel may report: their codes are constant words of the table.
@@ -196,8 +187,7 @@ void CudaExecutor::execute(Plan& plan, bool pointer_arrays) {
     if (step.kind == CudaStep::Kernel) {
       const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
       const Plan::Geometry& g = plan.launches[static_cast<size_t>(step.index)];
-      cuda::launch(plan.device, *g.kernel, g.grid, g.block, table + l.ip, table + l.sp, table + l.bufs,
-                   l.what + " of " + key_name(plan.key));
+      cuda::launch(plan.device, *g.kernel, g.grid, g.block, table + l.ip, table + l.sp, table + l.bufs, g.what);
       continue;
     }
     const Gemm& g = plan.lowered.gemms[static_cast<size_t>(step.index)];

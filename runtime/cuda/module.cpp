@@ -89,9 +89,9 @@ void launch(int device, const Kernel& k, unsigned grid, unsigned block, const vo
   // locals may go when it returns (a capture records the copies).
   void* args[] = {const_cast<void**>(&ip), const_cast<void**>(&sp), const_cast<void**>(&bufs)};
   set_device(device);
-  check(driver().cuLaunchKernel(k.handle, grid, 1, 1, block, 1, 1, 0, stream(device), args, nullptr), "cuLaunchKernel",
-        k.name + " (" + what + ")");
-  after_launch(device, k.name + " (" + what + ")");
+  CUresult r = driver().cuLaunchKernel(k.handle, grid, 1, 1, block, 1, 1, 0, stream(device), args, nullptr);
+  if (r != CUDA_SUCCESS) check(r, "cuLaunchKernel", k.name + " (" + what + ")");
+  after_launch(device, what);
 }
 
 unsigned grid_for(int device, const Kernel& k, int64_t n, int block) {
