@@ -319,6 +319,8 @@ VIEW_OPERANDS = {
     "matmul_transposed": lambda a, b: a.exp() @ (b * 2).T,
     "matmul_sliced": lambda a, b: a.exp()[1:] @ (b * 2).T[:, 1:3],
     "matmul_permuted_3d": lambda a, b: (a * 3).reshape(2, 3, 4).permute(0, 2, 1) @ (b + 1).reshape(2, 3, 4),
+    # a batched linear's weight gradient: dims merged by a reshape, then transposed
+    "matmul_merged_then_transposed": lambda a, b: (a * 3).reshape(2, 3, 4).reshape(6, 4).T @ (b + 1),
     "index_select_of_transpose": lambda a, b: (a + b).T.index_select(0, loom.tensor([3, 0, 3], device=a.device)),
     "gather_of_slice": lambda a, b: (a * b)[:, ::2].gather(1, loom.tensor([[1, 0]] * 6, device=a.device)),
 }
