@@ -361,3 +361,12 @@ def test_threads_split_kernels_without_changing_results(tmp_path):
         outs[threads] = np.load(path)
     for name in ("big", "rows", "flat"):
         np.testing.assert_array_equal(outs["1"][name], outs["4"][name], err_msg=name)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_get_num_threads_reports_loom_num_threads(threads):
+    env = dict(os.environ, LOOM_NUM_THREADS=threads)
+    done = subprocess.run([sys.executable, "-c", "import loom; print(loom.get_num_threads())"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == threads
