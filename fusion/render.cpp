@@ -407,7 +407,6 @@ class KernelWriter {
 
   void row_cpu() {
     auto outer = static_cast<int64_t>(k_.outer.size());
-    int64_t rank = domain_rank();
     std::string indent = "  ";
     // Rows are independent: the executor splits the outermost kept dim across threads.
     if (outer > 0)

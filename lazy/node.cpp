@@ -20,25 +20,58 @@ uint64_t hash_meta(OpId op, DType dtype, IntSpan shape, const Attrs& attrs) {
 
 // Releasing a long chain of nodes recursively would overflow the stack (a loop of 100k
 // `x = x + 1` builds a chain that deep), so the last reference to an input is handed to this
-// list and destroyed iteratively by the outermost ~Node.
-thread_local std::vector<Node*>* pending_destruction = nullptr;
+// list and destroyed iteratively by the outermost ~Node. The list is kept between destructions
+// (no allocation per sync).
+thread_local std::vector<Node*> dying;
+thread_local bool destroying = false;
+
+// Free node-sized blocks of this thread. Trivially destructible on purpose: nodes may be freed
+// while the process exits, after this thread's thread_local objects were destroyed. A thread's
+// list is leaked when the thread ends (bounded by kMaxFreeNodes).
+struct FreeNodes {
+  void* head = nullptr;
+  size_t count = 0;
+};
+thread_local FreeNodes free_nodes;
+constexpr size_t kMaxFreeNodes = size_t{1} << 14;
 
 }  // namespace
 
+// Under AddressSanitizer every node goes to malloc, so a use after free is still caught.
+#if defined(__SANITIZE_ADDRESS__)
+void* Node::operator new(size_t size) { return ::operator new(size); }
+void Node::operator delete(void* p, size_t size) noexcept { ::operator delete(p, size); }
+#else
+void* Node::operator new(size_t size) {
+  FreeNodes& f = free_nodes;
+  if (!f.head) return ::operator new(size);
+  void* p = f.head;
+  f.head = *static_cast<void**>(p);
+  --f.count;
+  return p;
+}
+
+void Node::operator delete(void* p, size_t size) noexcept {
+  FreeNodes& f = free_nodes;
+  if (f.count >= kMaxFreeNodes) return ::operator delete(p, size);
+  *static_cast<void**>(p) = f.head;
+  f.head = p;
+  ++f.count;
+}
+#endif
+
 Node::~Node() {
-  bool outermost = pending_destruction == nullptr;
-  std::vector<Node*> local;
-  if (outermost) pending_destruction = &local;
   for (Node* in : inputs_)
-    if (in->release()) pending_destruction->push_back(in);
+    if (in->release()) dying.push_back(in);
   inputs_.clear();
-  if (!outermost) return;
-  while (!local.empty()) {
-    Node* n = local.back();
-    local.pop_back();
-    delete n;  // pushes its own dying inputs onto `local`
+  if (destroying) return;
+  destroying = true;
+  while (!dying.empty()) {
+    Node* n = dying.back();
+    dying.pop_back();
+    delete n;  // pushes its own dying inputs onto `dying`
   }
-  pending_destruction = nullptr;
+  destroying = false;
 }
 
 Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs) {

@@ -38,6 +38,10 @@ class Node final : public RefCounted {
   bool is_leaf() const noexcept { return op_def(op_).cls == OpClass::Leaf; }
 
   static Ref<Node> make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs);
+  // Nodes are made and dropped by the hundred every step; their memory comes from a per-thread
+  // free list (malloc's own per-thread cache holds only a few blocks of a size).
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size) noexcept;
   static Ref<Node> input(Array array);
   // A Python number; 0 and 1 become Constants (folded, hashed by value) unless `foldable` is
   // false (random seeds and offsets: every value must reuse the trace), others Scalars.
