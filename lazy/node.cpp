@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/free_list.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
 
@@ -25,40 +26,10 @@ uint64_t hash_meta(OpId op, DType dtype, IntSpan shape, const Attrs& attrs) {
 thread_local std::vector<Node*> dying;
 thread_local bool destroying = false;
 
-// Free node-sized blocks of this thread. Trivially destructible on purpose: nodes may be freed
-// while the process exits, after this thread's thread_local objects were destroyed. A thread's
-// list is leaked when the thread ends (bounded by kMaxFreeNodes).
-struct FreeNodes {
-  void* head = nullptr;
-  size_t count = 0;
-};
-thread_local FreeNodes free_nodes;
-constexpr size_t kMaxFreeNodes = size_t{1} << 14;
-
 }  // namespace
 
-// Under AddressSanitizer every node goes to malloc, so a use after free is still caught.
-#if defined(__SANITIZE_ADDRESS__)
-void* Node::operator new(size_t size) { return ::operator new(size); }
-void Node::operator delete(void* p, size_t size) noexcept { ::operator delete(p, size); }
-#else
-void* Node::operator new(size_t size) {
-  FreeNodes& f = free_nodes;
-  if (!f.head) return ::operator new(size);
-  void* p = f.head;
-  f.head = *static_cast<void**>(p);
-  --f.count;
-  return p;
-}
-
-void Node::operator delete(void* p, size_t size) noexcept {
-  FreeNodes& f = free_nodes;
-  if (f.count >= kMaxFreeNodes) return ::operator delete(p, size);
-  *static_cast<void**>(p) = f.head;
-  f.head = p;
-  ++f.count;
-}
-#endif
+void* Node::operator new(size_t size) { return FreeList<Node>::allocate(size); }
+void Node::operator delete(void* p, size_t size) noexcept { FreeList<Node>::release(p, size); }
 
 Node::~Node() {
   for (Node* in : inputs_)

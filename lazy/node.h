@@ -38,8 +38,7 @@ class Node final : public RefCounted {
   bool is_leaf() const noexcept { return op_def(op_).cls == OpClass::Leaf; }
 
   static Ref<Node> make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs);
-  // Nodes are made and dropped by the hundred every step; their memory comes from a per-thread
-  // free list (malloc's own per-thread cache holds only a few blocks of a size).
+  // Nodes are made and dropped by the hundred every step (runtime/free_list.h).
   static void* operator new(size_t size);
   static void operator delete(void* p, size_t size) noexcept;
   static Ref<Node> input(Array array);
