@@ -45,6 +45,11 @@ Node::~Node() {
   destroying = false;
 }
 
+const Array& Node::no_array() noexcept {
+  static const Array none{};
+  return none;
+}
+
 Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs) {
   Ref<Node> n(new Node());
   n->op_ = op;
@@ -69,7 +74,7 @@ Ref<Node> Node::input(Array array) {
   n->dtype_ = array.dtype;
   n->shape_ = Dims(array.sizes());
   n->hash_ = hash_combine(hash_meta(OpId::Input, n->dtype_, n->shape_, {}), array.is_contiguous());
-  n->array_ = std::move(array);
+  n->array_ = std::make_unique<const Array>(std::move(array));
   return n;
 }
 
