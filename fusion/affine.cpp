@@ -78,6 +78,16 @@ std::optional<AffineMap> through_view(const AffineMap& view_map, const Layout& r
   return m;
 }
 
+void dense_access(const AffineMap& m, const Layout& relative, Dims& strides, int64_t& offset) {
+  strides = Dims(static_cast<size_t>(m.domain_rank), 0);
+  offset = relative.offset;
+  for (int64_t v = 0; v < relative.ndim(); ++v) {
+    if (relative.sizes[v] == 1) continue;
+    offset += relative.strides[v] * m.offset[v];
+    for (int64_t d = 0; d < m.domain_rank; ++d) strides[d] += relative.strides[v] * m.at(v, d);
+  }
+}
+
 void buffer_access(const AffineMap& m, const Layout& layout, Dims& strides, int64_t& offset) {
   strides = Dims(static_cast<size_t>(m.domain_rank), 0);
   offset = 0;

@@ -46,4 +46,10 @@ void normalize(AffineMap& m, IntSpan shape);
 // Element strides and offset over the domain for a buffer with `layout`, read through `m`.
 void buffer_access(const AffineMap& m, const Layout& layout, Dims& strides, int64_t& offset);
 
+// The element offsets read through `m` from a view whose layout `relative` is over a dense
+// (row-major) input: strides per domain dim and an offset. Works for every view, including the
+// ones through_view cannot express as an index map over the input's dims (a reshape merging
+// dims that a transpose then splits), because a dense input's dims need not be recovered.
+void dense_access(const AffineMap& m, const Layout& relative, Dims& strides, int64_t& offset);
+
 }  // namespace loom::fusion

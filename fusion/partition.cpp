@@ -93,6 +93,7 @@ class Partitioner {
   const Node& node(int32_t i) const { return *t_.nodes[i]; }
   bool view_needs_copy(int32_t i) const;
   Operand operand(int32_t i) const;
+  int32_t row_major_source(int32_t i) const;
   void place(int32_t i);
   bool try_join(KernelState& k, int32_t i);
   void add_root(KernelState& k, int32_t i);
@@ -262,18 +263,15 @@ int32_t Partitioner::compute(KernelState& k, int32_t i, const AffineMap& m) {
     Layout rel = view_layout(n);
     if (auto inner = through_view(m, rel, node(in).shape())) {
       e = value(k, in, *inner);
-    } else if (materialized_[in] && buffer_layout(in).is_contiguous()) {
+    } else if (int32_t src = row_major_source(in); materialized_[src] && buffer_layout(src).is_contiguous()) {
       // A stored, dense input is addressed by the view's element offsets directly.
-      Access a{in, Space::Outer, Dims(static_cast<size_t>(m.domain_rank), 0), rel.offset, false};
-      for (int64_t v = 0; v < rel.ndim(); ++v) {
-        if (rel.sizes[v] == 1) continue;
-        a.offset += rel.strides[v] * m.offset[v];
-        for (int64_t d = 0; d < m.domain_rank; ++d) a.strides[d] += rel.strides[v] * m.at(v, d);
-      }
+      Access a{src, Space::Outer, {}, 0, false};
+      dense_access(m, rel, a.strides, a.offset);
       e = load_access(k, std::move(a));
     } else {
-      // Not affine over a computed or strided value: store the view itself (a copy).
-      throw NeedsMaterialization{materialized_[in] ? i : in};
+      // Not affine over a computed or strided value: store the computed value (dense), or the
+      // view itself (a copy) when the value is stored strided.
+      throw NeedsMaterialization{materialized_[src] ? i : src};
     }
   } else if (cls(n) == OpClass::Elementwise || n.op() == OpId::Full) {
     e = elementwise(k, i, m);
@@ -380,9 +378,9 @@ void Partitioner::place(int32_t i) {
   kernels_.push_back(std::move(k));
 }
 
-// How a library step reads value i: stored, or as a view of a stored value. A view that is not
-// affine over it, or over a value that was not stored, restarts partitioning with the view (or
-// the value under it) stored.
+// How a library step reads value i: stored, or as a view of a stored value. A view of a value
+// that was not stored restarts partitioning with the value stored; a view that is neither affine
+// over a strided stored value nor over a dense one restarts it with the view itself stored.
 Operand Partitioner::operand(int32_t i) const {
   if (materialized_[i] || is_scalar_leaf(node(i))) return {i, std::nullopt};
   AffineMap m = AffineMap::identity(node(i).ndim());
@@ -391,14 +389,36 @@ Operand Partitioner::operand(int32_t i) const {
     const Node& n = node(at);
     if (cls(n) != OpClass::View) throw NeedsMaterialization{at};
     int32_t in = t_.inputs[at][0];
-    auto inner = through_view(m, view_layout(n), node(in).shape());
-    if (!inner) throw NeedsMaterialization{i};
+    Layout rel = view_layout(n);
+    auto inner = through_view(m, rel, node(in).shape());
+    if (!inner) {
+      // As in kernels (Partitioner::value): a view of a dense stored value is read in place;
+      // a view of a computed value stores that value, dense; only a strided one is copied.
+      int32_t src = row_major_source(in);
+      if (!materialized_[src]) throw NeedsMaterialization{src};
+      if (!buffer_layout(src).is_contiguous()) throw NeedsMaterialization{i};
+      Layout view{Dims(node(i).shape()), Dims{}, 0};
+      dense_access(m, rel, view.strides, view.offset);
+      return {src, std::move(view)};
+    }
     m = std::move(*inner);
     at = in;
   }
   Layout view{Dims(node(i).shape()), Dims{}, 0};
   buffer_access(m, buffer_layout(at), view.strides, view.offset);
   return {at, std::move(view)};
+}
+
+// The value whose row-major elements are i's, in order: i, or the value under the unstored
+// reshapes (views whose layout is contiguous over their input) that i is made of. A view over i
+// is a view over it with the same element offsets.
+int32_t Partitioner::row_major_source(int32_t i) const {
+  while (!materialized_[i] && cls(node(i)) == OpClass::View) {
+    Layout rel = view_layout(node(i));
+    if (rel.offset != 0 || !rel.is_contiguous()) break;
+    i = t_.inputs[i][0];
+  }
+  return i;
 }
 
 // A stored view of a strided buffer that no affine index map expresses: the View op copies it.

@@ -42,15 +42,20 @@ struct Stage {
   int32_t node;      // trace node of the reduction
 };
 
+// `in_place`: the load and the store of an in-place update computed straight into its
+// destination (graph/compiled.cpp), which share memory element for element. Only pointwise
+// kernels have them; their renderings read every element before writing it.
 struct Store {
   Access access;
   DType storage;  // buffer dtype
   int32_t expr;
+  bool in_place = false;
 };
 
 struct Load {
   Access access;
   DType storage;
+  bool in_place = false;
 };
 
 struct Kernel {

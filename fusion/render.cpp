@@ -96,13 +96,14 @@ class KernelWriter {
   void declare() {
     out_ << t_.kernel_decl << " " << k_.name << "(const i64* ip, const i64* sp, void* const* bufs"
          << (t_.kind == TargetKind::Cpu ? ", i64 lo, i64 hi" : "") << ") {\n";
+    // Buffers are distinct (__restrict__) except an in-place update's source and destination.
+    auto restrict = [](bool in_place) { return in_place ? "* " : "* __restrict__ "; };
     for (size_t j = 0; j < k_.loads.size(); ++j)
-      out_ << "  const " << storage_ctype(k_.loads[j].storage) << "* __restrict__ L" << j << " = (const "
-           << storage_ctype(k_.loads[j].storage) << "*)bufs[" << j << "];\n";
+      out_ << "  const " << storage_ctype(k_.loads[j].storage) << restrict(k_.loads[j].in_place) << "L" << j
+           << " = (const " << storage_ctype(k_.loads[j].storage) << "*)bufs[" << j << "];\n";
     for (size_t j = 0; j < k_.stores.size(); ++j)
-      out_ << "  " << storage_ctype(k_.stores[j].storage) << "* __restrict__ S" << j << " = ("
-           << storage_ctype(k_.stores[j].storage)
-           << "*)bufs[" << k_.loads.size() + j << "];\n";
+      out_ << "  " << storage_ctype(k_.stores[j].storage) << restrict(k_.stores[j].in_place) << "S" << j << " = ("
+           << storage_ctype(k_.stores[j].storage) << "*)bufs[" << k_.loads.size() + j << "];\n";
     for (int64_t d = 0; d < domain_rank(); ++d) out_ << "  const i64 n" << d << " = ip[" << slot(domain_size(d)) << "];\n";
     // Offsets and strides of every access. Zero strides (broadcasts), zero offsets and unit
     // strides are written into the source, so contiguous loops vectorize; the other values are
@@ -239,12 +240,12 @@ class KernelWriter {
     }
   }
 
+  // One element of a pointwise kernel: every value first, then the stores, so that all reads of
+  // the element precede its writes (an in-place update may read the element it writes).
   void body(const std::string& indent) {
     std::set<int32_t> done = invariant_;
-    for (size_t j = 0; j < k_.stores.size(); ++j) {
-      emit(k_.stores[j].expr, done, indent);
-      out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
-    }
+    for (const Store& s : k_.stores) emit(s.expr, done, indent);
+    for (size_t j = 0; j < k_.stores.size(); ++j) out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
   }
 
   void pointwise() {
@@ -406,7 +407,6 @@ class KernelWriter {
 
   void row_cpu() {
     auto outer = static_cast<int64_t>(k_.outer.size());
-    int64_t rank = domain_rank();
     std::string indent = "  ";
     // Rows are independent: the executor splits the outermost kept dim across threads.
     if (outer > 0)

@@ -12,12 +12,16 @@ uint64_t plan_key(const Trace& t) {
   return k;
 }
 
-fusion::Program partition_for_run(const Trace& t, bool fuse) {
-  fusion::Program p = fusion::partition(t, fusion::PartitionOptions{fuse});
+void mark_outputs(fusion::Program& p, const Trace& t) {
   for (const Trace::Output& o : t.outputs) {
     fusion::Buffer& b = p.buffers[p.buffer_of[o.node]];
     if (b.kind == fusion::BufferKind::Intermediate) b.kind = fusion::BufferKind::Output;
   }
+}
+
+fusion::Program partition_for_run(const Trace& t, bool fuse) {
+  fusion::Program p = fusion::partition(t, fusion::PartitionOptions{fuse});
+  mark_outputs(p, t);
   return p;
 }
 
@@ -27,8 +31,8 @@ std::vector<Array> bind_buffers(const fusion::Program& p, const Trace& t, const 
     const fusion::Buffer& buf = p.buffers[b];
     switch (buf.kind) {
       case fusion::BufferKind::Input: arrays[b] = t.nodes[buf.value]->array(); break;
-      case fusion::BufferKind::Output:
-      case fusion::BufferKind::Destination: arrays[b] = empty(t.nodes[buf.value]->shape(), buf.dtype, t.device); break;
+      case fusion::BufferKind::Output: arrays[b] = empty(t.nodes[buf.value]->shape(), buf.dtype, t.device); break;
+      case fusion::BufferKind::Destination: break;
       case fusion::BufferKind::Intermediate: {
         Layout l = buf.layout;
         l.offset = memory.offset[b] / static_cast<int64_t>(itemsize(buf.dtype));

@@ -14,12 +14,17 @@ namespace loom::graph {
 // (the trace key only says "not contiguous"; kernels index them with the real strides).
 uint64_t plan_key(const Trace& trace);
 
-// The trace partitioned (fusion/program.h) with every output's buffer marked an Output: fresh
-// storage at every run, never the arena.
+// Marks the buffer of every output that is still an Intermediate an Output: fresh storage at
+// every run, never the arena. (In-place results an executor writes straight into their
+// destination are Destination buffers, left as they are.)
+void mark_outputs(fusion::Program& program, const Trace& trace);
+
+// The trace partitioned (fusion/program.h), outputs marked.
 fusion::Program partition_for_run(const Trace& trace, bool fuse);
 
-// One array per buffer of the program. Fresh outputs come from the device's default pool, so a
-// run never writes memory a live tensor holds (DESIGN decision 9).
+// One array per buffer of the program; Destination buffers are left unbound (the executor binds
+// them to their destination). Fresh outputs come from the device's default pool, so a run never
+// writes memory a live tensor holds (DESIGN decision 9).
 std::vector<Array> bind_buffers(const fusion::Program& program, const Trace& trace, const MemoryPlan& memory,
                                 const Array& arena);
 

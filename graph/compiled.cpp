@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <queue>
 
 #include "fusion/program.h"
 #include "fusion/render.h"
@@ -25,8 +26,21 @@ using KernelFn = void (*)(const int64_t* ip, const int64_t* sp, void* const* buf
 // Below this many elements a kernel runs on the calling thread: waking the workers costs more.
 constexpr int64_t kParallelElements = 1 << 15;
 
+// An in-place result computed straight into its destination (DESIGN decision 5) instead of into
+// fresh memory copied over the destination at the end.
+struct Donation {
+  int32_t output;  // index into the trace's outputs
+  int32_t buffer;  // the result's buffer, bound to the destination at every run
+  // Input buffers that the writing kernel reads element for element where it writes: the
+  // destination's old values, read through a tensor that must start where the destination does
+  // (checked at every run; otherwise the result goes to fresh memory and is copied, as without
+  // donation).
+  std::vector<int32_t> same_start;
+};
+
 struct CompiledExecutor::Plan {
   fusion::Program program;
+  std::vector<Donation> donations;
   std::shared_ptr<rtc::HostModule> module;
   std::vector<KernelFn> kernels;
   std::vector<std::vector<int64_t>> int_params;
@@ -34,6 +48,160 @@ struct CompiledExecutor::Plan {
   MemoryPlan memory;  // where intermediates live in the arena
   Array arena;
 };
+
+namespace {
+
+// The buffers a step reads.
+template <typename Fn>
+void for_each_read(const fusion::Program& p, const fusion::Step& step, Fn&& fn) {
+  if (step.kind == fusion::Step::RunKernel) {
+    for (const fusion::Load& l : p.kernels[step.kernel].loads) fn(p.buffer_of[l.access.value]);
+  } else {
+    for (const fusion::Operand& o : step.operands)
+      if (p.buffer_of[o.value] >= 0) fn(p.buffer_of[o.value]);
+  }
+}
+
+bool same_elements(const fusion::Access& a, const fusion::Access& b) {
+  return a.space == b.space && a.strides == b.strides && a.offset == b.offset;
+}
+
+bool fallible(const fusion::Step& step, const Trace& t) {
+  return step.kind == fusion::Step::RunOp && !op_def(t.nodes[step.node]->op()).data_safe;
+}
+
+// Reorders the steps so that those that can fail on their data, and the steps they need, run
+// before all others (each group keeping its order): the in-place results computed after the
+// last of them can be written straight into their destinations (plan_donations). Steps depend
+// on each other only through the values they read (intermediates get memory after ordering;
+// inputs are not written).
+void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
+  size_t n = p.steps.size();
+  std::vector<int32_t> writer(t.nodes.size(), -1);
+  for (size_t s = 0; s < n; ++s) {
+    const fusion::Step& step = p.steps[s];
+    if (step.kind == fusion::Step::RunKernel)
+      for (const fusion::Store& st : p.kernels[step.kernel].stores) writer[st.access.value] = static_cast<int32_t>(s);
+    else
+      writer[step.node] = static_cast<int32_t>(s);
+  }
+  std::vector<std::vector<int32_t>> users(n);
+  std::vector<int32_t> waiting(n, 0);
+  for (size_t s = 0; s < n; ++s) {
+    std::vector<int32_t> deps;
+    auto depend = [&](int32_t value) {
+      int32_t w = writer[value];
+      if (w >= 0 && w != static_cast<int32_t>(s) && std::ranges::find(deps, w) == deps.end()) deps.push_back(w);
+    };
+    const fusion::Step& step = p.steps[s];
+    if (step.kind == fusion::Step::RunKernel)
+      for (const fusion::Load& l : p.kernels[step.kernel].loads) depend(l.access.value);
+    else
+      for (const fusion::Operand& o : step.operands) depend(o.value);
+    for (int32_t d : deps) users[d].push_back(static_cast<int32_t>(s));
+    waiting[s] = static_cast<int32_t>(deps.size());
+  }
+  // The steps that can fail and those they need: all of them run before the others.
+  std::vector<bool> first(n, false);
+  for (size_t s = n; s-- > 0;) {
+    first[s] = fallible(p.steps[s], t);
+    for (int32_t u : users[s]) first[s] = first[s] || first[u];
+  }
+  // Ready steps in that order, then by their original position.
+  auto later = [&](int32_t a, int32_t b) { return first[a] != first[b] ? first[b] : a > b; };
+  std::priority_queue<int32_t, std::vector<int32_t>, decltype(later)> ready(later);
+  for (size_t s = 0; s < n; ++s)
+    if (waiting[s] == 0) ready.push(static_cast<int32_t>(s));
+  std::vector<fusion::Step> ordered;
+  ordered.reserve(n);
+  while (!ready.empty()) {
+    int32_t s = ready.top();
+    ready.pop();
+    ordered.push_back(std::move(p.steps[s]));
+    for (int32_t u : users[s])
+      if (--waiting[u] == 0) ready.push(u);
+  }
+  LOOM_CHECK(ordered.size() == n, Runtime, "internal: the steps of a program form a cycle");
+  p.steps = std::move(ordered);
+}
+
+// Which in-place results can be computed straight into their destination. The old values of a
+// destination are read through Input leaves on its storage (which ones is fixed by the trace
+// key: it records which leaves share storage and which leaf's storage each destination is). A
+// result is donated when
+//   - it is computed by a step (not an input passed through) into a dense destination of its
+//     own shape and dtype, the only destination on that storage;
+//   - no step after the writing one, and no output handed out at the end, reads the old values;
+//   - the writing step is a library op that does not read them, or a pointwise kernel that
+//     reads them only element for element where it writes (rendered loads-before-stores,
+//     without __restrict__ on the pair: fusion/program.h);
+//   - no step after it can fail on its data (OpDef::data_safe): a failed sync writes nothing.
+// Marks the donated buffers Destination and the kernels' in-place loads and stores.
+std::vector<Donation> plan_donations(fusion::Program& p, const Trace& t) {
+  std::vector<Donation> donations;
+  std::vector<int32_t> writer(t.nodes.size(), -1);  // the step computing each value
+  int32_t last_fallible = -1;                        // the last step that can fail on its data
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const fusion::Step& step = p.steps[s];
+    if (step.kind == fusion::Step::RunKernel) {
+      for (const fusion::Store& st : p.kernels[step.kernel].stores) writer[st.access.value] = static_cast<int32_t>(s);
+    } else if (step.kind == fusion::Step::RunOp) {
+      writer[step.node] = static_cast<int32_t>(s);
+      if (fallible(step, t)) last_fallible = static_cast<int32_t>(s);
+    }
+  }
+  for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
+    const Trace::Output& o = t.outputs[oi];
+    if (!o.destination) continue;
+    int32_t b = p.buffer_of[o.node];
+    int32_t w = writer[o.node];
+    const Array& dest = *o.destination;
+    if (b < 0 || p.buffers[b].kind != fusion::BufferKind::Intermediate || w < 0 || w < last_fallible) continue;
+    if (!dest.is_contiguous() || dest.numel() == 0 || dest.dtype != p.buffers[b].dtype ||
+        !std::ranges::equal(dest.sizes(), t.nodes[o.node]->shape()))
+      continue;
+    std::vector<bool> old_values(p.buffers.size(), false);  // input buffers on the destination's storage
+    bool any = false;
+    for (size_t ib = 0; ib < p.buffers.size(); ++ib)
+      if (p.buffers[ib].kind == fusion::BufferKind::Input && t.nodes[p.buffers[ib].value]->array().storage == dest.storage)
+        old_values[ib] = any = true;
+    if (!any) continue;  // a storage no leaf reads: the trace key does not pin its aliasing
+    bool safe = true;
+    for (size_t oj = 0; oj < t.outputs.size(); ++oj) {
+      const Trace::Output& other = t.outputs[oj];
+      if (oj != oi && other.destination && other.destination->storage == dest.storage) safe = false;
+      if (p.buffer_of[other.node] >= 0 && old_values[p.buffer_of[other.node]]) safe = false;
+    }
+    for (size_t s = static_cast<size_t>(w) + 1; s < p.steps.size() && safe; ++s)
+      for_each_read(p, p.steps[s], [&](int32_t rb) { safe = safe && !old_values[rb]; });
+    if (!safe) continue;
+    Donation d{static_cast<int32_t>(oi), b, {}};
+    const fusion::Step& step = p.steps[w];
+    if (step.kind == fusion::Step::RunOp) {
+      for_each_read(p, step, [&](int32_t rb) { safe = safe && !old_values[rb]; });
+    } else {
+      fusion::Kernel& k = p.kernels[step.kernel];
+      auto store = std::ranges::find_if(k.stores, [&](const fusion::Store& st) { return st.access.value == o.node; });
+      for (const fusion::Load& l : k.loads) {
+        int32_t rb = p.buffer_of[l.access.value];
+        if (!old_values[rb]) continue;
+        if (k.row || !same_elements(l.access, store->access)) safe = false;
+        else d.same_start.push_back(rb);
+      }
+      if (safe) {
+        store->in_place = true;
+        for (fusion::Load& l : k.loads) l.in_place = l.in_place || old_values[p.buffer_of[l.access.value]];
+      }
+    }
+    if (!safe) continue;
+    p.buffers[b].kind = fusion::BufferKind::Destination;
+    p.buffers[b].output = static_cast<int32_t>(oi);
+    donations.push_back(std::move(d));
+  }
+  return donations;
+}
+
+}  // namespace
 
 CompiledOptions options_from_environment() {
   CompiledOptions o;
@@ -52,8 +220,11 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   }
   count(metrics().graph_cache_misses);
   auto plan = std::make_unique<Plan>();
-  plan->program = partition_for_run(t, options_.fuse);
+  plan->program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
   fusion::Program& p = plan->program;
+  run_fallible_steps_first(p, t);
+  plan->donations = plan_donations(p, t);
+  mark_outputs(p, t);
   plan->memory = plan_memory(p);
   plan->arena = empty(Dims{plan->memory.arena_bytes}, DType::UInt8, t.device);
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
@@ -82,6 +253,15 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   const fusion::Program& p = plan.program;
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
   std::vector<Array> arrays = bind_buffers(p, t, plan.memory, plan.arena);
+  // Donated results go straight to their destination, unless a tensor read element for element
+  // does not start where the destination does (then: fresh memory, copied at the end).
+  std::vector<bool> written_in_place(t.outputs.size(), false);
+  for (const Donation& d : plan.donations) {
+    const Array& dest = *t.outputs[d.output].destination;
+    bool aligned = std::ranges::all_of(d.same_start, [&](int32_t ib) { return arrays[ib].data() == dest.data(); });
+    arrays[d.buffer] = aligned ? dest : empty(dest.sizes(), dest.dtype, t.device);
+    written_in_place[d.output] = aligned;
+  }
   auto array_of = [&](int32_t value) -> const Array& { return arrays[p.buffer_of[value]]; };
   std::vector<void*> bufs;
   std::vector<int64_t> scalars;
@@ -152,8 +332,21 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   metrics().arena_live_peak_bytes.store(plan.memory.live_peak, std::memory_order_relaxed);
   // Results: in-place outputs are written back last, after every read of the old values.
   std::vector<Array> results = collect_results(p, t, arrays);
-  for (const Trace::Output& o : t.outputs)
-    if (o.destination) copy_(*o.destination, array_of(o.node));
+  // A result that is a tensor read as it was (a.copy_(x) before x.add_(1)) is taken before any
+  // copy writes its storage.
+  std::vector<Array> sources(t.outputs.size());
+  for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
+    const Trace::Output& o = t.outputs[oi];
+    if (!o.destination || written_in_place[oi]) continue;
+    const Array& value = array_of(o.node);
+    bool overwritten = p.buffers[p.buffer_of[o.node]].kind == fusion::BufferKind::Input &&
+                       std::ranges::any_of(t.outputs, [&](const Trace::Output& other) {
+                         return &other != &o && other.destination && other.destination->storage == value.storage;
+                       });
+    sources[oi] = overwritten ? copy_to(value, value.dtype, t.device) : value;
+  }
+  for (size_t oi = 0; oi < t.outputs.size(); ++oi)
+    if (sources[oi].storage) copy_(*t.outputs[oi].destination, sources[oi]);
   return results;
 }
 

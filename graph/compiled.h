@@ -1,10 +1,12 @@
 // The compiled executor: lowers each new trace once into a fused, compiled program and replays
 // it for every later trace with the same key (DESIGN decisions 6 to 9).
 //
-// Lowering: fusion::partition -> memory plan (intermediates share one arena by liveness) ->
+// Lowering: fusion::partition -> step order (steps that can fail on their data first) ->
+// in-place donation (results written straight into their destination where nothing reads the
+// old values afterwards) -> memory plan (intermediates share one arena by liveness) ->
 // fusion::render -> rtc::compile_host (memory and disk caches). Replay binds the trace's inputs,
-// parameters and fresh output buffers, then runs the steps: generated kernels, library calls
-// (matmul, gathers) and the final write-back of in-place results into their storage.
+// parameters, destinations and fresh output buffers, then runs the steps: generated kernels,
+// library calls (matmul, gathers), and copies of the in-place results not donated.
 #pragma once
 
 #include <memory>

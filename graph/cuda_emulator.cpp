@@ -76,7 +76,7 @@ class CudaEmulator final : public Executor {
     bool aligned = true;
     TableBases bases{reinterpret_cast<uintptr_t>(plan.table.data()), reinterpret_cast<uintptr_t>(plan.scratch.data()),
                      reinterpret_cast<uintptr_t>(&error)};
-    std::vector<int64_t> words = patch_table(plan.lowered, plan.program, t, arrays, bases, aligned);
+    std::vector<int64_t> words = patch_table(plan.lowered, t, arrays, bases, aligned);
     std::copy(words.begin(), words.end(), plan.table.begin());  // the upload
     const int64_t* table = plan.table.data();
     for (const CudaStep& step : plan.lowered.steps) {

@@ -238,7 +238,7 @@ std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
   bool aligned = true;
   TableBases bases{reinterpret_cast<uintptr_t>(plan.table.data()), reinterpret_cast<uintptr_t>(plan.scratch.data()),
                    reinterpret_cast<uintptr_t>(cuda::error_word(plan.device))};
-  plan.words = patch_table(plan.lowered, plan.program, t, arrays, bases, aligned);
+  plan.words = patch_table(plan.lowered, t, arrays, bases, aligned);
   upload(plan);
   bool replay = graphs && aligned && !plan.lowered.steps.empty();
   if (replay && !plan.graph && plan.runs > 0) capture(plan);

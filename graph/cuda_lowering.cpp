@@ -519,10 +519,32 @@ class Lowering {
   // ---- in-place results, last ----
 
   void write_backs() {
+    // A result that is a tensor read as it was, on a storage another result is written into
+    // (a.copy_(x); x.add_(1)), is copied aside first: no write-back may read another's new values.
+    // Which leaves share storage with which destinations is part of the trace key.
+    std::vector<std::optional<View>> source(t_.outputs.size());
     for (size_t o = 0; o < t_.outputs.size(); ++o) {
       const Trace::Output& out = t_.outputs[o];
       if (!out.destination) continue;
       View value = stored(out.node);
+      source[o] = value;
+      int32_t b = p_.buffer_of[out.node];
+      if (p_.buffers[b].kind != fusion::BufferKind::Input || numel_of(value.sizes) == 0) continue;
+      const Storage* storage = node(p_.buffers[b].value).array().storage.get();
+      bool overwritten = false;
+      for (size_t other = 0; other < t_.outputs.size(); ++other)
+        overwritten = overwritten || (other != o && t_.outputs[other].destination &&
+                                      t_.outputs[other].destination->storage.get() == storage);
+      if (!overwritten) continue;
+      View aside{{Address::Scratch, scratch(numel_of(value.sizes) * static_cast<int64_t>(itemsize(value.dtype))), 0},
+                 value.dtype, value.sizes, contiguous_strides(value.sizes)};
+      copy(aside, value, "the old value of in-place output " + std::to_string(o) + " (" + node_name(t_, out.node) + ")");
+      source[o] = aside;
+    }
+    for (size_t o = 0; o < t_.outputs.size(); ++o) {
+      const Trace::Output& out = t_.outputs[o];
+      if (!out.destination) continue;
+      View value = *source[o];
       int64_t n = numel_of(value.sizes);
       if (n == 0) continue;
       DType dst = out.destination->dtype;
@@ -531,7 +553,7 @@ class Lowering {
       l.kernel = cuda::copy_kernel(dst, value.dtype);
       l.items = n;
       l.ip = reserve(walk_words(static_cast<int64_t>(value.sizes.size())));
-      out_.patches.push_back({Patch::Walk, l.ip, {}, -1, dst, static_cast<int32_t>(o)});
+      out_.patches.push_back({Patch::Walk, l.ip, {}, -1, dst, static_cast<int32_t>(o), value.strides});
       l.sp = put(std::vector<int64_t>{cuda::dtype_code(dst), cuda::dtype_code(value.dtype)});
       l.bufs = put_pointers({value.address, {Address::Destination, static_cast<int32_t>(o), 0}});
       l.what = "the write-back of in-place output " + std::to_string(o) + " (" + node_name(t_, out.node) + ")";

@@ -46,7 +46,8 @@ struct Patch {
     ScalarInt,     // that scalar as an integer
     ScalarDouble,  // that scalar as a double's bits
     ScalarIn,      // that scalar converted to `dtype`, its bit pattern zero-extended
-    Walk,          // the copy ip of the write-back of trace output `index` (words reserved for its rank)
+    Walk,          // the copy ip of the write-back of trace output `index` (words reserved for its
+                   // rank): its destination's strides, read at every run, and `strides`, its source's
     GemmPointers,  // the three per-batch pointer arrays of gemm `index`
   } kind = Pointer;
   int64_t word = 0;
@@ -54,6 +55,7 @@ struct Patch {
   int32_t node = -1;
   DType dtype = DType::Float32;
   int32_t index = -1;
+  Dims strides;
 };
 
 // Which module a launch's kernel is in.
@@ -142,7 +144,7 @@ struct TableBases {
 // The table of one run: the constant words with every patch applied, given the run's arrays
 // (graph/binding.h) and bases. `aligned` says whether every pointer a float product reads is
 // kGemmPointerAlign-aligned.
-std::vector<int64_t> patch_table(const CudaProgram& lowered, const fusion::Program& program, const Trace& trace,
+std::vector<int64_t> patch_table(const CudaProgram& lowered, const Trace& trace,
                                  const std::vector<Array>& arrays, const TableBases& bases, bool& aligned);
 
 }  // namespace loom::graph

@@ -22,7 +22,7 @@ BlasShape blas_shape(const Gemm& g) {
   return b;
 }
 
-std::vector<int64_t> patch_table(const CudaProgram& lowered, const fusion::Program& program, const Trace& t,
+std::vector<int64_t> patch_table(const CudaProgram& lowered, const Trace& t,
                                  const std::vector<Array>& arrays, const TableBases& bases, bool& aligned) {
   std::vector<int64_t> words = lowered.table;
   auto resolve = [&](const Address& a) -> uintptr_t {
@@ -61,10 +61,8 @@ std::vector<int64_t> patch_table(const CudaProgram& lowered, const fusion::Progr
         break;
       }
       case Patch::Walk: {
-        const Trace::Output& o = t.outputs[static_cast<size_t>(p.index)];
-        const Array& dst = *o.destination;
-        const Array& value = arrays[static_cast<size_t>(program.buffer_of[o.node])];
-        std::vector<int64_t> ip = cuda::strided_ip(dst.sizes(), dst.strides(), value.strides());
+        const Array& dst = *t.outputs[static_cast<size_t>(p.index)].destination;
+        std::vector<int64_t> ip = cuda::strided_ip(dst.sizes(), dst.strides(), p.strides);
         LOOM_CHECK(static_cast<int64_t>(ip.size()) <= walk_words(dst.ndim()), Runtime, "internal: write-back walk");
         std::copy(ip.begin(), ip.end(), w);
         break;

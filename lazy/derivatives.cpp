@@ -216,9 +216,25 @@ DERIVATIVE(Cumsum) {
   Tensor total = ops::sum(c.grad, ops::DimList{dim}, true);
   g[0] = add(sub(total, ops::cumsum(c.grad, dim)), c.grad);
 }
+// Whether a matrix operand is laid out column-major: a transpose of a row-major matrix, as the
+// weight.t() of linear is.
+bool column_major(const Tensor& t) {
+  if (t->ndim() < 2) return false;
+  const Layout* l = !t->is_pending() ? &t->array().layout : t->view_info() ? &t->view_info()->relative : nullptr;
+  if (!l) return false;
+  int64_t n = l->ndim();
+  return l->sizes[n - 2] > 1 && l->sizes[n - 1] > 1 && l->strides[n - 2] == 1 && l->strides[n - 1] == l->sizes[n - 2];
+}
+// The gradient of a column-major operand is computed as the transpose of a row-major product
+// (grad @ b^T = (b @ grad^T)^T), so it reaches the tensor the operand is a transpose of in that
+// tensor's own row-major order: the kernels that consume a weight's gradient (its accumulation,
+// the optimizer step) then read it with unit strides instead of transposing it element by element.
 DERIVATIVE(MatMul) {
-  if (c.needs_grad[0]) g[0] = ops::matmul(c.grad, ops::transpose(c.inputs[1], -2, -1));
-  if (c.needs_grad[1]) g[1] = ops::matmul(ops::transpose(c.inputs[0], -2, -1), c.grad);
+  const Tensor& a = c.inputs[0];
+  const Tensor& b = c.inputs[1];
+  auto t = [](const Tensor& m) { return ops::transpose(m, -2, -1); };
+  if (c.needs_grad[0]) g[0] = column_major(a) ? t(ops::matmul(b, t(c.grad))) : ops::matmul(c.grad, t(b));
+  if (c.needs_grad[1]) g[1] = column_major(b) ? t(ops::matmul(t(c.grad), a)) : ops::matmul(t(a), c.grad);
 }
 DERIVATIVE(Cat) {
   int64_t dim = c.attrs[0], start = 0;

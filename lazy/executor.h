@@ -46,7 +46,10 @@ class Executor {
   virtual ~Executor() = default;
   // Computes every output. Returns one array per output (in order): the destination for
   // in-place outputs, else new storage. A failure throws (NodeError when a node's computation
-  // failed) and leaves all tensors untouched: no destination is written.
+  // failed) and leaves all tensors untouched: no destination is written. (One exception: memory
+  // running out inside a library step after in-place results were written straight into their
+  // destinations, graph/compiled.h, leaves those written. And a GPU finds data errors inside its
+  // kernels, after the launch: graph/cuda_executor.h reports them at the next wait instead.)
   virtual std::vector<Array> run(const Trace& trace) = 0;
   // Waits until the work launched for `device` has finished (a no-op where runs are synchronous).
   virtual void synchronize(Device device) = 0;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/free_list.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
 
@@ -20,25 +21,33 @@ uint64_t hash_meta(OpId op, DType dtype, IntSpan shape, const Attrs& attrs) {
 
 // Releasing a long chain of nodes recursively would overflow the stack (a loop of 100k
 // `x = x + 1` builds a chain that deep), so the last reference to an input is handed to this
-// list and destroyed iteratively by the outermost ~Node.
-thread_local std::vector<Node*>* pending_destruction = nullptr;
+// list and destroyed iteratively by the outermost ~Node. The list is kept between destructions
+// (no allocation per sync).
+thread_local std::vector<Node*> dying;
+thread_local bool destroying = false;
 
 }  // namespace
 
+void* Node::operator new(size_t size) { return FreeList<Node>::allocate(size); }
+void Node::operator delete(void* p, size_t size) noexcept { FreeList<Node>::release(p, size); }
+
 Node::~Node() {
-  bool outermost = pending_destruction == nullptr;
-  std::vector<Node*> local;
-  if (outermost) pending_destruction = &local;
   for (Node* in : inputs_)
-    if (in->release()) pending_destruction->push_back(in);
+    if (in->release()) dying.push_back(in);
   inputs_.clear();
-  if (!outermost) return;
-  while (!local.empty()) {
-    Node* n = local.back();
-    local.pop_back();
-    delete n;  // pushes its own dying inputs onto `local`
+  if (destroying) return;
+  destroying = true;
+  while (!dying.empty()) {
+    Node* n = dying.back();
+    dying.pop_back();
+    delete n;  // pushes its own dying inputs onto `dying`
   }
-  pending_destruction = nullptr;
+  destroying = false;
+}
+
+const Array& Node::no_array() noexcept {
+  static const Array none{};
+  return none;
 }
 
 Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs) {
@@ -65,7 +74,7 @@ Ref<Node> Node::input(Array array) {
   n->dtype_ = array.dtype;
   n->shape_ = Dims(array.sizes());
   n->hash_ = hash_combine(hash_meta(OpId::Input, n->dtype_, n->shape_, {}), array.is_contiguous());
-  n->array_ = std::move(array);
+  n->array_ = std::make_unique<const Array>(std::move(array));
   return n;
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "lazy/op.h"
 #include "runtime/ref.h"
@@ -33,11 +34,14 @@ class Node final : public RefCounted {
   std::span<Node* const> inputs() const noexcept { return {inputs_.data(), inputs_.size()}; }
   Node* input(size_t i) const noexcept { return inputs_[i]; }
 
-  const Array& array() const noexcept { return array_; }     // Input only
+  const Array& array() const noexcept { return array_ ? *array_ : no_array(); }  // Input only
   const Scalar& scalar() const noexcept { return scalar_; }  // Scalar and Constant only
   bool is_leaf() const noexcept { return op_def(op_).cls == OpClass::Leaf; }
 
   static Ref<Node> make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs);
+  // Nodes are made and dropped by the hundred every step (runtime/free_list.h).
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size) noexcept;
   static Ref<Node> input(Array array);
   // A Python number; 0 and 1 become Constants (folded, hashed by value) unless `foldable` is
   // false (random seeds and offsets: every value must reuse the trace), others Scalars.
@@ -58,7 +62,11 @@ class Node final : public RefCounted {
   Attrs attrs_;
   uint64_t hash_ = 0;
   SmallVec<Node*, 3> inputs_;  // each holds a reference (released in ~Node)
-  Array array_;
+  static const Array& no_array() noexcept;
+
+  // Only Input leaves have an array: kept out of line, so that the node every op makes is small
+  // (cheaper to make and to walk).
+  std::unique_ptr<const Array> array_;
   Scalar scalar_{int64_t{0}};
 };
 

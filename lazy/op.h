@@ -102,6 +102,10 @@ struct OpDef {
   // The derivative: gradients of the inputs from the gradient of the output, written in loom ops
   // (so it runs eagerly or records lazily like any op). nullptr: not differentiable.
   void (*backward)(const BackwardContext& ctx, std::vector<Ref<TensorImpl>>& grads) = nullptr;
+  // run_cpu cannot raise on any data it is given (no index to check, no integer division): a
+  // sync cannot fail once it has run, so an executor may write in-place results into their
+  // destinations before it (graph/compiled.cpp). Unset, an op is assumed to be able to fail.
+  bool data_safe = false;
 };
 
 const OpDef& op_def(OpId op) noexcept;

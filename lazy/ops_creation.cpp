@@ -35,11 +35,11 @@ void run_randint(std::span<const Operand> in, const Attrs&, const Array& out) {
 }
 
 const bool registered = [] {
-  define_op(OpId::Full, OpDef{"Full", OpClass::Other, infer_creation, run_full});
-  define_op(OpId::Arange, OpDef{"Arange", OpClass::Other, infer_creation, run_arange});
-  define_op(OpId::RandUniform, OpDef{"RandUniform", OpClass::Other, infer_creation, run_uniform});
-  define_op(OpId::RandNormal, OpDef{"RandNormal", OpClass::Other, infer_creation, run_normal});
-  define_op(OpId::RandInt, OpDef{"RandInt", OpClass::Other, infer_creation, run_randint});
+  define_op(OpId::Full, OpDef{.name = "Full", .cls = OpClass::Other, .infer = infer_creation, .run_cpu = run_full, .data_safe = true});
+  define_op(OpId::Arange, OpDef{.name = "Arange", .cls = OpClass::Other, .infer = infer_creation, .run_cpu = run_arange, .data_safe = true});
+  define_op(OpId::RandUniform, OpDef{.name = "RandUniform", .cls = OpClass::Other, .infer = infer_creation, .run_cpu = run_uniform, .data_safe = true});
+  define_op(OpId::RandNormal, OpDef{.name = "RandNormal", .cls = OpClass::Other, .infer = infer_creation, .run_cpu = run_normal, .data_safe = true});
+  define_op(OpId::RandInt, OpDef{.name = "RandInt", .cls = OpClass::Other, .infer = infer_creation, .run_cpu = run_randint, .data_safe = true});
   return true;
 }();
 

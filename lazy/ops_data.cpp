@@ -360,14 +360,14 @@ void run_view_scatter(std::span<const Operand> in, const Attrs& attrs, const Arr
 const bool registered = [] {
   for (OpId leaf : {OpId::Input, OpId::Scalar, OpId::Constant})
     define_op(leaf, OpDef{op_def(leaf).name, OpClass::Leaf, infer_none, nullptr});
-  define_op(OpId::View, OpDef{"View", OpClass::View, infer_none, run_view});
-  define_op(OpId::Cat, OpDef{"Cat", OpClass::Other, infer_cat, run_cat});
-  define_op(OpId::Cumsum, OpDef{"Cumsum", OpClass::Other, infer_cumsum, run_cumsum});
+  define_op(OpId::View, OpDef{.name = "View", .cls = OpClass::View, .infer = infer_none, .run_cpu = run_view, .data_safe = true});
+  define_op(OpId::Cat, OpDef{.name = "Cat", .cls = OpClass::Other, .infer = infer_cat, .run_cpu = run_cat, .data_safe = true});
+  define_op(OpId::Cumsum, OpDef{.name = "Cumsum", .cls = OpClass::Other, .infer = infer_cumsum, .run_cpu = run_cumsum, .data_safe = true});
   define_op(OpId::Index, OpDef{"Index", OpClass::Other, infer_index, run_index});
   define_op(OpId::IndexPut, OpDef{"IndexPut", OpClass::Other, infer_index_put, run_index_put});
   define_op(OpId::Gather, OpDef{"Gather", OpClass::Other, infer_gather, run_gather});
   define_op(OpId::ScatterAdd, OpDef{"ScatterAdd", OpClass::Other, infer_scatter_add, run_scatter_add});
-  define_op(OpId::ViewScatter, OpDef{"ViewScatter", OpClass::Other, infer_view_scatter, run_view_scatter});
+  define_op(OpId::ViewScatter, OpDef{.name = "ViewScatter", .cls = OpClass::Other, .infer = infer_view_scatter, .run_cpu = run_view_scatter, .data_safe = true});
   return true;
 }();
 

@@ -86,7 +86,7 @@ void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
 }
 
 const bool registered = [] {
-  define_op(OpId::MatMul, OpDef{"MatMul", OpClass::Other, infer, run_cpu});
+  define_op(OpId::MatMul, OpDef{.name = "MatMul", .cls = OpClass::Other, .infer = infer, .run_cpu = run_cpu, .data_safe = true});
   return true;
 }();
 

@@ -3,6 +3,7 @@
 #include "lazy/autograd.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
+#include "runtime/free_list.h"
 
 namespace loom {
 
@@ -13,6 +14,9 @@ TensorImpl::TensorImpl(Array value, bool lazy) : value_(std::move(value)), lazy_
 TensorImpl::TensorImpl(Ref<Node> node, Device device) : node_(std::move(node)), device_(device), lazy_(true) {
   register_pending(this);
 }
+
+void* TensorImpl::operator new(size_t size) { return FreeList<TensorImpl>::allocate(size); }
+void TensorImpl::operator delete(void* p, size_t size) noexcept { FreeList<TensorImpl>::release(p, size); }
 
 TensorImpl::~TensorImpl() {
   if (weak_) weak_->target = nullptr;

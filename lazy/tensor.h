@@ -53,6 +53,9 @@ class TensorImpl final : public RefCounted {
   // A pending lazy tensor on `device` (its backend).
   TensorImpl(Ref<Node> node, Device device);
   ~TensorImpl();
+  // Every op makes one and most die at the next step (runtime/free_list.h).
+  static void* operator new(size_t size);
+  static void operator delete(void* p, size_t size) noexcept;
 
   bool is_lazy() const noexcept { return lazy_; }
   bool is_pending() const noexcept { return static_cast<bool>(node_); }

@@ -27,7 +27,9 @@ def markdown(results, targets):
     baselines = [b for b in ("torch-eager", "torch-cudagraph", "torch-compile") if b in results["modes_run"]]
     lines = [f"loom perf harness, {results['date']}, device {dev}"
              f"{' (quick run)' if results['quick'] else ''}: {results['machine']['cpu']}"
-             f"{', ' + results['machine']['gpu'] if results['machine'].get('gpu') else ''}", ""]
+             f"{', ' + results['machine']['gpu'] if results['machine'].get('gpu') else ''}"
+             f"; CPU threads: loom {results['machine'].get('loom_threads')}, torch {results['machine'].get('torch_threads')}",
+             ""]
     head = ["case", "mode", "time per step (median)", "spread (min to max)"] + [f"vs {b}" for b in baselines] + [
         "kernels / step", "graphs / step", "compiled after warm-up", "step peak memory", "status"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -228,7 +228,7 @@ def machine(device):
         pass
     info = dict(cpu=f"{cpu}, {os.cpu_count()} cores", platform=platform.platform(), python=platform.python_version(),
                 numpy=np.__version__, torch=torch.__version__ if torch else None,
-                torch_threads=torch.get_num_threads() if torch else None,
+                loom_threads=loom.get_num_threads(), torch_threads=torch.get_num_threads() if torch else None,
                 openblas_coretype=os.environ.get("OPENBLAS_CORETYPE"))
     try:
         info["loom_commit"] = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -272,6 +272,9 @@ def main(argv=None):
         return 0
     if torch is None:
         print("PyTorch is not installed: the torch modes are skipped, loom modes run alone", file=sys.stderr)
+    else:
+        # Same CPU threads for both libraries (Debian's PyTorch defaults to 1 on some machines).
+        torch.set_num_threads(loom.get_num_threads())
     results = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                    device=args.device, quick=args.quick, machine=machine(args.device), rows=[],
                    modes_run=[m for m in args.modes if BY_NAME[m].unavailable(args.device) is None])

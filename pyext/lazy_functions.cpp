@@ -1,5 +1,5 @@
-// Module functions of lazy mode: loom.sync(), loom.synchronize(), loom.metrics(),
-// loom.metrics_reset() (DESIGN decisions 3 and 13).
+// Module functions of execution: loom.sync(), loom.synchronize(), loom.metrics(),
+// loom.metrics_reset() (DESIGN decisions 3 and 13), loom.get_num_threads().
 #include <map>
 
 #include "graph/compiled.h"
@@ -12,6 +12,7 @@
 #include "rtc/nvrtc.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
+#include "runtime/thread_pool.h"
 
 namespace loom::py {
 namespace {
@@ -46,6 +47,8 @@ PyObject* f_metrics_reset(PyObject*, PyObject*) {
   metrics().reset();
   return Py_NewRef(Py_None);
 }
+
+PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(num_threads()); }
 
 PyObject* f_pending_count(PyObject*, PyObject* device) {
   LOOM_PY_BEGIN
@@ -131,6 +134,8 @@ PyMethodDef lazy_functions[] = {
      "kernel launches, graph replays, compile seconds and IR nodes recorded; arena_bytes and "
      "arena_live_peak_bytes describe the memory plan of the graph run last"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
+    {"get_num_threads", f_get_num_threads, METH_NOARGS,
+     "get_num_threads(): threads the CPU kernels use (LOOM_NUM_THREADS, default: the machine's cores)"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},

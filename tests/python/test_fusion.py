@@ -319,6 +319,8 @@ VIEW_OPERANDS = {
     "matmul_transposed": lambda a, b: a.exp() @ (b * 2).T,
     "matmul_sliced": lambda a, b: a.exp()[1:] @ (b * 2).T[:, 1:3],
     "matmul_permuted_3d": lambda a, b: (a * 3).reshape(2, 3, 4).permute(0, 2, 1) @ (b + 1).reshape(2, 3, 4),
+    # a batched linear's weight gradient: dims merged by a reshape, then transposed
+    "matmul_merged_then_transposed": lambda a, b: (a * 3).reshape(2, 3, 4).reshape(6, 4).T @ (b + 1),
     "index_select_of_transpose": lambda a, b: (a + b).T.index_select(0, loom.tensor([3, 0, 3], device=a.device)),
     "gather_of_slice": lambda a, b: (a * b)[:, ::2].gather(1, loom.tensor([[1, 0]] * 6, device=a.device)),
 }
@@ -359,3 +361,12 @@ def test_threads_split_kernels_without_changing_results(tmp_path):
         outs[threads] = np.load(path)
     for name in ("big", "rows", "flat"):
         np.testing.assert_array_equal(outs["1"][name], outs["4"][name], err_msg=name)
+
+
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_get_num_threads_reports_loom_num_threads(threads):
+    env = dict(os.environ, LOOM_NUM_THREADS=threads)
+    done = subprocess.run([sys.executable, "-c", "import loom; print(loom.get_num_threads())"], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == threads
