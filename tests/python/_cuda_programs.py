@@ -25,6 +25,13 @@ def index_grad(x, i, v):
     return x.grad
 
 
+def copy_then_update(a, x):
+    """Two in-place results on storages the other reads: a gets x's old values."""
+    a.copy_(x)
+    x.add_(1)
+    return [a, x]
+
+
 def set_rows(x, i, value):
     y = x * 1
     y[i] = value
@@ -56,6 +63,7 @@ PROGRAMS = {
     "cumsum": (lambda a: (a.cumsum(0), a.cumsum(1), (a > 0).cumsum(1)), F(4, 5)),
     "int_floor_divide": (lambda a, b: (a // (b + 1), a % (b + 1), (a - 9) // 4, (a - 9) % -4), I(20, 6), I(5, 6)),
     "view_copy": (lambda a: a.T.reshape(-1) * 2, F(3, 4)),
+    "copy_then_update": (copy_then_update, F(5), F(5)),
     "arange_and_random": (lambda a: (a + loom.arange(4, device=a.device), loom.rand(3, 4, device=a.device),
                                      loom.randn(5, device=a.device, dtype=loom.float64),
                                      loom.randint(0, 7, (6,), device=a.device)), F(4)),
