@@ -55,6 +55,11 @@ run_pytest() {  # name, seconds, pytest arguments...
   log "- $name: $(tail -1 "$out") (exit $rc, $(( $(date +%s) - t0 )) s)"
   grep -E "^(FAILED|ERROR)" "$out" | head -25 | sed 's/^/  - /' | tee -a "$report"
 }
+log ""
+log "## Smoke test (tests/gpu/smoke.py: one layer at a time)"
+log '```'
+timeout 180 $PYTHON tests/gpu/smoke.py 2>&1 | tee "$report_dir/smoke.log" | grep -E "^(OK|FAILED)" | tee -a "$report"
+log '```'
 run_pytest gpu-tests 300 tests/gpu
 LOOM_LAUNCH_BLOCKING=1 run_pytest gpu-tests-launch-blocking 120 tests/gpu/test_cuda_execution.py -k "matmul_dtypes or out_of_range or index"
 run_pytest host-cuda-tests 120 tests/python/test_cuda_backend.py tests/python/test_cuda_lowering.py
