@@ -22,6 +22,7 @@ static __device__ __noinline__ i64 loom_offset1(const i64* ip, i64 i) {
   const int r = (int)ip[1];
   const i64* sizes = ip + 2;
   const i64* s = sizes + r;
+  if (r == 1) return i * s[0];  // dense walks merge to one dim: no division
   i64 o = 0;
   for (int d = r - 1; d >= 0; --d) { const i64 x = i % sizes[d]; i /= sizes[d]; o += x * s[d]; }
   return o;
@@ -31,6 +32,7 @@ static __device__ __noinline__ void loom_offset2(const i64* ip, i64 i, i64* a, i
   const i64* sizes = ip + 2;
   const i64* sa = sizes + r;
   const i64* sb = sa + r;
+  if (r == 1) { *a = i * sa[0]; *b = i * sb[0]; return; }
   i64 oa = 0, ob = 0;
   for (int d = r - 1; d >= 0; --d) { const i64 x = i % sizes[d]; i /= sizes[d]; oa += x * sa[d]; ob += x * sb[d]; }
   *a = oa;

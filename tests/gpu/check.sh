@@ -4,8 +4,10 @@
 # suites (and their LOOM_LAUNCH_BLOCKING=1 variant), the host-side CUDA suites, and the GPU
 # benchmarks of BENCH.md (perf/run.py --device cuda --quick, PyTorch modes included), and writes
 # a short report to the folder given as the first argument (default: $OUT, else ./gpu-report).
-# Meant to finish in under 8 minutes. CHECK_CPU_SUITES=1 also runs the whole CPU Python suite
-# afterwards (a few more minutes; CI runs it anyway).
+# Meant to finish in under 8 minutes. CHECK_CPU_SUITES=1 also runs the whole Python suite
+# afterwards (a few more minutes; CI runs it anyway). On a GPU machine plain "lazy" means the
+# GPU, so the lazy halves of those suites then run on it: expect failures where they call
+# .numpy() on a lazy result (GPU tensors need .cpu() first, as in PyTorch).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 report_dir=${1:-${OUT:-gpu-report}}

@@ -24,7 +24,7 @@ def run(executor, program, *arrays):
     """program's outputs (numpy) with the given lazy executor, on fresh lazy inputs."""
     loom._C._set_executor(executor)
     try:
-        args = [loom.tensor(a, device="lazy") for a in arrays]
+        args = [loom.tensor(a, device="lazy:cpu") for a in arrays]
         outs = program(*args)
         outs = outs if isinstance(outs, (list, tuple)) else [outs]
         return [o.cpu().numpy() if o.dtype != loom.bfloat16 else o.float().cpu().numpy() for o in outs]
@@ -61,7 +61,7 @@ def test_emulated_cuda_program_equals_cpu(name):
 
 def test_in_place_writes_land_in_strided_destinations():
     def program(a, b):
-        t = loom.tensor(np.zeros((4, 6), np.float32), device="lazy")
+        t = loom.tensor(np.zeros((4, 6), np.float32), device="lazy:cpu")
         view = t[:, ::2]
         view.add_(a)
         t[1:3].mul_(b[:2])
@@ -77,8 +77,8 @@ def test_one_plan_serves_inputs_at_other_addresses():
     try:
         results = []
         for scale in [1.5, 2.5, 3.5]:
-            a = loom.tensor(F(6, 5), device="lazy")
-            b = loom.tensor(F(5, 4), device="lazy")
+            a = loom.tensor(F(6, 5), device="lazy:cpu")
+            b = loom.tensor(F(5, 4), device="lazy:cpu")
             results.append(((a @ b) * scale + a.sum(), a, b, scale))
         for out, a, b, scale in results:
             want = (a.numpy() @ b.numpy()) * scale + a.numpy().sum()
@@ -90,15 +90,15 @@ def test_one_plan_serves_inputs_at_other_addresses():
 def test_an_index_out_of_range_found_by_a_kernel_raises():
     loom._C._set_executor("cuda-emulated")
     try:
-        x = loom.tensor(F(4, 3), device="lazy")
-        i = loom.tensor(np.array([0, 7]), device="lazy")
+        x = loom.tensor(F(4, 3), device="lazy:cpu")
+        i = loom.tensor(np.array([0, 7]), device="lazy:cpu")
         with pytest.raises(IndexError, match="index out of bounds"):
             x[i].tolist()
-        j = loom.tensor(np.array([[0, 5]]), device="lazy")
+        j = loom.tensor(np.array([[0, 5]]), device="lazy:cpu")
         with pytest.raises(RuntimeError, match=r"gather\(\): index out of bounds"):
             x.gather(1, j).tolist()
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-            (loom.tensor(np.arange(3), device="lazy") // loom.tensor(np.array([1, 0, 2]), device="lazy")).tolist()
+            (loom.tensor(np.arange(3), device="lazy:cpu") // loom.tensor(np.array([1, 0, 2]), device="lazy:cpu")).tolist()
     finally:
         loom._C._set_executor("compiled")
 
@@ -116,9 +116,9 @@ def test_emulated_training_steps_equal_cpu(name):
         try:
             model = model_fn(loom)
             model.load_state_dict({k: loom.tensor(v) for k, v in initial.items()})
-            model = model.to("lazy")
+            model = model.to("lazy:cpu")
             optimizer = loom.optim.AdamW(model.parameters(), lr=1e-3)
-            x, y = (loom.tensor(a, device="lazy") for a in data_fn())
+            x, y = (loom.tensor(a, device="lazy:cpu") for a in data_fn())
             losses[executor] = [W.train_step(loom, model, optimizer, x, y).item() for _ in range(5)]
         finally:
             loom._C._set_executor("compiled")
