@@ -9,7 +9,7 @@ import loom
 import workloads as W
 
 
-def setup(name, device):
+def training_setup(name, device):
     import torch
 
     model_fn, data_fn = (W.mlp_model, W.mlp_data) if name == "mlp" else (W.gpt_model, W.gpt_data)
@@ -27,7 +27,7 @@ def setup(name, device):
 def test_lazy_training_on_the_gpu_matches_the_cpu(name, steps):
     losses = {}
     for device in ["lazy:cpu", "lazy:cuda"]:
-        model, optimizer, x, y = setup(name, device)
+        model, optimizer, x, y = training_setup(name, device)
         losses[device] = [W.train_step(loom, model, optimizer, x, y).item() for _ in range(steps)]
     np.testing.assert_allclose(losses["lazy:cuda"], losses["lazy:cpu"], rtol=1e-4, atol=1e-5)
     assert losses["lazy:cuda"][-1] < losses["lazy:cuda"][0]
@@ -36,13 +36,13 @@ def test_lazy_training_on_the_gpu_matches_the_cpu(name, steps):
 def test_eager_training_on_the_gpu_matches_the_cpu():
     losses = {}
     for device in ["cpu", "cuda"]:
-        model, optimizer, x, y = setup("mlp", device)
+        model, optimizer, x, y = training_setup("mlp", device)
         losses[device] = [W.train_step(loom, model, optimizer, x, y).item() for _ in range(5)]
     np.testing.assert_allclose(losses["cuda"], losses["cpu"], rtol=1e-4, atol=1e-5)
 
 
 def test_steady_state_is_one_graph_replay_per_step_and_no_compile():
-    model, optimizer, x, y = setup("mlp", "lazy:cuda")
+    model, optimizer, x, y = training_setup("mlp", "lazy:cuda")
     for _ in range(3):  # the first run launches directly, the second captures
         W.train_step(loom, model, optimizer, x, y).item()
     before = loom.metrics()
@@ -90,7 +90,7 @@ def test_dropout_differs_per_replay_and_reproduces_under_a_seed():
 
 def test_without_graphs_the_same_steps_launch_kernels():
     loom._C._set_executor("fused-nograph")
-    model, optimizer, x, y = setup("mlp", "lazy:cuda")
+    model, optimizer, x, y = training_setup("mlp", "lazy:cuda")
     losses = [W.train_step(loom, model, optimizer, x, y).item() for _ in range(3)]
     before = loom.metrics()
     losses.append(W.train_step(loom, model, optimizer, x, y).item())
@@ -98,7 +98,7 @@ def test_without_graphs_the_same_steps_launch_kernels():
     assert after["graph_replays"] == before["graph_replays"]
     assert after["kernel_launches"] > before["kernel_launches"]
     loom._C._set_executor("fused")
-    model, optimizer, x, y = setup("mlp", "lazy:cuda")
+    model, optimizer, x, y = training_setup("mlp", "lazy:cuda")
     with_graphs = [W.train_step(loom, model, optimizer, x, y).item() for _ in range(4)]
     # The two forms of cuBLAS call (graph/cuda_blas.h) may sum in different orders.
     np.testing.assert_allclose(losses, with_graphs, rtol=1e-5, atol=1e-6)
