@@ -133,13 +133,21 @@ int32_t* error_word(int device) {
   std::lock_guard lock(state_mutex());
   if (!s.error_device) {
     set_device(device);
+    // Mapped host memory: the host reads it without a copy. Where mapping is refused (some
+    // virtualized drivers), a word of device memory, read with a copy at each check.
     void* host = nullptr;
-    check(cudaHostAlloc(&host, sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable), "cudaHostAlloc",
-          "the error word of cuda:" + std::to_string(device));
-    *static_cast<volatile int32_t*>(host) = 0;
     void* dev = nullptr;
-    check(cudaHostGetDevicePointer(&dev, host, 0), "cudaHostGetDevicePointer");
-    s.error_host = static_cast<volatile int32_t*>(host);
+    if (cudaHostAlloc(&host, sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess &&
+        cudaHostGetDevicePointer(&dev, host, 0) == cudaSuccess) {
+      *static_cast<volatile int32_t*>(host) = 0;
+      s.error_host = static_cast<volatile int32_t*>(host);
+    } else {
+      cudaGetLastError();
+      if (host) cudaFreeHost(host);
+      std::string what = "the error word of cuda:" + std::to_string(device);
+      check(cudaMalloc(&dev, sizeof(int32_t)), "cudaMalloc", what);
+      check(cudaMemsetAsync(dev, 0, sizeof(int32_t), stream(device)), "cudaMemsetAsync", what);
+    }
     s.error_device = static_cast<int32_t*>(dev);
   }
   return s.error_device;
@@ -156,11 +164,21 @@ int32_t register_data_error(ErrorKind kind, const std::string& message) {
 
 void raise_data_errors(int device) {
   DeviceState& s = state(device);
-  if (!s.error_host) return;  // no kernel could have reported one
-  int32_t code = *s.error_host;
-  if (code == 0) [[likely]]
-    return;
-  *s.error_host = 0;
+  if (!s.error_device) return;  // no kernel could have reported one
+  int32_t code = 0;
+  if (s.error_host) {
+    code = *s.error_host;
+    if (code == 0) [[likely]]
+      return;
+    *s.error_host = 0;
+  } else {
+    // The word lives on the device: read it on the stream, which the caller has just drained.
+    check(cudaMemcpyAsync(&code, s.error_device, sizeof code, cudaMemcpyDeviceToHost, s.stream), "cudaMemcpyAsync",
+          "the error word");
+    check(cudaStreamSynchronize(s.stream), "cudaStreamSynchronize", "the error word");
+    if (code == 0) return;
+    check(cudaMemsetAsync(s.error_device, 0, sizeof code, s.stream), "cudaMemsetAsync", "the error word");
+  }
   DataError e{ErrorKind::Runtime, "a CUDA kernel reported an unknown data error (code " + std::to_string(code) + ")"};
   {
     std::lock_guard lock(state_mutex());

@@ -45,8 +45,9 @@ bool launch_blocking() noexcept;
 // later fault messages, and under LOOM_LAUNCH_BLOCKING waits and raises naming it.
 void after_launch(int device, const std::string& what);
 
-// The device-visible address of the device's error word (mapped host memory: reading it costs
-// the host nothing). A kernel that finds a data error stores its code there if the word is 0.
+// The device-visible address of the device's error word (mapped host memory, so that reading it
+// costs the host nothing; device memory where the driver refuses to map). A kernel that finds a
+// data error stores its code there if the word is 0.
 int32_t* error_word(int device);
 // A code for a data error kernels may report: `kind` and `message` are what raising it throws.
 // Codes are positive and stable for the process; registering the same message twice returns
