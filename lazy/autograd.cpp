@@ -45,14 +45,13 @@ class OpBackward final : public GradFn {
   }
 
   std::vector<Tensor> apply(const Tensor& grad) override {
-    BackwardContext ctx{op_, attrs_, {}, {}, std::vector<bool>(saved_.size(), false), grad, out_dtype_, out_shape_};
+    BackwardContext ctx{op_, attrs_, {}, {}, scalars_, tensor_args_, shapes_, dtypes_,
+                        std::vector<bool>(saved_.size(), false), column_major_, grad, out_dtype_, out_shape_};
     for (size_t k = 0; k < next.size(); ++k)
       if (next[k].fn) ctx.needs_grad[edge_arg_[k]] = true;
-    std::string fn_name = name();
-    for (size_t i = 0; i < saved_.size(); ++i) {
-      ctx.inputs.push_back(saved_[i].defined() ? saved_[i].unpack(fn_name) : Tensor());
-      ctx.scalars.push_back(scalars_[i]);
-    }
+    ctx.inputs.reserve(saved_.size());
+    for (const SavedTensor& s : saved_) ctx.inputs.push_back(s.defined() ? s.unpack(*this) : Tensor());
+    if (result_.defined()) ctx.result = result_.unpack(*this);
     std::vector<Tensor> grads(saved_.size());
     op_def(op_).backward(ctx, grads);
     std::vector<Tensor> out(next.size());
@@ -71,12 +70,15 @@ class OpBackward final : public GradFn {
 
   void release_saved() override {
     for (SavedTensor& s : saved_) s.release();
+    result_.release();
   }
 
-  void save(const Arg& a) {
+  // Keeps argument `a`: a number always, a tensor's value only where the derivative reads it
+  // (`value`), its shape and dtype always.
+  void save(const Arg& a, bool value) {
     if (a.is_tensor()) {
       tensor_args_ |= uint64_t{1} << std::min<size_t>(saved_.size(), 63);
-      saved_.emplace_back(a.tensor);
+      saved_.push_back(value ? SavedTensor(a.tensor, false) : SavedTensor());
       scalars_.push_back(Scalar(int64_t{0}));
       shapes_.emplace_back(a.tensor->sizes());
       dtypes_.push_back(a.tensor->dtype());
@@ -88,14 +90,19 @@ class OpBackward final : public GradFn {
     }
   }
 
+  void save_result(TensorImpl& output) { result_ = SavedTensor(Tensor(&output), true); }
+
   std::vector<SavedTensor>& saved() { return saved_; }
+  SavedTensor& saved_result() { return result_; }
   DType out_dtype_ = DType::Float32;
   Dims out_shape_;
+  uint64_t column_major_ = 0;  // BackwardContext::column_major
 
  private:
   OpId op_;
   Attrs attrs_;
   std::vector<SavedTensor> saved_;
+  SavedTensor result_;
   std::vector<Scalar> scalars_;
   std::vector<Dims> shapes_;
   std::vector<DType> dtypes_;
@@ -161,52 +168,55 @@ void set_grad_enabled(bool enabled) noexcept { grad_mode = enabled; }
 
 // ---- saved tensors ----
 
-SavedTensor::SavedTensor(const Tensor& t) : original_(t->weak()), version_(t->version()) {
-  value_ = handle_of(t);
-  if (!t->is_pending()) {
-    storage_ = t->array().storage;
-    storage_version_ = storage_->version();
-  }
-  if (requires_grad(*t)) history_ = gradient_edge(*t);
+SavedTensor::SavedTensor(const Tensor& t, bool is_result)
+    : value_(handle_of(t)), origin_(t.get()), counter_(t->version_counter()), version_(t->version()),
+      is_result_(is_result) {
+  if (!is_result && requires_grad(*t)) history_ = gradient_edge(*t);
 }
 
-Tensor SavedTensor::unpack(const std::string& fn_name) const {
+Tensor SavedTensor::unpack(GradFn& owner) const {
   LOOM_CHECK(!freed_, Runtime,
              "Trying to backward through the graph a second time (or directly access saved tensors after they "
              "have already been freed). Saved intermediate values of the graph are freed when you call .backward() "
              "or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second "
              "time or if you need to access saved tensors after calling backward.");
-  TensorImpl* original = original_->target;
-  bool modified = (original && original->version() != version_) ||
-                  (storage_ && storage_->version() != storage_version_);
-  LOOM_CHECK(!modified, Runtime,
-             "one of the variables needed for gradient computation has been modified by an inplace operation: [",
-             describe(*value_), "], which is an input of ", fn_name,
-             ". Hint: the operation that failed to compute its gradient is ", fn_name,
-             "; clone() the tensor before modifying it in place.");
-  if (!grad_mode || !history_.fn) return value_;
+  Ref<GradFn> producer = is_result_ ? Ref<GradFn>(&owner) : history_.fn;
+  if (counter_ && counter_->value != version_) {
+    bool computed = producer && !dynamic_cast<AccumulateGrad*>(producer.get());
+    LOOM_FAIL(Runtime, "one of the variables needed for gradient computation has been modified by an inplace "
+              "operation: [", describe(*value_), "]", computed ? ", which is output 0 of " + producer->name() : "",
+              ", is at version ", counter_->value, "; expected version ", version_, " instead. Hint: the backward of ",
+              owner.name(), " reads it; clone() the tensor before modifying it in place.");
+  }
+  if (!grad_mode || !producer) return value_;
   // create_graph: the derivative recorded from this value must reach the original's history.
   Tensor with_history = handle_of(value_);
   AutogradMeta& m = autograd(*with_history);
   m.requires_grad = true;
-  if (dynamic_cast<AccumulateGrad*>(history_.fn.get())) m.grad_accumulator = history_.fn;
-  else m.grad_fn = history_.fn;
+  if (dynamic_cast<AccumulateGrad*>(producer.get())) m.grad_accumulator = producer;
+  else m.grad_fn = producer;
   return with_history;
 }
 
 void SavedTensor::release() noexcept {
   if (!value_) return;
   value_.reset();
-  storage_.reset();
+  counter_.reset();
   history_ = Edge{};
   freed_ = true;
 }
 
-void SavedTensor::detach_from(const Storage* storage) {
-  if (!storage_ || storage_.get() != storage || !value_ || value_->is_lazy()) return;
-  value_ = make_tensor(copy_to(value_->array(), value_->dtype(), value_->device(), MemoryFormat::Preserve));
-  storage_.reset();
-  original_ = make_ref<WeakTensor>();  // the copy is what backward needs; the original may change
+void SavedTensor::preserve(TensorImpl& self) {
+  if (origin_ != &self || !counter_ || counter_ != self.version_counter() || version_ != self.version()) return;
+  if (!value_->is_lazy()) value_ = make_tensor(copy_to(value_->array(), value_->dtype(), value_->device(), MemoryFormat::Preserve));
+  else if (!value_->is_pending()) value_ = detail::copy_pending(value_);
+  counter_.reset();  // what backward needs is this value, whatever happens to the original
+}
+
+void SavedTensor::become_value_of(TensorImpl& t) {
+  if (!value_) return;
+  counter_ = t.version_counter();
+  version_ = t.version();
 }
 
 // ---- tensors ----
@@ -217,13 +227,16 @@ AutogradMeta& autograd(TensorImpl& t) {
   return *slot;
 }
 
+// A stale view answers for what current_grad_fn() will make of it: a view of its base's history.
 bool requires_grad(const TensorImpl& t) noexcept {
   const AutogradMeta* m = t.autograd_meta();
+  if (TensorImpl* base = stale_view_base(t)) return requires_grad(*base);
   return m && (m->requires_grad || m->grad_fn);
 }
 
 bool is_leaf(const TensorImpl& t) noexcept {
   const AutogradMeta* m = t.autograd_meta();
+  if (TensorImpl* base = stale_view_base(t)) return !requires_grad(*base);
   return !m || !m->grad_fn;
 }
 
@@ -239,7 +252,7 @@ void set_requires_grad(TensorImpl& t, bool value) {
 
 Edge gradient_edge(TensorImpl& t) {
   AutogradMeta& m = autograd(t);
-  if (m.grad_fn) return {m.grad_fn, 0};
+  if (current_grad_fn(t)) return {m.grad_fn, 0};
   if (!m.requires_grad) return {};
   if (!m.grad_accumulator) m.grad_accumulator = make_ref<AccumulateGrad>(t);
   return {m.grad_accumulator, 0};
@@ -254,7 +267,7 @@ void set_history(TensorImpl& output, Ref<GradFn> fn) {
 
 void retain_grad(TensorImpl& t) {
   AutogradMeta& m = autograd(t);
-  if (!m.grad_fn) {
+  if (!current_grad_fn(t)) {
     LOOM_CHECK(m.requires_grad, Runtime, "can't retain_grad on Tensor that has requires_grad=False");
     return;  // leaves keep their gradient anyway
   }
@@ -266,15 +279,20 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
   const OpDef& def = op_def(op);
   if (!grad_mode || !def.backward || !is_floating(output.dtype()) || !any_requires_grad(args)) return;
   auto fn = make_ref<OpBackward>(op, attrs);
+  auto needs_grad = [&](size_t i) { return args[i].tensor && requires_grad(*args[i].tensor); };
+  auto [read, result] = def.saves.wanted(args.size(), needs_grad);
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg& a = args[i];
-    fn->save(a);
+    fn->save(a, SavedValues::reads(read, i));
+    if (def.saves.operand_layouts && a.is_tensor() && i < 64 && is_column_major(*a.tensor))
+      fn->column_major_ |= uint64_t{1} << i;
     // Integer and bool tensors (indices, conditions) are never inputs of the backward graph.
     bool listed = a.is_tensor() ? is_floating(a.tensor->dtype()) : lists_numbers(op);
-    if (listed) fn->add_edge(i, a.tensor && requires_grad(*a.tensor) ? gradient_edge(*a.tensor) : Edge{});
+    if (listed) fn->add_edge(i, needs_grad(i) ? gradient_edge(*a.tensor) : Edge{});
   }
   fn->out_dtype_ = output.dtype();
   fn->out_shape_ = Dims(output.sizes());
+  if (result) fn->save_result(output);
   set_history(output, fn);
 }
 
@@ -286,11 +304,16 @@ void record_function(const char* name, TensorImpl& input, TensorImpl& output,
   set_history(output, f);
 }
 
-// Gives saved copies to values an eager in-place write into `storage` would overwrite.
-void detach_saved_from(GradFn& fn, const Storage* storage) {
+void preserve_saved(GradFn& fn, TensorImpl& self) {
   if (auto* op = dynamic_cast<OpBackward*>(&fn))
-    for (SavedTensor& s : op->saved()) s.detach_from(storage);
+    for (SavedTensor& s : op->saved()) s.preserve(self);
 }
+
+void result_written_into(GradFn& fn, TensorImpl& t) {
+  if (auto* op = dynamic_cast<OpBackward*>(&fn)) op->saved_result().become_value_of(t);
+}
+
+uint64_t next_function_sequence() noexcept { return next_sequence.load(); }
 
 // ---- the engine ----
 

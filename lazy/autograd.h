@@ -8,13 +8,21 @@
 // AccumulateGrad, which adds into `.grad`. backward() walks the GradFns in reverse topological
 // order, summing the gradients that reach each one.
 //
-// Saved values are checked against version counters: a tensor modified in place after it was
-// saved makes backward raise, as in PyTorch. Backward frees the saved values unless
-// retain_graph; a second backward through freed values raises.
+// Each op saves only the values its derivative reads (OpDef::saves): inputs, or its result where
+// PyTorch's formula reads the result. Saved values are checked against version counters
+// (lazy/version_counter.h): a tensor modified in place after it was saved makes backward raise,
+// as in PyTorch. Backward frees the saved values unless retain_graph; a second backward through
+// freed values raises.
+//
+// In-place writes and views (lazy/autograd_inplace.cpp): a write gives the written tensor the
+// history of its new value; a write through a view gives the view's base a CopySlices, and the
+// views of that base re-derive their grad_fn from the base's when they are next used.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -53,32 +61,44 @@ struct Edge {
 // The value is held by a private handle (a TensorImpl of its own): in lazy mode a sync
 // materializes it like any live tensor, so a backward after `loss.item()` reads stored values
 // instead of recomputing the forward pass; an in-place op on the original rebinds the original,
-// not the handle. The version check then reports that the original changed.
+// not the handle. The version check (the counter the original shares with its views and
+// detach()es, lazy/version_counter.h) then reports that the original changed.
 //
 // It also keeps the original's place in the graph (its grad_fn, or its AccumulateGrad for a
 // leaf): a backward with create_graph unpacks the value with that history, so the derivative
-// computed from it is itself differentiable (double backward). Only inputs of the function that
-// saves them are saved this way; an output would hold its own GradFn (a cycle).
+// computed from it is itself differentiable (double backward). The result of the function that
+// saves it (`is_result`) has that function as its history, which it does not hold (a cycle):
+// unpack is given it.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  explicit SavedTensor(const Tensor& t);
+  SavedTensor(const Tensor& t, bool is_result);
   // The saved value; raises if the tensor was modified in place since it was saved, or if the
   // graph was freed by an earlier backward. In grad mode (a backward with create_graph) the
-  // value comes with the original's history.
-  Tensor unpack(const std::string& fn_name) const;
+  // value comes with the original's history. `owner` is the function that saved it.
+  Tensor unpack(GradFn& owner) const;
   void release() noexcept;
   bool defined() const noexcept { return static_cast<bool>(value_) || freed_; }
-  // An eager in-place op about to overwrite `storage` first gives saved values there a copy.
-  void detach_from(const Storage* storage);
+  // An in-place write into `self` is about to give it a new value, and this value was saved from
+  // self by the write's own computation (y.sin_() saved y, y.clamp_(0, 1) saved it in its
+  // Maximum): keep the value as it is now instead of failing the version check at backward, as
+  // PyTorch's in-place ops save the original self. Only self itself: another view of its data
+  // saved by the write (y[1:].mul_(y[:-1])) fails, as in PyTorch. An eager value is copied; a
+  // pending lazy value is a node, which never changes; a materialized lazy value becomes a
+  // pending copy, which the next sync computes before it writes (graph/ orders writes after
+  // every read).
+  void preserve(TensorImpl& self);
+  // The saved result was written into `t` (y.exp_(): exp's result becomes y's value): from now
+  // on it is t's value, which later writes into t invalidate, as PyTorch's in-place ops save self.
+  void become_value_of(TensorImpl& t);
 
   Tensor value_;
-  Ref<WeakTensor> original_;
-  uint64_t version_ = 0;          // the original's version when saved
-  Ref<Storage> storage_;          // the storage the original had when saved (materialized only)
-  uint64_t storage_version_ = 0;  // its version then: in-place writes through any view bump it
+  const TensorImpl* origin_ = nullptr;  // the tensor it was saved from (compared, never read)
+  Ref<VersionCounter> counter_;  // of the tensor it was saved from; null once preserved
+  uint64_t version_ = 0;         // the counter's value when saved
   bool freed_ = false;
-  Edge history_;  // the original's gradient edge, if it required grad when saved
+  bool is_result_ = false;
+  Edge history_;  // the original's gradient edge, if it required grad when saved (inputs only)
 };
 
 class GradFn : public RefCounted {
@@ -100,16 +120,32 @@ class GradFn : public RefCounted {
   Ref<WeakTensor> retained;  // the non-leaf output whose .grad retain_grad() asked for
 };
 
+// A view's history: where it lies in its base (TensorImpl::view_base), so that a write through it
+// can become the base's history, and the version of their shared counter when its grad_fn was
+// made, so that a write anywhere in the base (which may change the view's value) re-derives it.
+// Views that require grad when made have one (their AutogradMeta exists anyway); the others get
+// one when their grad_fn is first derived from the base's (lazy/autograd_inplace.cpp).
+struct ViewHistory {
+  // Over the base's elements in row-major order; none where the view's elements are not a strided
+  // region of them (a view of the storage of a base in another dim order, merging dims).
+  std::optional<Layout> region;
+  uint64_t version = 0;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   bool retains_grad = false;
   Ref<GradFn> grad_fn;         // null for leaves
   Ref<GradFn> grad_accumulator;  // leaves: the AccumulateGrad, made on first use
   Tensor grad;
+  std::optional<ViewHistory> view;  // views only
 };
 
 // Autograd state of a tensor (created on demand).
 AutogradMeta& autograd(TensorImpl& t);
+// The grad_fn of t (null for leaves), re-derived first if t is a view whose base was written
+// since (PyTorch's AsStridedBackward0).
+const Ref<GradFn>& current_grad_fn(TensorImpl& t);
 bool requires_grad(const TensorImpl& t) noexcept;
 // Sets requires_grad of a leaf; raises for integer dtypes, and for turning it off on a non-leaf
 // (turning it on there is a no-op, as in PyTorch).
@@ -122,9 +158,12 @@ Edge gradient_edge(TensorImpl& t);
 void set_history(TensorImpl& output, Ref<GradFn> fn);
 // Tensor.retain_grad(): a non-leaf keeps its gradient in .grad after backward.
 void retain_grad(TensorImpl& t);
-// An eager in-place write into `storage` is about to happen: values that `fn` saved there get a
-// copy first (PyTorch saves the original values of tensors modified in place the same way).
-void detach_saved_from(GradFn& fn, const Storage* storage);
+// An in-place write is about to change `self`: the values of it that `fn` saved at the current
+// version keep it (SavedTensor::preserve).
+void preserve_saved(GradFn& fn, TensorImpl& self);
+// `fn` made the value just written into `t`: the result it saved is t's value from now on
+// (SavedTensor::become_value_of).
+void result_written_into(GradFn& fn, TensorImpl& t);
 
 // loom.autograd.backward / Tensor.backward: accumulates into the .grad of the leaves reached.
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_roots, bool retain_graph,
@@ -134,16 +173,25 @@ std::vector<Tensor> grad(const std::vector<Tensor>& roots, const std::vector<Ten
                          const std::vector<Tensor>& inputs, bool retain_graph, bool create_graph,
                          bool allow_unused);
 
-// What an op's derivative sees: its saved inputs, its attributes and the output's gradient.
+// What an op's derivative sees: its saved values, its attributes and the output's gradient. The
+// spans and references point into the GradFn, which outlives the derivative's call.
 struct BackwardContext {
   OpId op;
-  Attrs attrs;
-  std::vector<Tensor> inputs;   // saved tensor inputs; empty where the argument was a number
-  std::vector<Scalar> scalars;  // the numbers (where inputs[i] is empty)
+  const Attrs& attrs;
+  std::vector<Tensor> inputs;       // the tensor inputs its OpDef::saves names; empty elsewhere
+  Tensor result;                    // the op's result, where its OpDef::saves names it
+  std::span<const Scalar> scalars;  // the numbers (where is_number(i))
+  uint64_t tensor_args;             // bit min(i, 63): argument i was a tensor
+  std::span<const Dims> shapes;     // of every tensor argument, saved or not
+  std::span<const DType> dtypes;
   std::vector<bool> needs_grad;
-  Tensor grad;                  // of the output
+  uint64_t column_major = 0;        // bit i: input i is a column-major matrix (OpDef::saves.operand_layouts)
+  Tensor grad;                      // of the output
   DType out_dtype;
-  Dims out_shape;
+  const Dims& out_shape;
+
+  // Numbers only come before the 64th argument (ops with many arguments take only tensors).
+  bool is_number(size_t i) const noexcept { return !(tensor_args >> std::min<size_t>(i, 63) & 1); }
 };
 
 // PyTorch's name for the backward of a primitive op, such as "MulBackward0": the op's name as
@@ -153,6 +201,10 @@ struct BackwardContext {
 // and dtype (lazy/derivatives.cpp, beside the derivatives).
 std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, IntSpan input_shape, DType input_dtype,
                           DType out_dtype);
+// Whether a matrix is laid out column-major: a transpose of a row-major matrix, as the weight.t()
+// of linear is (a matmul's derivative computes that operand's gradient transposed, so that it
+// reaches the weight in its own row-major order; lazy/derivatives.cpp).
+bool is_column_major(const TensorImpl& t) noexcept;
 
 // Records the primitive op that made `output` from `args` if autograd is on and an input
 // requires grad (called by dispatch for every op).
@@ -162,5 +214,76 @@ void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, Te
 // gradient to the input's. Outputs of integer or bool dtype get none (they cannot require grad).
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
+
+// The sequence the next GradFn made will have: the functions made from here on (an in-place op
+// notes it before computing its new value, to know which functions that computation made).
+uint64_t next_function_sequence() noexcept;
+
+// ---- views and in-place writes (lazy/autograd_inplace.cpp) ----
+
+// The base of a view whose grad_fn is out of date and that current_grad_fn() will re-derive from
+// the base's (PyTorch's AsStridedBackward0): their shared version counter moved since the view's
+// grad_fn was made (a write into the base, another view of it, or this view), or the view never
+// had a history and its base now has one. Null for views made in no_grad mode, of integer dtype,
+// and whose base is gone.
+TensorImpl* stale_view_base(const TensorImpl& t) noexcept;
+// Where t lies in its base: recorded when t was made, else derived from the layouts of t and its
+// base; all of t when t is not a view; none when not known (a view that is not a strided region
+// of its base's elements, or of a base that is gone).
+std::optional<Layout> region_in_base(const TensorImpl& t);
+// A view op made `view` of a tensor that requires grad, in grad mode; `region` is where it lies
+// in its base.
+void record_view(TensorImpl& view, std::optional<Layout> region);
+
+// The autograd side of one in-place write into `self` (dispatch.h update / overwrite), in three
+// steps around the write of the data. The write is recorded when grad mode is on and self, its
+// base or the new value requires grad:
+// - a value computed from self's old value (add_, exp_, clamp_) gives self the value's history
+//   (y.add_(1): y.grad_fn is AddBackward0, whose edge leads to y's old history);
+// - a value that replaces the old one (copy_, fill_, y[i] = v) gives self a function named as
+//   PyTorch's (CopyBackwards, FillBackward2, ...) whose gradient goes to the value and zeros to
+//   the old value;
+// - a write through a view gives the view's base a CopySlices, which runs that function on the
+//   view's region of the base's gradient and passes the rest to the base's old history; the view
+//   itself (and every other view of the base) then re-derives its grad_fn from the base's.
+class InplaceWrite {
+ public:
+  struct Kind {
+    // null: the value is computed from the old one; else the name of the function that replaces it.
+    const char* overwrite = nullptr;
+    // Overwrites: whether next_functions lists the value (not for fill_ / zero_ with a number).
+    bool lists_value = true;
+    // Computed values: next_function_sequence() before the value was computed.
+    uint64_t since = 0;
+  };
+
+  // `value` is the value as given: its gradient, for an overwrite, is summed to its shape (null
+  // for a fill with a number). Raises PyTorch's errors for writes autograd cannot record: into a
+  // leaf that requires grad or a view of one, through a view made in no_grad mode, through a view
+  // whose place in its base is not known.
+  InplaceWrite(TensorImpl& self, Tensor value, Kind kind);
+  bool tracked() const noexcept { return tracked_; }
+  // Before the data is written; `value` is the new value in self's dtype and shape. Reads the
+  // histories the write needs, and values that the functions computing it saved from self keep
+  // their current value (SavedTensor::preserve).
+  void before(const Tensor& value);
+  // After the data is written and the version bumped: the new histories.
+  void after();
+
+ private:
+  TensorImpl& self_;
+  Tensor source_;
+  Kind kind_;
+  bool tracked_ = false;
+  std::optional<Layout> region_;  // self's place in its base (views)
+  // Read by before():
+  uint64_t version_before_ = 0;
+  Edge old_;          // self's history
+  Edge value_edge_;   // the value's history
+  Dims value_shape_;  // and its shape and dtype
+  DType value_dtype_ = DType::Float32;
+  Ref<GradFn> adopt_;  // the value's function, when it stands for the write
+};
+
 
 }  // namespace loom

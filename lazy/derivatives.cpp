@@ -3,8 +3,10 @@
 // Gradients are returned at the output's shape; autograd sums them back to each input's shape
 // (undoing broadcasting) and casts them to its dtype.
 //
-// Where PyTorch saves an op's output, these recompute it from the inputs (exp(x) for Exp): in
-// lazy mode the recomputation fuses into the backward kernel for free.
+// Each derivative is registered with the values it reads (SavedValues, lazy/op.h): only those
+// are saved. They are the values PyTorch's formulas read (the result for exp, tanh, sqrt, relu,
+// ...; the input elsewhere), so that an in-place write after the op breaks its gradient exactly
+// where it breaks PyTorch's.
 #include <cmath>
 #include <string>
 
@@ -28,10 +30,21 @@ constexpr double kTwoOverSqrtPi = 1.1283791670955126;
 constexpr double kInvSqrt2 = 0.7071067811865476;
 constexpr double kInvSqrt2Pi = 0.3989422804014327;
 
-Arg in(const BackwardContext& c, size_t i) {
-  return c.inputs[i] ? Arg(c.inputs[i]) : Arg(c.scalars[i]);
+// Input i's saved value. A derivative reading a value that its SavedValues entry does not save is
+// a mistake in the table at the end of this file: say so rather than compute with nothing.
+const Tensor& saved(const BackwardContext& c, size_t i) {
+  LOOM_CHECK(c.inputs[i], Runtime, "internal: the derivative of ", op_name(c.op), " reads input ", i,
+             ", which its SavedValues entry does not save");
+  return c.inputs[i];
 }
-const Tensor& x(const BackwardContext& c) { return c.inputs[0]; }
+const Tensor& result(const BackwardContext& c) {
+  LOOM_CHECK(c.result, Runtime, "internal: the derivative of ", op_name(c.op),
+             " reads the result, which its SavedValues entry does not save");
+  return c.result;
+}
+// Input i: its saved value, or the Python number it was.
+Arg in(const BackwardContext& c, size_t i) { return c.is_number(i) ? Arg(c.scalars[i]) : Arg(saved(c, i)); }
+const Tensor& x(const BackwardContext& c) { return saved(c, 0); }
 
 Tensor zeros(IntSpan shape, DType dtype, const Tensor& like) {
   return ops::full(shape, Scalar(int64_t{0}), dtype, {like->device(), like->is_lazy()});
@@ -61,29 +74,29 @@ ops::DimList reduced_dims(const BackwardContext& c, int64_t ndim) {
 
 DERIVATIVE(Neg) { g[0] = unary(OpId::Neg, c.grad); }
 DERIVATIVE(Abs) { g[0] = mul(c.grad, unary(OpId::Sign, x(c))); }
-DERIVATIVE(Exp) { g[0] = mul(c.grad, unary(OpId::Exp, x(c))); }
-DERIVATIVE(Exp2) { g[0] = mul(c.grad, mul(unary(OpId::Exp2, x(c)), Scalar(kLn2))); }
+DERIVATIVE(Exp) { g[0] = mul(c.grad, result(c)); }
+DERIVATIVE(Exp2) { g[0] = mul(c.grad, mul(result(c), Scalar(kLn2))); }
 DERIVATIVE(Log) { g[0] = div(c.grad, x(c)); }
 DERIVATIVE(Log2) { g[0] = div(c.grad, mul(x(c), Scalar(kLn2))); }
 DERIVATIVE(Log1p) { g[0] = div(c.grad, add(x(c), Scalar(int64_t{1}))); }
-DERIVATIVE(Expm1) { g[0] = mul(c.grad, unary(OpId::Exp, x(c))); }
-DERIVATIVE(Sqrt) { g[0] = div(c.grad, mul(unary(OpId::Sqrt, x(c)), Scalar(int64_t{2}))); }
-DERIVATIVE(Rsqrt) { g[0] = mul(c.grad, mul(ops::pow(x(c), Scalar(-1.5)), Scalar(-0.5))); }
+DERIVATIVE(Expm1) { g[0] = mul(c.grad, add(result(c), Scalar(int64_t{1}))); }
+DERIVATIVE(Sqrt) { g[0] = div(c.grad, mul(result(c), Scalar(int64_t{2}))); }
+DERIVATIVE(Rsqrt) { g[0] = mul(c.grad, mul(ops::pow(result(c), Scalar(int64_t{3})), Scalar(-0.5))); }
 DERIVATIVE(Sin) { g[0] = mul(c.grad, unary(OpId::Cos, x(c))); }
 DERIVATIVE(Cos) { g[0] = mul(c.grad, unary(OpId::Neg, unary(OpId::Sin, x(c)))); }
 DERIVATIVE(Tan) {
-  Tensor t = unary(OpId::Tan, x(c));
+  const Tensor& t = result(c);
   g[0] = mul(c.grad, add(mul(t, t), Scalar(int64_t{1})));
 }
 DERIVATIVE(Tanh) {
-  Tensor t = unary(OpId::Tanh, x(c));
+  const Tensor& t = result(c);
   g[0] = mul(c.grad, sub(Scalar(int64_t{1}), mul(t, t)));
 }
 DERIVATIVE(Sigmoid) {
-  Tensor s = unary(OpId::Sigmoid, x(c));
+  const Tensor& s = result(c);
   g[0] = mul(c.grad, mul(s, sub(Scalar(int64_t{1}), s)));
 }
-DERIVATIVE(Relu) { g[0] = mask(binary(OpId::Gt, x(c), Scalar(int64_t{0})), c.grad); }
+DERIVATIVE(Relu) { g[0] = mask(binary(OpId::Gt, result(c), Scalar(int64_t{0})), c.grad); }
 // d/dx x * Phi(x) = Phi(x) + x * phi(x).
 DERIVATIVE(Gelu) {
   const Tensor& v = x(c);
@@ -120,7 +133,7 @@ DERIVATIVE(Erf) {
 }
 DERIVATIVE(Zero) { g[0] = zeros(c.out_shape, c.out_dtype, c.grad); }
 DERIVATIVE(Reciprocal) {
-  Tensor r = unary(OpId::Reciprocal, x(c));
+  const Tensor& r = result(c);
   g[0] = mul(unary(OpId::Neg, c.grad), mul(r, r));
 }
 DERIVATIVE(Square) { g[0] = mul(c.grad, mul(x(c), Scalar(int64_t{2}))); }
@@ -151,8 +164,8 @@ DERIVATIVE(Pow) {
                                                              : Arg(Scalar(b.scalar.as_double() - 1.0)))));
   }
   if (c.needs_grad[1]) {
-    Tensor value = mul(ops::pow(a, b), a.is_tensor() ? Arg(unary(OpId::Log, Tensor(a.tensor)))
-                                                      : Arg(Scalar(std::log(a.scalar.as_double()))));
+    Tensor value = mul(result(c), a.is_tensor() ? Arg(unary(OpId::Log, Tensor(a.tensor)))
+                                                 : Arg(Scalar(std::log(a.scalar.as_double()))));
     // A zero base, a tensor element or a number: value would be 0 * -inf = nan for b > 0.
     if (a.is_tensor() || a.scalar.as_double() == 0.0) {
       Tensor zero_base = binary(OpId::Ge, b, Scalar(int64_t{0}));
@@ -177,12 +190,12 @@ DERIVATIVE(Remainder) {
   if (c.needs_grad[1]) g[1] = mul(unary(OpId::Neg, c.grad), binary(OpId::FloorDiv, in(c, 0), in(c, 1)));
 }
 DERIVATIVE(Where) {
-  const Tensor& cond = c.inputs[0];
+  const Tensor& cond = saved(c, 0);
   if (c.needs_grad[1]) g[1] = mask(cond, c.grad);
   if (c.needs_grad[2]) g[2] = ops::where(cond, Scalar(int64_t{0}), c.grad);
 }
 
-DERIVATIVE(Sum) { g[0] = expand_reduced(c.grad, c, x(c)->sizes()); }
+DERIVATIVE(Sum) { g[0] = expand_reduced(c.grad, c, c.shapes[0]); }
 // d/dx_i prod(x) is the product of the other elements of x_i's slice: prod / x_i without zeros
 // in the slice (PyTorch's formula there); with one zero, the product of the nonzero elements at
 // the zero and 0 elsewhere; with more, 0 everywhere (as PyTorch's prod_backward). The case is
@@ -201,55 +214,46 @@ DERIVATIVE(Prod) {
   g[0] = mul(expand_reduced(c.grad, c, v->sizes()), others);
 }
 // The gradient is shared evenly between equal extreme values, as PyTorch's amax / amin.
-void amax_grad(const BackwardContext& c, Grads& g, OpId op) {
+void amax_grad(const BackwardContext& c, Grads& g) {
   ops::DimList dims = reduced_dims(c, x(c)->ndim());
-  Tensor extreme = ops::reduce(op, x(c), dims, true);
+  Tensor extreme = expand_reduced(result(c), c, x(c)->sizes());
   Tensor hit = ops::cast(binary(OpId::Eq, x(c), extreme), x(c)->dtype());
   Tensor count = ops::sum(hit, dims, true);
   g[0] = div(mul(expand_reduced(c.grad, c, x(c)->sizes()), hit), count);
 }
-DERIVATIVE(Amax) { amax_grad(c, g, OpId::Amax); }
-DERIVATIVE(Amin) { amax_grad(c, g, OpId::Amin); }
+DERIVATIVE(Amax) { amax_grad(c, g); }
+DERIVATIVE(Amin) { amax_grad(c, g); }
 // The reverse cumulative sum: total - cumsum + g.
 DERIVATIVE(Cumsum) {
   int64_t dim = c.attrs[0];
   Tensor total = ops::sum(c.grad, ops::DimList{dim}, true);
   g[0] = add(sub(total, ops::cumsum(c.grad, dim)), c.grad);
 }
-// Whether a matrix operand is laid out column-major: a transpose of a row-major matrix, as the
-// weight.t() of linear is.
-bool column_major(const Tensor& t) {
-  if (t->ndim() < 2) return false;
-  const Layout* l = !t->is_pending() ? &t->array().layout : t->view_info() ? &t->view_info()->relative : nullptr;
-  if (!l) return false;
-  int64_t n = l->ndim();
-  return l->sizes[n - 2] > 1 && l->sizes[n - 1] > 1 && l->strides[n - 2] == 1 && l->strides[n - 1] == l->sizes[n - 2];
-}
 // The gradient of a column-major operand is computed as the transpose of a row-major product
 // (grad @ b^T = (b @ grad^T)^T), so it reaches the tensor the operand is a transpose of in that
 // tensor's own row-major order: the kernels that consume a weight's gradient (its accumulation,
 // the optimizer step) then read it with unit strides instead of transposing it element by element.
 DERIVATIVE(MatMul) {
-  const Tensor& a = c.inputs[0];
-  const Tensor& b = c.inputs[1];
   auto t = [](const Tensor& m) { return ops::transpose(m, -2, -1); };
-  if (c.needs_grad[0]) g[0] = column_major(a) ? t(ops::matmul(b, t(c.grad))) : ops::matmul(c.grad, t(b));
-  if (c.needs_grad[1]) g[1] = column_major(b) ? t(ops::matmul(t(c.grad), a)) : ops::matmul(t(a), c.grad);
+  bool a_column_major = c.column_major & 1, b_column_major = c.column_major & 2;
+  if (c.needs_grad[0]) g[0] = a_column_major ? t(ops::matmul(saved(c, 1), t(c.grad))) : ops::matmul(c.grad, t(saved(c, 1)));
+  if (c.needs_grad[1]) g[1] = b_column_major ? t(ops::matmul(t(c.grad), saved(c, 0))) : ops::matmul(t(saved(c, 0)), c.grad);
 }
 DERIVATIVE(Cat) {
   int64_t dim = c.attrs[0], start = 0;
-  for (size_t i = 0; i < c.inputs.size(); ++i) {
-    int64_t len = c.inputs[i]->sizes()[dim];
+  for (size_t i = 0; i < c.shapes.size(); ++i) {
+    int64_t len = c.shapes[i][dim];
     if (c.needs_grad[i]) g[i] = ops::narrow(c.grad, dim, start, len);
     start += len;
   }
 }
 std::vector<Tensor> index_tensors(const BackwardContext& c, size_t first) {
-  return {c.inputs.begin() + static_cast<std::ptrdiff_t>(first), c.inputs.end()};
+  std::vector<Tensor> out;
+  for (size_t i = first; i < c.inputs.size(); ++i) out.push_back(saved(c, i));
+  return out;
 }
 DERIVATIVE(Index) {
-  g[0] = ops::index_put(zeros(x(c)->sizes(), x(c)->dtype(), c.grad), c.attrs[0], index_tensors(c, 1), Arg(c.grad),
-                        true);
+  g[0] = ops::index_put(zeros(c.shapes[0], c.dtypes[0], c.grad), c.attrs[0], index_tensors(c, 1), Arg(c.grad), true);
 }
 DERIVATIVE(IndexPut) {
   std::vector<Tensor> idx = index_tensors(c, 2);
@@ -258,19 +262,18 @@ DERIVATIVE(IndexPut) {
   if (c.needs_grad[1]) g[1] = ops::index(c.grad, c.attrs[0], idx);
 }
 DERIVATIVE(Gather) {
-  g[0] = ops::scatter_add(zeros(x(c)->sizes(), x(c)->dtype(), c.grad), c.attrs[0], c.inputs[1], c.grad);
+  g[0] = ops::scatter_add(zeros(c.shapes[0], c.dtypes[0], c.grad), c.attrs[0], saved(c, 1), c.grad);
 }
 DERIVATIVE(ScatterAdd) {
   g[0] = c.grad;
-  if (c.needs_grad[2]) g[2] = ops::gather(c.grad, c.attrs[0], c.inputs[1]);
+  if (c.needs_grad[2]) g[2] = ops::gather(c.grad, c.attrs[0], saved(c, 1));
 }
 // base with a region replaced by src: the region's gradient goes to src, the rest to base.
 DERIVATIVE(ViewScatter) {
-  const Tensor& src = c.inputs[1];
-  Layout region{Dims(src->sizes()), Dims(c.attrs.begin() + 1, c.attrs.end()), c.attrs[0]};
+  Layout region{c.shapes[1], Dims(c.attrs.begin() + 1, c.attrs.end()), c.attrs[0]};
   Tensor dense = ops::contiguous(c.grad);
   if (c.needs_grad[0])
-    g[0] = apply(OpId::ViewScatter, {Arg(dense), Arg(zeros(src->sizes(), src->dtype(), c.grad))}, c.attrs);
+    g[0] = apply(OpId::ViewScatter, {Arg(dense), Arg(zeros(c.shapes[1], c.dtypes[1], c.grad))}, c.attrs);
   if (c.needs_grad[1]) g[1] = view_of(dense, [&](const Layout& l) -> std::optional<Layout> {
       Layout r = region;
       r.offset += l.offset;
@@ -290,6 +293,14 @@ int reduction_overload(const Attrs& attrs, IntSpan input_shape) {
 
 }  // namespace
 
+bool is_column_major(const TensorImpl& t) noexcept {
+  if (t.ndim() < 2) return false;
+  const Layout* l = !t.is_pending() ? &t.array().layout : t.view_info() ? &t.view_info()->relative : nullptr;
+  if (!l) return false;
+  int64_t n = l->ndim();
+  return l->sizes[n - 2] > 1 && l->sizes[n - 1] > 1 && l->strides[n - 2] == 1 && l->strides[n - 1] == l->sizes[n - 2];
+}
+
 std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, IntSpan input_shape, DType input_dtype,
                           DType out_dtype) {
   bool first_tensor = tensor_args & 1, second_tensor = tensor_args & 2;
@@ -308,27 +319,51 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
 }
 
 namespace {
+// The derivatives with the values each one reads (lazy/op.h SavedValues).
+constexpr uint64_t kIn0 = input_bit(0), kIn1 = input_bit(1);
+constexpr SavedValues kNothing{};
+constexpr SavedValues kSelf{.inputs_for = {kIn0}};  // f(x): f'(x) reads x
+constexpr SavedValues kResult{.result_for = 1};     // f(x): f'(x) reads f(x)
+constexpr SavedValues kBoth{.inputs_for = {kIn0 | kIn1, kIn0 | kIn1}};
 
 const bool registered = [] {
   struct Entry {
     OpId op;
     void (*fn)(const BackwardContext&, Grads&);
+    SavedValues saves;
   };
   const Entry entries[] = {
-      {OpId::Neg, d_Neg}, {OpId::Abs, d_Abs}, {OpId::Exp, d_Exp}, {OpId::Exp2, d_Exp2}, {OpId::Log, d_Log},
-      {OpId::Log2, d_Log2}, {OpId::Log1p, d_Log1p}, {OpId::Expm1, d_Expm1}, {OpId::Sqrt, d_Sqrt},
-      {OpId::Rsqrt, d_Rsqrt}, {OpId::Sin, d_Sin}, {OpId::Cos, d_Cos}, {OpId::Tan, d_Tan}, {OpId::Tanh, d_Tanh},
-      {OpId::Sigmoid, d_Sigmoid}, {OpId::Relu, d_Relu}, {OpId::Gelu, d_Gelu}, {OpId::GeluTanh, d_GeluTanh},
-      {OpId::Silu, d_Silu}, {OpId::Softplus, d_Softplus}, {OpId::Erf, d_Erf}, {OpId::Floor, d_Zero},
-      {OpId::Ceil, d_Zero}, {OpId::Round, d_Zero}, {OpId::Sign, d_Zero}, {OpId::Reciprocal, d_Reciprocal},
-      {OpId::Square, d_Square}, {OpId::NanToNum, d_NanToNum}, {OpId::Cast, d_Cast}, {OpId::Add, d_Add},
-      {OpId::Sub, d_Sub}, {OpId::Mul, d_Mul}, {OpId::Div, d_Div}, {OpId::Pow, d_Pow}, {OpId::Maximum, d_Maximum},
-      {OpId::Minimum, d_Minimum}, {OpId::Remainder, d_Remainder}, {OpId::Where, d_Where}, {OpId::Sum, d_Sum},
-      {OpId::Prod, d_Prod}, {OpId::Amax, d_Amax}, {OpId::Amin, d_Amin}, {OpId::Cumsum, d_Cumsum},
-      {OpId::MatMul, d_MatMul}, {OpId::Cat, d_Cat}, {OpId::Index, d_Index}, {OpId::IndexPut, d_IndexPut},
-      {OpId::Gather, d_Gather}, {OpId::ScatterAdd, d_ScatterAdd}, {OpId::ViewScatter, d_ViewScatter},
+      {OpId::Neg, d_Neg, kNothing}, {OpId::Abs, d_Abs, kSelf}, {OpId::Exp, d_Exp, kResult},
+      {OpId::Exp2, d_Exp2, kResult}, {OpId::Log, d_Log, kSelf}, {OpId::Log2, d_Log2, kSelf},
+      {OpId::Log1p, d_Log1p, kSelf}, {OpId::Expm1, d_Expm1, kResult}, {OpId::Sqrt, d_Sqrt, kResult},
+      {OpId::Rsqrt, d_Rsqrt, kResult}, {OpId::Sin, d_Sin, kSelf}, {OpId::Cos, d_Cos, kSelf},
+      {OpId::Tan, d_Tan, kResult}, {OpId::Tanh, d_Tanh, kResult}, {OpId::Sigmoid, d_Sigmoid, kResult},
+      {OpId::Relu, d_Relu, kResult}, {OpId::Gelu, d_Gelu, kSelf}, {OpId::GeluTanh, d_GeluTanh, kSelf},
+      {OpId::Silu, d_Silu, kSelf}, {OpId::Softplus, d_Softplus, kSelf}, {OpId::Erf, d_Erf, kSelf},
+      // floor, ceil, round and sign have a zero gradient: output shape and dtype are enough
+      {OpId::Floor, d_Zero, kNothing}, {OpId::Ceil, d_Zero, kNothing}, {OpId::Round, d_Zero, kNothing},
+      {OpId::Sign, d_Zero, kNothing}, {OpId::Reciprocal, d_Reciprocal, kResult}, {OpId::Square, d_Square, kSelf},
+      {OpId::NanToNum, d_NanToNum, kSelf}, {OpId::Cast, d_Cast, kNothing}, {OpId::Add, d_Add, kNothing},
+      {OpId::Sub, d_Sub, kNothing},
+      {OpId::Mul, d_Mul, {.inputs_for = {kIn1, kIn0}}},
+      {OpId::Div, d_Div, {.inputs_for = {kIn1, kIn0 | kIn1}}},
+      // the exponent's gradient reads the result: a^b ln a
+      {OpId::Pow, d_Pow, {.inputs_for = {kIn0 | kIn1, kIn0 | kIn1}, .result_for = 2}},
+      {OpId::Maximum, d_Maximum, kBoth}, {OpId::Minimum, d_Minimum, kBoth},
+      {OpId::Remainder, d_Remainder, {.inputs_for = {0, kIn0 | kIn1}}},
+      {OpId::Where, d_Where, {.inputs_for = {0, kIn0, kIn0}}},  // the condition
+      {OpId::Sum, d_Sum, kNothing}, {OpId::Prod, d_Prod, kSelf},
+      {OpId::Amax, d_Amax, {.inputs_for = {kIn0}, .result_for = 1}},
+      {OpId::Amin, d_Amin, {.inputs_for = {kIn0}, .result_for = 1}}, {OpId::Cumsum, d_Cumsum, kNothing},
+      {OpId::MatMul, d_MatMul, {.inputs_for = {kIn1, kIn0}, .operand_layouts = true}},
+      {OpId::Cat, d_Cat, kNothing},
+      {OpId::Index, d_Index, {.inputs_for = {inputs_from(1)}}},                         // the indices
+      {OpId::IndexPut, d_IndexPut, {.inputs_for = {inputs_from(2), inputs_from(2)}}},  // the indices
+      {OpId::Gather, d_Gather, {.inputs_for = {kIn1}}},                                 // the index
+      {OpId::ScatterAdd, d_ScatterAdd, {.inputs_for = {0, 0, kIn1}}},                   // the index
+      {OpId::ViewScatter, d_ViewScatter, kNothing},
   };
-  for (const Entry& e : entries) define_backward(e.op, e.fn);
+  for (const Entry& e : entries) define_backward(e.op, e.fn, e.saves);
   return true;
 }();
 

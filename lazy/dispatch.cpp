@@ -21,7 +21,7 @@ bool same_placement(const TensorImpl& a, const TensorImpl& b) {
 // it reads the base's current value (functionalization of views).
 void refresh_view(TensorImpl& t) {
   const auto& info = t.view_info();
-  if (!info || !info->base->target || info->base->target->version() == info->base_version) return;
+  if (!info || !info->base->target || info->base->target->generation() == info->base_generation) return;
   TensorImpl& base = *info->base->target;
   Ref<Node> base_node = base.read_node();
   Attrs attrs;
@@ -30,7 +30,7 @@ void refresh_view(TensorImpl& t) {
   Node* in = base_node.get();
   Ref<Node> node = Node::make(OpId::View, {base.dtype(), Dims(info->relative.sizes)}, std::move(attrs), {&in, 1});
   ViewInfo fresh = *info;
-  fresh.base_version = base.version();
+  fresh.base_generation = base.generation();
   t.rebind(std::move(node));
   t.set_view_info(std::move(fresh));
 }
@@ -138,8 +138,7 @@ Tensor view_of_pending(const Tensor& base, Layout relative) {
   Dims sizes = relative.sizes;
   Ref<Node> node = Node::make(OpId::View, {base->dtype(), std::move(sizes)}, view_attrs(relative), {&raw, 1});
   Tensor view = make_ref<TensorImpl>(std::move(node), base->device());
-  view->set_view_info(ViewInfo{base->weak(), std::move(relative), base->version()});
-  view->mark_view();
+  view->set_view_info(ViewInfo{base->weak(), std::move(relative), base->generation()});
   return view;
 }
 
@@ -159,7 +158,7 @@ void check_no_internal_overlap(const TensorImpl& self) {
              "location. Please clone() the tensor before performing the operation.");
 }
 
-void assign(TensorImpl& self, const Tensor& value) {
+void write_into(TensorImpl& self, const Tensor& value, const InplaceWrite::Kind& kind) {
   self.check_usable();
   value->check_usable();
   LOOM_CHECK(same_placement(self, *value), Runtime, "Expected all tensors to be on the same device, but found at "
@@ -173,26 +172,17 @@ void assign(TensorImpl& self, const Tensor& value) {
   bool ok = !(is_floating(from) && !is_floating(to)) && !(from != DType::Bool && to == DType::Bool);
   LOOM_CHECK(ok, Runtime, "result type ", dtype_name(from), " can't be cast to the desired output type ",
              dtype_name(to));
-  bool track = grad_enabled() && (requires_grad(self) || requires_grad(*value));
-  if (track) {
-    LOOM_CHECK(!(is_leaf(self) && requires_grad(self)), Runtime,
-               "a leaf Variable that requires grad is being used in an in-place operation.");
-    LOOM_CHECK(!self.is_view(), NotImplemented,
-               "in-place operations on views of tensors that require grad are not supported yet (the gradient of "
-               "the view's base would miss the write); use an out-of-place op or clone() the view first");
-  }
+  InplaceWrite history(self, value, kind);
   // The new value in self's dtype and shape, through ops so autograd sees the conversion.
   Tensor v = ops::cast(value, to);
   if (got != target) v = ops::expand(v, target);
+  history.before(v);
   if (!self.is_lazy()) {
     // Copying overlapping memory element by element would read values already overwritten
     // (t[1:] = t[:-1]): read from a snapshot instead.
     const Array& src = v->array();
-    if (track && autograd(*v).grad_fn) detach_saved_from(*autograd(*v).grad_fn, self.array().storage.get());
     if (may_overlap(src, self.array())) copy_(self.array(), copy_to(src, src.dtype, src.device()));
     else copy_(self.array(), src);
-    self.array().storage->bump_version();
-    self.bump_version();
   } else {
     const auto& info = self.view_info();
     if (info && info->base->target) {
@@ -207,18 +197,14 @@ void assign(TensorImpl& self, const Tensor& value) {
       base.rebind(std::move(scattered));
       ViewInfo fresh = *info;
       self.rebind(std::move(n));
-      fresh.base_version = base.version();  // self already holds the value the base now shows
+      fresh.base_generation = base.generation();  // self already holds the value the base now shows
       self.set_view_info(std::move(fresh));
     } else {
       self.rebind(v->read_node());
     }
   }
-  if (track) {
-    // self now holds v's value: it takes v's history (or none, when v needs no gradient).
-    AutogradMeta& m = autograd(self);
-    m.grad_fn = requires_grad(*v) ? autograd(*v).grad_fn : Ref<GradFn>();
-    m.requires_grad = static_cast<bool>(m.grad_fn);
-  }
+  self.bump_version();
+  history.after();
 }
 
 }  // namespace loom

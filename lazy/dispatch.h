@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "lazy/autograd.h"
 #include "lazy/op.h"
 #include "lazy/tensor.h"
 
@@ -55,10 +56,25 @@ inline Tensor apply(OpId op, std::initializer_list<Arg> args, Attrs attrs = {}) 
 template <typename Transform>
 Tensor view_of(const Tensor& t, Transform&& transform);
 
-// In-place: self's value becomes `value` (broadcast to self's shape, cast to self's dtype).
-// Raises if value's shape does not broadcast to self's or its dtype cannot be cast safely, and
-// if either is errored (lazy/tensor.h).
-void assign(TensorImpl& self, const Tensor& value);
+// In-place writes. self's value becomes the new value (broadcast to self's shape, cast to self's
+// dtype) and its version counter moves by one. They raise if the value's shape does not broadcast
+// to self's or its dtype cannot be cast safely, if either is errored (lazy/tensor.h), and where
+// autograd cannot record the write (autograd.h InplaceWrite, which says what it records).
+//
+// write_into: the common path of the two below; `kind` says how the value relates to the old one.
+void write_into(TensorImpl& self, const Tensor& value, const InplaceWrite::Kind& kind);
+// update: the value is `compute()`, computed from self's old value (add_, exp_, clamp_, t[i] *= 2).
+template <typename Compute>
+void update(TensorImpl& self, Compute&& compute) {
+  uint64_t since = next_function_sequence();  // what compute() makes is part of this write
+  Tensor value = compute();
+  write_into(self, value, InplaceWrite::Kind{.since = since});
+}
+// overwrite: `value` replaces the old value (copy_, t[i] = v); `backward_name` is PyTorch's name
+// of the write's backward ("CopyBackwards").
+inline void overwrite(TensorImpl& self, const Tensor& value, const char* backward_name) {
+  write_into(self, value, InplaceWrite::Kind{.overwrite = backward_name});
+}
 
 // PyTorch's check before an op writes self in place element by element (arithmetic, unary ops,
 // clamp_, copy_, ...; not fill_, masked_fill_ or index_put_): no two of self's indices may share
@@ -85,7 +101,7 @@ Tensor view_of(const Tensor& t, Transform&& transform) {
     std::optional<Layout> l = transform(a.layout);
     if (l) {
       Tensor v = make_tensor(a.view_as(std::move(*l)), t->is_lazy());
-      v->mark_view();
+      v->mark_view_of(*t);
       return v;
     }
     // Only reshape gets here: the layout needs a copy.
@@ -95,9 +111,12 @@ Tensor view_of(const Tensor& t, Transform&& transform) {
   const auto& info = t->view_info();
   Layout base_layout = info && info->base->target ? info->relative : Layout::contiguous(t->sizes());
   if (std::optional<Layout> l = transform(base_layout)) {
-    if (info && info->base->target) return detail::view_of_pending(Tensor(info->base->target), std::move(*l));
-    return detail::view_of_pending(t, std::move(*l));
+    // Functionalized over the pending base the chain started from; a view of t all the same.
+    Tensor v = detail::view_of_pending(info && info->base->target ? Tensor(info->base->target) : t, std::move(*l));
+    v->mark_view_of(*t);
+    return v;
   }
+  // Only reshape gets here: a view of a copy is a copy.
   Tensor copy = detail::copy_pending(t);
   return detail::view_of_pending(copy, *transform(Layout::contiguous(copy->sizes())));
 }

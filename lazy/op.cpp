@@ -24,13 +24,20 @@ std::array<OpDef, kNumOps>& table() {
 const OpDef& op_def(OpId op) noexcept { return table()[static_cast<int>(op)]; }
 
 void define_op(OpId op, const OpDef& def) {
-  auto backward = table()[static_cast<int>(op)].backward;  // registrations may come in any order
-  table()[static_cast<int>(op)] = def;
-  if (!def.backward) table()[static_cast<int>(op)].backward = backward;
+  OpDef& slot = table()[static_cast<int>(op)];
+  auto backward = slot.backward;  // registrations may come in any order
+  SavedValues saves = slot.saves;
+  slot = def;
+  if (!def.backward) {
+    slot.backward = backward;
+    slot.saves = saves;
+  }
 }
 
-void define_backward(OpId op, void (*backward)(const BackwardContext&, std::vector<Ref<TensorImpl>>&)) {
+void define_backward(OpId op, void (*backward)(const BackwardContext&, std::vector<Ref<TensorImpl>>&),
+                     SavedValues saves) {
   table()[static_cast<int>(op)].backward = backward;
+  table()[static_cast<int>(op)].saves = saves;
 }
 
 }  // namespace loom

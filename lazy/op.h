@@ -11,8 +11,10 @@
 // hash, so two nodes with equal op, dtype, shape, attributes and inputs compute the same value.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "runtime/array.h"
@@ -92,6 +94,40 @@ class TensorImpl;
 template <typename T>
 class Ref;
 
+// What an op's derivative reads of its inputs and its result. Autograd saves only that (an input
+// not read leaves its shape and dtype), as PyTorch's derivatives.yaml does: writing an unread
+// value in place later is no error, and a graph that saved nothing can be run backward again. Bit
+// j of an input mask stands for input j (inputs past 63 share bit 63, see `inputs_from`). Numbers
+// are always kept. Where PyTorch's formula reads the result (exp, tanh, sqrt, ...), so does
+// loom's, so that the same in-place writes invalidate the same gradients.
+struct SavedValues {
+  // Inputs read when input i's gradient is wanted (i < 3; the inputs past the third, Cat's and
+  // the index tensors, have no gradient that reads anything).
+  std::array<uint64_t, 3> inputs_for{};
+  uint8_t result_for = 0;  // bit i: the result is read when input i's gradient is wanted
+  // The derivative reads which tensor inputs are column-major matrices (their layout, not their
+  // values, as PyTorch's mm saves its operands' strides): BackwardContext::column_major.
+  bool operand_layouts = false;
+
+  // The inputs to save, and whether to save the result, when `needs_grad(i)` says which gradients
+  // are wanted.
+  template <typename NeedsGrad>
+  std::pair<uint64_t, bool> wanted(size_t n_inputs, NeedsGrad&& needs_grad) const {
+    uint64_t inputs = 0;
+    bool result = false;
+    for (size_t i = 0; i < n_inputs && i < inputs_for.size(); ++i)
+      if (needs_grad(i)) {
+        inputs |= inputs_for[i];
+        result = result || (result_for >> i & 1);
+      }
+    return {inputs, result};
+  }
+  static bool reads(uint64_t mask, size_t input) noexcept { return mask >> (input < 63 ? input : 63) & 1; }
+};
+// Masks for SavedValues: input i, and every input from i on.
+constexpr uint64_t input_bit(int i) { return uint64_t{1} << i; }
+constexpr uint64_t inputs_from(int i) { return ~uint64_t{0} << i; }
+
 struct OpDef {
   const char* name = nullptr;
   OpClass cls = OpClass::Other;
@@ -106,14 +142,18 @@ struct OpDef {
   // sync cannot fail once it has run, so an executor may write in-place results into their
   // destinations before it (graph/compiled.cpp). Unset, an op is assumed to be able to fail.
   bool data_safe = false;
+  // The values `backward` reads, saved when the op is recorded.
+  SavedValues saves;
 };
 
 const OpDef& op_def(OpId op) noexcept;
 inline const char* op_name(OpId op) noexcept { return op_def(op).name; }
 
 // Registration, used by the ops_*.cpp files at static-initialization time. define_backward adds
-// an op's derivative (in lazy/derivatives.cpp, beside the op library's composites).
+// an op's derivative and what it reads (in lazy/derivatives.cpp, beside the op library's
+// composites).
 void define_op(OpId op, const OpDef& def);
-void define_backward(OpId op, void (*backward)(const BackwardContext&, std::vector<Ref<TensorImpl>>&));
+void define_backward(OpId op, void (*backward)(const BackwardContext&, std::vector<Ref<TensorImpl>>&),
+                     SavedValues saves);
 
 }  // namespace loom

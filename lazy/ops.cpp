@@ -48,11 +48,34 @@ Tensor int_tensor_like(int64_t n, const Tensor& like) {
   return arange(n, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(like));
 }
 
-// A view's result with its backward recorded (views are not primitive ops, so dispatch does not
-// record them).
+// A result that is not a view (a copy) with its backward recorded (only primitive ops are
+// recorded by dispatch).
 Tensor viewed(const Tensor& x, Tensor out, const char* name, std::function<Tensor(const Tensor&)> backward) {
   record_function(name, *x, *out, std::move(backward));
   return out;
+}
+
+// A view of x: view_of(x, transform) (dispatch.h) with its backward recorded and, when it gets one,
+// where it lies in x's base (the same transform applied to x's region there), so that in-place
+// writes through it reach the base's history (lazy/autograd_inplace.cpp; views without history
+// derive their place from their layout when they need it, so that views of tensors that need no
+// gradient cost no autograd state). `not_a_view` is the error to raise where the transform cannot
+// express the result without a copy (nullptr: copy, as reshape does). A copy is not a view: only
+// its backward is recorded.
+template <typename Transform>
+Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::function<Tensor(const Tensor&)> backward,
+                 const char* not_a_view = nullptr) {
+  Tensor out = view_of(x, [&](const Layout& l) {
+    std::optional<Layout> v = transform(l);
+    LOOM_CHECK(v || !not_a_view, Runtime, not_a_view);
+    return v;
+  });
+  // Integer and bool views never take part in autograd (their writes cannot carry gradients).
+  if (out->is_view() && grad_enabled() && is_floating(out->dtype()) && requires_grad(*x)) {
+    std::optional<Layout> region = region_in_base(*x);
+    record_view(*out, region ? transform(*region) : std::nullopt);
+  }
+  return viewed(x, std::move(out), name, std::move(backward));
 }
 
 // The backward of a view that selects a region of its input: the gradient lands in that region
@@ -61,11 +84,7 @@ std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layo
   Dims shape(x->sizes());
   DType dtype = x->dtype();
   return [shape, dtype, region](const Tensor& g) {
-    Attrs attrs;
-    attrs.push_back(region.offset);
-    for (int64_t s : region.strides) attrs.push_back(s);
-    Tensor zero = full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()});
-    return apply(OpId::ViewScatter, {Arg(zero), Arg(contiguous(g))}, attrs);
+    return view_scatter(full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()}), region, g);
   };
 }
 
@@ -135,9 +154,11 @@ Tensor sum_to(const Tensor& grad, IntSpan shape) {
   return g;
 }
 
-Tensor detach(const Tensor& x) {
+Tensor detach(const Tensor& x, bool share_version_counter) {
   GradModeGuard no_grad(false);  // restored also when x is an errored lazy tensor and alias raises
-  return alias(x);
+  Tensor out = alias(x);
+  out->unmark_view(share_version_counter);  // the same data, but not a view: not x's history
+  return out;
 }
 
 int64_t reduced_count(IntSpan shape, const DimList& dims) {
@@ -582,61 +603,55 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
 
 Tensor view(const Tensor& x, IntSpan shape0) {
   Dims shape = infer_size(shape0, x->numel());
-  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> {
-    auto v = loom::view(l, shape);
-    LOOM_CHECK(v, Runtime,
-               "view size is not compatible with input tensor's size and stride (at least one dimension spans across "
-               "two contiguous subspaces). Use .reshape(...) instead.");
-    return v;
-  });
-  return viewed(x, std::move(out), "ViewBackward0", reshape_backward(x));
+  return make_view(x, [&](const Layout& l) { return loom::view(l, shape); }, "ViewBackward0", reshape_backward(x),
+                   "view size is not compatible with input tensor's size and stride (at least one dimension spans "
+                   "across two contiguous subspaces). Use .reshape(...) instead.");
 }
 
 Tensor reshape(const Tensor& x, IntSpan shape0) {
   Dims shape = infer_size(shape0, x->numel());
-  Tensor out = view_of(x, [&](const Layout& l) { return loom::view(l, shape); });
-  return viewed(x, std::move(out), "ReshapeAliasBackward0", reshape_backward(x));
+  return make_view(x, [&](const Layout& l) { return loom::view(l, shape); }, "ReshapeAliasBackward0",
+                   reshape_backward(x));
 }
 
 Tensor permute(const Tensor& x, IntSpan dims) {
-  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::permute(l, dims); });
   Dims inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[static_cast<size_t>(wrap_dim(dims[i], x->ndim()))] = static_cast<int64_t>(i);
-  return viewed(x, std::move(out), "PermuteBackward0", [inverse](const Tensor& g) { return permute(g, inverse); });
+  return make_view(x, [&](const Layout& l) -> std::optional<Layout> { return loom::permute(l, dims); },
+                   "PermuteBackward0", [inverse](const Tensor& g) { return permute(g, inverse); });
 }
 
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
-  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, dim0, dim1); });
-  return viewed(x, std::move(out), "TransposeBackward0",
-                [dim0, dim1](const Tensor& g) { return transpose(g, dim0, dim1); });
+  return make_view(x, [&](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, dim0, dim1); },
+                   "TransposeBackward0", [dim0, dim1](const Tensor& g) { return transpose(g, dim0, dim1); });
 }
 
 Tensor expand(const Tensor& x, IntSpan sizes) {
-  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::expand(l, sizes); });
   Dims shape(x->sizes());
-  return viewed(x, std::move(out), "ExpandBackward0", [shape](const Tensor& g) { return sum_to(g, shape); });
+  return make_view(x, [&](const Layout& l) -> std::optional<Layout> { return loom::expand(l, sizes); },
+                   "ExpandBackward0", [shape](const Tensor& g) { return sum_to(g, shape); });
 }
 
 Tensor squeeze(const Tensor& x, std::optional<DimList> dims) {
   if (!dims)
-    return viewed(x, view_of(x, [](const Layout& l) -> std::optional<Layout> { return loom::squeeze(l); }),
-                  "SqueezeBackward0", reshape_backward(x));
+    return make_view(x, [](const Layout& l) -> std::optional<Layout> { return loom::squeeze(l); }, "SqueezeBackward0",
+                     reshape_backward(x));
   // Several dims: squeeze from the highest so lower indices stay valid.
   Dims wrapped;
   for (int64_t d : *dims) wrapped.push_back(wrap_dim(d, x->ndim()));
   std::sort(wrapped.begin(), wrapped.end());
-  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> {
+  auto f = [&](const Layout& l) -> std::optional<Layout> {
     Layout r = l;
     for (size_t i = wrapped.size(); i-- > 0;)
       if (i + 1 == wrapped.size() || wrapped[i] != wrapped[i + 1]) r = loom::squeeze(r, wrapped[i]);
     return r;
-  });
-  return viewed(x, std::move(out), "SqueezeBackward1", reshape_backward(x));
+  };
+  return make_view(x, f, "SqueezeBackward1", reshape_backward(x));
 }
 
 Tensor unsqueeze(const Tensor& x, int64_t dim) {
-  Tensor out = view_of(x, [&](const Layout& l) -> std::optional<Layout> { return loom::unsqueeze(l, dim); });
-  return viewed(x, std::move(out), "UnsqueezeBackward0", reshape_backward(x));
+  return make_view(x, [&](const Layout& l) -> std::optional<Layout> { return loom::unsqueeze(l, dim); },
+                   "UnsqueezeBackward0", reshape_backward(x));
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
@@ -668,25 +683,44 @@ Tensor unflatten(const Tensor& x, int64_t dim, IntSpan sizes) {
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) {
   auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::slice(l, dim, start, stop, step); };
-  Tensor out = view_of(x, f);
-  return viewed(x, std::move(out), "SliceBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
+  return make_view(x, f, "SliceBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::narrow(l, dim, start, length); };
-  Tensor out = view_of(x, f);
-  return viewed(x, std::move(out), "NarrowBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
+  return make_view(x, f, "NarrowBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::select(l, dim, index); };
-  Tensor out = view_of(x, f);
-  return viewed(x, std::move(out), "SelectBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
+  return make_view(x, f, "SelectBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
 }
 
 Tensor alias(const Tensor& x) {
-  Tensor out = view_of(x, [](const Layout& l) -> std::optional<Layout> { return l; });
-  return viewed(x, std::move(out), "AliasBackward0", [](const Tensor& g) { return g; });
+  return make_view(x, [](const Layout& l) -> std::optional<Layout> { return l; }, "AliasBackward0",
+                   [](const Tensor& g) { return g; });
+}
+
+Tensor view_scatter(const Tensor& base, const Layout& region, const Tensor& src) {
+  Attrs attrs;
+  attrs.push_back(region.offset);
+  for (int64_t s : region.strides) attrs.push_back(s);
+  return apply(OpId::ViewScatter, {Arg(base), Arg(contiguous(src))}, std::move(attrs));
+}
+
+Tensor region_of(const Tensor& x, const Layout& region) {
+  Tensor dense = contiguous(x);
+  // Over a row-major layout the region is an offset away; over any other (the region of a
+  // non-contiguous view of dense in its base) it is not a strided region.
+  return make_view(
+      dense,
+      [&](const Layout& l) -> std::optional<Layout> {
+        if (!l.is_contiguous()) return std::nullopt;
+        Layout r = region;
+        r.offset += l.offset;
+        return r;
+      },
+      "AsStridedBackward0", region_backward(dense, region));
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
@@ -1042,46 +1076,59 @@ Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement 
 
 void add_(TensorImpl& self, const Arg& other, Scalar alpha) {
   check_no_internal_overlap(self);
-  assign(self, add(Arg(&self), other, alpha));
+  update(self, [&] { return add(Arg(&self), other, alpha); });
 }
 void sub_(TensorImpl& self, const Arg& other, Scalar alpha) {
   check_no_internal_overlap(self);
-  assign(self, sub(Arg(&self), other, alpha));
+  update(self, [&] { return sub(Arg(&self), other, alpha); });
 }
 void mul_(TensorImpl& self, const Arg& other) {
   check_no_internal_overlap(self);
-  assign(self, mul(Arg(&self), other));
+  update(self, [&] { return mul(Arg(&self), other); });
 }
 void div_(TensorImpl& self, const Arg& other) {
   check_no_internal_overlap(self);
-  assign(self, div(Arg(&self), other));
+  update(self, [&] { return div(Arg(&self), other); });
 }
 
-void fill_(TensorImpl& self, const Arg& value) {
+namespace {
+
+// fill_, zero_ and t[i] = number, whose backward functions PyTorch names differently (and lists
+// the number in next_functions only for the last, a copy_ of the number).
+void fill_as(TensorImpl& self, const Arg& value, InplaceWrite::Kind kind) {
   if (value.is_tensor())
     LOOM_CHECK(value.tensor->ndim() == 0, Runtime, "fill_ only supports 0-dimension value tensor but got tensor with ",
                value.tensor->ndim(), " dimensions.");
-  if (!self.is_lazy()) {
+  if (!self.is_lazy() && !InplaceWrite(self, value.tensor, kind).tracked()) {
+    // Eager and nothing for autograd to record: fill the memory directly.
+    self.check_usable();
     Scalar v = value.is_tensor() ? (materialize(*value.tensor), item(value.tensor->array())) : value.scalar;
     loom::fill_(self.array(), v);
-    self.array().storage->bump_version();
     self.bump_version();
     return;
   }
-  Tensor filled = value.is_tensor()
-                      ? cast(expand(Tensor(value.tensor), self.sizes()), self.dtype())
-                      : full(self.sizes(), value.scalar, self.dtype(), {self.device(), true});
-  assign(self, filled);
+  // A tensor value is broadcast by the write; cast first, as fill_ converts any dtype.
+  Tensor filled = value.is_tensor() ? cast(Tensor(value.tensor), self.dtype())
+                                    : full(self.sizes(), value.scalar, self.dtype(), {self.device(), self.is_lazy()});
+  write_into(self, filled, kind);
 }
 
-void zero_(TensorImpl& self) { fill_(self, Arg(Scalar(int64_t{0}))); }
+}  // namespace
+
+void fill_(TensorImpl& self, const Arg& value) {
+  fill_as(self, value, {.overwrite = value.is_tensor() ? "FillBackward3" : "FillBackward2", .lists_value = value.is_tensor()});
+}
+
+void fill_as_copy_(TensorImpl& self, Scalar value) { fill_as(self, Arg(value), {.overwrite = "CopyBackwards"}); }
+
+void zero_(TensorImpl& self) { fill_as(self, Arg(Scalar(int64_t{0})), {.overwrite = "ZeroBackward0", .lists_value = false}); }
 
 void copy_(TensorImpl& self, const Tensor& src) {
   check_no_internal_overlap(self);
   Tensor value = src->is_lazy() == self.is_lazy() && src->device() == self.device()
                      ? cast(src, self.dtype())
                      : to(src, self.dtype(), self.device(), self.is_lazy());
-  assign(self, value);
+  overwrite(self, value, "CopyBackwards");
 }
 
 }  // namespace loom::ops

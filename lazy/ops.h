@@ -87,7 +87,13 @@ Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::op
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length);
 Tensor select(const Tensor& x, int64_t dim, int64_t index);
 Tensor alias(const Tensor& x);   // the same values, a view (with autograd history)
-Tensor detach(const Tensor& x);  // the same values, no autograd history
+// The same values, no autograd history, not a view; sharing x's version counter, or (`.data`) not.
+Tensor detach(const Tensor& x, bool share_version_counter = true);
+// Regions: `region` is a layout over x's elements in row-major order (a view's place in its base).
+// The elements of x at region (a view of x, or of its contiguous copy).
+Tensor region_of(const Tensor& x, const Layout& region);
+// base with the elements at region replaced by src (of the region's shape).
+Tensor view_scatter(const Tensor& base, const Layout& region, const Tensor& src);
 // Sums a gradient down to `shape`, undoing broadcasting (used by derivatives).
 Tensor sum_to(const Tensor& grad, IntSpan shape);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
@@ -126,12 +132,14 @@ Tensor rand(IntSpan sizes, DType dtype, Placement where);
 Tensor randn(IntSpan sizes, DType dtype, Placement where);
 Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement where);
 
-// ---- in-place: self's value becomes op(self, ...) (see dispatch.h assign) ----
+// ---- in-place: self's value becomes op(self, ...) or a new value (see dispatch.h update) ----
 void add_(TensorImpl& self, const Arg& other, Scalar alpha = Scalar(int64_t{1}));
 void sub_(TensorImpl& self, const Arg& other, Scalar alpha = Scalar(int64_t{1}));
 void mul_(TensorImpl& self, const Arg& other);
 void div_(TensorImpl& self, const Arg& other);
 void fill_(TensorImpl& self, const Arg& value);
+// t[...] = number: a fill that autograd records as PyTorch does, as a copy_ of the number.
+void fill_as_copy_(TensorImpl& self, Scalar value);
 void zero_(TensorImpl& self);
 void copy_(TensorImpl& self, const Tensor& src);
 

@@ -150,7 +150,7 @@ TensorImpl* aliasable_base(const TensorImpl& t) {
   const auto& v = t.view_info();
   if (!v || !v->base->target) return nullptr;
   TensorImpl* base = v->base->target;
-  if (!base->is_pending() || base->destination() || base->version() != v->base_version) return nullptr;
+  if (!base->is_pending() || base->destination() || base->generation() != v->base_generation) return nullptr;
   if (aliasable_base(*base)) return nullptr;  // the base is derived itself: not materialized first
   return base;
 }

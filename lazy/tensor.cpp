@@ -36,16 +36,14 @@ Ref<Node> TensorImpl::read_node() {
 void TensorImpl::rebind(Ref<Node> node) {
   LOOM_CHECK(lazy_, Runtime, "internal: rebind of an eager tensor");
   if (!node_) {
-    // Materialized until now: the new value goes into the existing storage at the sync. The
-    // storage's version moves now, so values saved for backward from any view of it are stale.
+    // Materialized until now: the new value goes into the existing storage at the sync.
     destination_ = value_;
     value_.storage->add_pending_write();
-    value_.storage->bump_version();
     value_ = Array{};
     input_leaf_.reset();
   }
   node_ = std::move(node);
-  ++version_;
+  ++generation_;
   if (!in_registry) register_pending(this);
 }
 
@@ -76,10 +74,55 @@ void TensorImpl::set_error(std::shared_ptr<const Error> error) {
   if (in_registry) unregister_pending(this);
 }
 
+uint64_t TensorImpl::version() const noexcept {
+  if (counter_) return counter_->value;
+  if (TensorImpl* base = view_base()) return base->version();
+  return weak_base_ && weak_base_->counter ? weak_base_->counter->value : 0;
+}
+
+const Ref<VersionCounter>& TensorImpl::version_counter() {
+  if (!counter_) {
+    if (TensorImpl* base = view_base()) {
+      counter_ = base->version_counter();
+    } else if (weak_base_) {
+      // The base died: its counter, if it had one, is in the weak reference, which the other
+      // views of that base share; the first of them to need one makes it there.
+      if (!weak_base_->counter) weak_base_->counter = make_ref<VersionCounter>();
+      counter_ = weak_base_->counter;
+    } else {
+      counter_ = make_ref<VersionCounter>();
+    }
+    if (weak_) weak_->counter = counter_;  // for the views holding this tensor weakly
+  }
+  return counter_;
+}
+
+void TensorImpl::mark_view_of(TensorImpl& t) {
+  if (t.is_view()) {
+    base_ = t.base_;
+    weak_base_ = t.weak_base_;
+  } else if (t.is_pending()) {
+    weak_base_ = t.weak();
+  } else {
+    base_ = Ref<TensorImpl>(&t);
+  }
+  counter_ = t.counter_;  // shared at once when it exists; else found through the base when needed
+  made_in_no_grad_mode_ = !grad_enabled();
+}
+
+void TensorImpl::unmark_view(bool keep_version_counter) {
+  if (keep_version_counter) version_counter();
+  else counter_.reset();
+  base_.reset();
+  weak_base_.reset();
+  made_in_no_grad_mode_ = false;
+}
+
 Ref<WeakTensor> TensorImpl::weak() {
   if (!weak_) {
     weak_ = make_ref<WeakTensor>();
     weak_->target = this;
+    weak_->counter = counter_;
   }
   return weak_;
 }

@@ -25,6 +25,7 @@
 #include <optional>
 
 #include "lazy/node.h"
+#include "lazy/version_counter.h"
 #include "runtime/array.h"
 #include "runtime/error.h"
 #include "runtime/ref.h"
@@ -38,12 +39,15 @@ struct AutogradMeta;
 // their base). The impl clears `target` when it dies.
 struct WeakTensor final : RefCounted {
   TensorImpl* target = nullptr;
+  // target's version counter once it has one, kept after target dies: the views holding this
+  // reference share it (TensorImpl::version_counter).
+  Ref<VersionCounter> counter;
 };
 
 struct ViewInfo {
   Ref<WeakTensor> base;
-  Layout relative;        // over the base's elements in row-major order
-  uint64_t base_version;  // the base's version this view was derived from
+  Layout relative;           // over the base's elements in row-major order
+  uint64_t base_generation;  // the base's generation this view was derived from
 };
 
 class TensorImpl final : public RefCounted {
@@ -77,18 +81,39 @@ class TensorImpl final : public RefCounted {
   // In-place update of a lazy tensor: from now on its value is what `node` computes. A
   // materialized tensor keeps its storage (the result is written into it at the sync).
   void rebind(Ref<Node> node);
-  // Eager in-place updates only bump the version (the data was written in place).
-  void bump_version() noexcept { ++version_; }
-  uint64_t version() const noexcept { return version_; }
+  // How many times rebind() gave this tensor a new node: views of a pending tensor compare it to
+  // know when to re-derive themselves (internal to lazy mode; Tensor._version is version()).
+  uint64_t generation() const noexcept { return generation_; }
+
+  // Tensor._version: in-place writes seen by this tensor's data (lazy/version_counter.h).
+  uint64_t version() const noexcept;
+  // The counter, made on first use (most tensors are never written in place, saved or viewed).
+  // A view shares its base's, found through the base when first asked for: making a view makes
+  // no counter.
+  const Ref<VersionCounter>& version_counter();
+  // An in-place write (eager or lazy) happened: one step per user-visible op.
+  void bump_version() { version_counter()->bump(); }
   // Where a pending in-place result must be written: the storage it had when materialized.
   const std::optional<Array>& destination() const noexcept { return destination_; }
 
   // Called by the sync that computed this tensor's value.
   void materialize(Array value);
 
-  // Whether this tensor was made by a view op (of any tensor, eager or lazy).
-  bool is_view() const noexcept { return is_view_; }
-  void mark_view() noexcept { is_view_ = true; }
+  // Whether this tensor was made by a view op (of any tensor, eager or lazy), and its base: the
+  // tensor the chain of views started from (PyTorch's Tensor._base), never itself a view. A view
+  // of a tensor that was not pending keeps its base alive, as in PyTorch. A view of a pending
+  // tensor holds it weakly (a pending tensor kept alive would be computed by every sync, lazy/
+  // sync.h): view_base() is null once such a base died, and the view then stands alone.
+  bool is_view() const noexcept { return base_ || weak_base_; }
+  TensorImpl* view_base() const noexcept { return base_ ? base_.get() : weak_base_ ? weak_base_->target : nullptr; }
+  // Makes this tensor a view of t (of t's base when t is a view), noting whether grad mode was
+  // off: autograd refuses to record writes through views made in no_grad mode, as PyTorch does.
+  void mark_view_of(TensorImpl& t);
+  bool made_in_no_grad_mode() const noexcept { return made_in_no_grad_mode_; }
+  // Ends being a view (detach() and `.data` are the same data, but not views, as in PyTorch).
+  // With `keep_version_counter` the counter stays shared (detach()); without, this tensor starts
+  // a counter of its own (`.data`, whose writes autograd does not see).
+  void unmark_view(bool keep_version_counter);
   // Called by the sync whose computation of this tensor failed: from now on reading or using it
   // raises `error`. A pending in-place write it carried is dropped (its destination keeps the old
   // values).
@@ -122,12 +147,15 @@ class TensorImpl final : public RefCounted {
   std::optional<Array> destination_;
   std::optional<ViewInfo> view_;
   Ref<WeakTensor> weak_;
+  Ref<TensorImpl> base_;        // views of tensors that were not pending
+  Ref<WeakTensor> weak_base_;   // views of pending tensors
+  Ref<VersionCounter> counter_;  // null until first used; a view's is its base's
   std::unique_ptr<AutogradMeta> autograd_;
   std::shared_ptr<const Error> error_;
   Device device_;
-  uint64_t version_ = 0;
+  uint64_t generation_ = 0;
   bool lazy_ = false;
-  bool is_view_ = false;
+  bool made_in_no_grad_mode_ = false;
 };
 
 using Tensor = Ref<TensorImpl>;

@@ -129,10 +129,10 @@ int set_grad(PyObject* self, PyObject* value, void*) {
 }
 
 PyObject* get_grad_fn(PyObject* self, void*) {
-  const AutogradMeta* m = impl_of(self).autograd_meta();
-  if (!m || !m->grad_fn) Py_RETURN_NONE;
   LOOM_PY_BEGIN
-  return wrap_fn(m->grad_fn);
+  const Ref<GradFn>& fn = current_grad_fn(impl_of(self));
+  if (!fn) Py_RETURN_NONE;
+  return wrap_fn(fn);
   LOOM_PY_END(nullptr)
 }
 
@@ -144,17 +144,15 @@ PyObject* get_retains_grad(PyObject* self, void*) {
   return PyBool_FromLong(m && m->retains_grad);
 }
 
+// PyTorch's .data: detach() with a version counter of its own, so autograd does not see writes
+// through it (backward then uses the values it finds).
 PyObject* get_data(PyObject* self, void*) {
   LOOM_PY_BEGIN
-  return wrap(ops::detach(tensor_of(self)));
+  return wrap(ops::detach(tensor_of(self), false));
   LOOM_PY_END(nullptr)
 }
 
-PyObject* get_version(PyObject* self, void*) {
-  const TensorImpl& t = impl_of(self);
-  uint64_t v = t.version() + (t.is_pending() ? 0 : t.array().storage->version());
-  return PyLong_FromUnsignedLongLong(v);
-}
+PyObject* get_version(PyObject* self, void*) { return PyLong_FromUnsignedLongLong(impl_of(self).version()); }
 
 // ---- Tensor methods ----
 

@@ -227,18 +227,17 @@ int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {
     // Like PyTorch, a Python number is a fill, whose value must fit the dtype (t[0] = 300 raises
     // for uint8), where nested data converts as tensor() does.
     if (is_number(value)) {
-      ops::fill_(target, Arg(scalar_from_py(value, "value")));
+      ops::fill_as_copy_(target, scalar_from_py(value, "value"));
       return 0;
     }
-    assign(target, ops::cast(assigned_value(value, target, target.ndim()), target.dtype()));
+    overwrite(target, ops::cast(assigned_value(value, target, target.ndim()), target.dtype()), "CopyBackwards");
     return 0;
   }
   int64_t first = 0;
   Tensor base = gather_advanced(ix, first);
   Arg v = is_number(value) ? Arg(scalar_from_py(value, "value")) : Arg(assigned_value(value, target, 64));
-  Tensor updated = ops::index_put(base, first, ix.tensors, v);
   // Write the updated (possibly permuted) view back through to self.
-  assign(*base, updated);
+  update(*base, [&] { return ops::index_put(base, first, ix.tensors, v); });
   return 0;
   LOOM_PY_END(-1)
 }

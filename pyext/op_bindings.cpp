@@ -606,11 +606,8 @@ PyObject* as_inplace_method(PyObject* self, FastArgs args, Py_ssize_t nargs, PyO
     check_no_internal_overlap(impl_of(self));
     LOOM_PY_END(nullptr)
   }
-  PyObject* result = as_method<F>(self, args, nargs, kwnames);
-  if (!result) return nullptr;
-  PyRef owned = PyRef::steal(result);
   LOOM_PY_BEGIN
-  assign(impl_of(self), tensor_of(result));
+  update(impl_of(self), [&] { return tensor_of(PyRef::checked(as_method<F>(self, args, nargs, kwnames)).get()); });
   return Py_NewRef(self);
   LOOM_PY_END(nullptr)
 }

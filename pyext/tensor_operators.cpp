@@ -85,7 +85,7 @@ PyObject* inplace_operator(PyObject* a, PyObject* b, Fn&& fn) {
   if (!is_tensor(a) || !y) Py_RETURN_NOTIMPLEMENTED;
   TensorImpl& self = impl_of(a);
   check_no_internal_overlap(self);
-  assign(self, fn(Arg(&self), *y));
+  update(self, [&] { return fn(Arg(&self), *y); });
   return Py_NewRef(a);
   LOOM_PY_END(nullptr)
 }

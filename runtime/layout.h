@@ -87,4 +87,11 @@ Layout select(const Layout& l, int64_t dim, int64_t index);
 // nullopt when the strides cannot express it (then reshape must copy).
 std::optional<Layout> view(const Layout& l, IntSpan sizes);
 
+// Where the elements of `view` lie among those of `base`, both layouts over one storage, as a
+// layout over base's elements in row-major order (PyTorch's view of a base, as_strided over it).
+// nullopt when it is not one: an element of view is not one of base's, base's elements overlap,
+// or a dim of view does not step along a single dim of base (a view merging dims of a base in
+// another dim order). Exact whenever base is contiguous.
+std::optional<Layout> region_within(const Layout& base, const Layout& view);
+
 }  // namespace loom

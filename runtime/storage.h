@@ -4,8 +4,9 @@
 // allocator or memory lent by someone else (a numpy array, a DLPack producer), which is handed
 // back through the lender's release function when the last reference goes.
 //
-// The version counter is shared by every view of the storage. In-place writes bump it, so
-// autograd can detect that a tensor it saved was modified (DESIGN decision 5).
+// Version counters, which autograd uses to detect writes to saved values, belong to tensors and
+// their views, not to storage (lazy/version_counter.h): `.data` shares storage but not the
+// counter.
 #pragma once
 
 #include <cstddef>
@@ -34,9 +35,6 @@ class Storage final : public RefCounted {
   // True when loom's allocator owns the memory (false for wrapped numpy / DLPack memory).
   bool owned() const noexcept { return block_ != nullptr; }
 
-  uint64_t version() const noexcept { return version_; }
-  void bump_version() noexcept { ++version_; }
-
   // Lazy in-place ops that will write into this storage at the next sync. While non-zero, a lazy
   // read of the storage through another tensor must sync first to see the write.
   int32_t pending_writes() const noexcept { return pending_writes_; }
@@ -49,7 +47,6 @@ class Storage final : public RefCounted {
   void* data_ = nullptr;
   size_t nbytes_ = 0;
   Device device_;
-  uint64_t version_ = 0;
   int32_t pending_writes_ = 0;
   // Exactly one of these owns data_.
   CachingAllocator* allocator_ = nullptr;
