@@ -221,4 +221,53 @@ BOOST_AUTO_TEST_CASE(infer_size_rules) {
   BOOST_TEST(wrap_dim(-1, 0) == 0);  // 0-d tensors accept dim -1 and 0
 }
 
+// region_within: every element of the view must be the base element at the region's index.
+namespace {
+
+int64_t position(const Layout& l, int64_t flat) {
+  int64_t pos = l.offset;
+  for (int64_t d = l.ndim() - 1; d >= 0; --d) {
+    pos += flat % l.sizes[d] * l.strides[d];
+    flat /= l.sizes[d];
+  }
+  return pos;
+}
+
+void expect_region(const Layout& base, const Layout& view) {
+  std::optional<Layout> region = region_within(base, view);
+  BOOST_TEST_REQUIRE(region.has_value());
+  BOOST_TEST((region->sizes == view.sizes));
+  for (int64_t i = 0; i < view.numel(); ++i)
+    BOOST_TEST(position(view, i) == position(base, position(*region, i)), "element " << i);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(region_of_a_view_in_its_base) {
+  // A contiguous base: the view's strides, its offset from the base's.
+  Layout base = Layout::contiguous(D({4, 6}), 5);
+  for (const Layout& v : {slice(base, 1, 1, 5, 2), select(base, 0, 2), transpose(base, 0, 1),
+                          expand(unsqueeze(select(base, 1, 3), 1), D({4, 3})), *view(base, D({2, 12}))})
+    expect_region(base, v);
+  BOOST_TEST((region_within(base, select(base, 0, 2))->offset == 12));
+  // A base in another dim order (a preserve-format result of a transposed input), and views of it
+  // that step along its dims, also several view dims along one base dim.
+  Layout permuted = transpose(Layout::contiguous(D({6, 4})), 0, 1);  // sizes 4 x 6, strides 1, 4
+  for (const Layout& v : {slice(permuted, 0, 1, 3), select(permuted, 1, 5), transpose(permuted, 0, 1),
+                          slice(slice(permuted, 1, 0, 6, 2), 0, 2, 4), *view(select(permuted, 0, 1), D({2, 3}))})
+    expect_region(permuted, v);
+  Layout gaps = slice(Layout::contiguous(D({3, 8})), 1, 0, 4);  // rows with gaps between them
+  expect_region(gaps, select(gaps, 1, 2));
+  expect_region(gaps, transpose(gaps, 0, 1));
+  // Not a strided region: merged dims of a permuted base (row-major order differs), elements
+  // outside the base, a base whose elements overlap.
+  Layout merge = Layout{D({24}), D({1}), 0};
+  BOOST_TEST(!region_within(permuted, merge).has_value());
+  BOOST_TEST(!region_within(base, Layout::contiguous(D({3}), 2)).has_value());
+  BOOST_TEST(!region_within(base, Layout::contiguous(D({30}), 5)).has_value());
+  BOOST_TEST(!region_within(expand(Layout::contiguous(D({1, 4})), D({3, 4})), Layout::contiguous(D({4}))).has_value());
+  // An empty view lies anywhere.
+  BOOST_TEST(region_within(base, slice(base, 0, 2, 2)).has_value());
+}
+
 BOOST_AUTO_TEST_SUITE_END()

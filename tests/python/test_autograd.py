@@ -510,6 +510,37 @@ def test_version_counter_counts_in_place_ops(device):
     assert y._version == 1
 
 
+# Every user-visible in-place op moves the counter by exactly one, through the tensor or a view.
+# new(data) makes a tensor of the same library, device and mode (integers stay integers).
+VERSION_STEPS = {
+    "add_": lambda t, new: t.add_(1), "iadd": lambda t, new: t.__iadd__(2), "imul": lambda t, new: t.__imul__(2),
+    "exp_": lambda t, new: t.exp_(), "clamp_": lambda t, new: t.clamp_(0, 1), "fill_": lambda t, new: t.fill_(2),
+    "zero_": lambda t, new: t.zero_(), "copy_": lambda t, new: t.copy_(new(np.ones((2, 3)))),
+    "masked_fill_": lambda t, new: t.masked_fill_(t > 0, 3.0), "lerp_": lambda t, new: t.lerp_(t * 2, 0.5),
+    "addcmul_": lambda t, new: t.addcmul_(t, t), "tril_": lambda t, new: t.tril_(),
+    "setitem_number": lambda t, new: t.__setitem__((0, 1), 5.0), "setitem_row": lambda t, new: t.__setitem__(1, t[0]),
+    "setitem_index": lambda t, new: t.__setitem__(new([0, 1]), 1.0),
+    "setitem_mask": lambda t, new: t.__setitem__(t > 1, 0.5), "view_mul_": lambda t, new: t[:, 1:].mul_(2),
+    "view_setitem": lambda t, new: t.view(-1).__setitem__(slice(2, 4), 7.0),
+    "chained": lambda t, new: t.mul_(2).add_(1).sub_(3),
+}
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["plain", "non_leaf"])
+def test_version_counter_steps_as_pytorch(device, grad):
+    def program(lib, x, make):
+        def new(data):
+            return lib.tensor(data) if lib is torch else loom.tensor(data, device=device)
+        t = x.detach().clone() if not grad else x * 1
+        v = t[1]  # a view taken before: the same counter
+        counts = []
+        for step in VERSION_STEPS.values():
+            step(t, new)
+            counts.append((t._version, v._version))
+        return counts
+    _assert_same_in_torch(device, program)
+
+
 # In-place ops on non-leaf tensors that require grad: the gradient follows the new value.
 def _ones(m, device):
     return torch.ones(2, 3, dtype=torch.float64) if m is torch else loom.ones(2, 3, dtype=loom.float64, device=device)

@@ -111,6 +111,27 @@ def test_trajectory_matches_pytorch(device, name):
     assert all(p.requires_grad and p.is_leaf for p in prob.params)
 
 
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_step_moves_version_counters_as_pytorch(device, name):
+    """Each in-place update of a step (loom._C's optimizer steps) moves the version counter of the
+    parameter and of its state buffers by one, as PyTorch's single-tensor updates do; zero_grad
+    without set_to_none and the accumulation of the next backward move the gradient's."""
+    versions = []
+    for lib, dev in [(torch, "cpu"), (loom, device)]:
+        prob = Problem(lib, dev)
+        opt = OPTIMIZERS[name](lib, prob.params)
+        seen = []
+        for _ in range(3):
+            opt.zero_grad(set_to_none=False)
+            prob.loss().backward()
+            opt.step()
+            seen.append([[p._version, p.grad._version] for p in prob.params])
+            seen.append([[k, v._version] for p in prob.params for k, v in sorted(opt.state[p].items())
+                         if isinstance(v, (torch.Tensor, loom.Tensor)) and k != "step"])
+        versions.append(seen)
+    assert versions[1] == versions[0]
+
+
 @pytest.mark.parametrize("name", ["sgd_momentum", "adam", "adamw_amsgrad"])
 def test_float32_trajectory_matches_pytorch(device, name):
     make = OPTIMIZERS[name]
