@@ -120,15 +120,13 @@ class GradFn : public RefCounted {
   Ref<WeakTensor> retained;  // the non-leaf output whose .grad retain_grad() asked for
 };
 
-// A view's history: where it lies in its base (TensorImpl::view_base), so that a write through it
-// can become the base's history, and the version of their shared counter when its grad_fn was
+// A view's history: the version of the counter it shares with its base when its grad_fn was
 // made, so that a write anywhere in the base (which may change the view's value) re-derives it.
 // Views that require grad when made have one (their AutogradMeta exists anyway); the others get
-// one when their grad_fn is first derived from the base's (lazy/autograd_inplace.cpp).
+// one when their grad_fn is first derived from the base's (lazy/autograd_inplace.cpp). Where a
+// view lies in its base is derived from their layouts when a write needs it (region_in_base), so
+// making a view costs no layout arithmetic.
 struct ViewHistory {
-  // Over the base's elements in row-major order; none where the view's elements are not a strided
-  // region of them (a view of the storage of a base in another dim order, merging dims).
-  std::optional<Layout> region;
   uint64_t version = 0;
 };
 
@@ -227,13 +225,13 @@ uint64_t next_function_sequence() noexcept;
 // had a history and its base now has one. Null for views made in no_grad mode, of integer dtype,
 // and whose base is gone.
 TensorImpl* stale_view_base(const TensorImpl& t) noexcept;
-// Where t lies in its base: recorded when t was made, else derived from the layouts of t and its
-// base; all of t when t is not a view; none when not known (a view that is not a strided region
-// of its base's elements, or of a base that is gone).
+// Where t lies in its base, as a layout over the base's elements in row-major order, from their
+// layouts (or, for a pending view, the functionalized layout it was derived with); all of t when
+// t is not a view; none when not known (runtime/layout.h region_within's exceptions, a base that
+// is gone, a pending view derived from another tensor than its base).
 std::optional<Layout> region_in_base(const TensorImpl& t);
-// A view op made `view` of a tensor that requires grad, in grad mode; `region` is where it lies
-// in its base.
-void record_view(TensorImpl& view, std::optional<Layout> region);
+// A view op made `view` of a tensor that requires grad, in grad mode.
+void record_view(TensorImpl& view);
 
 // The autograd side of one in-place write into `self` (dispatch.h update / overwrite), in three
 // steps around the write of the data. The write is recorded when grad mode is on and self, its

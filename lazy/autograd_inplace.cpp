@@ -91,8 +91,10 @@ class OverwriteBackward final : public GradFn {
   DType dtype_;
 };
 
-// Where t's elements lie among its base's, from their layouts (TensorImpl::view_base).
-std::optional<Layout> derived_region(const TensorImpl& t) {
+}  // namespace
+
+std::optional<Layout> region_in_base(const TensorImpl& t) {
+  if (!t.is_view()) return Layout::contiguous(t.sizes());
   const TensorImpl* base = t.view_base();
   if (!base) return std::nullopt;
   // A pending view functionalized over this very base knows its place.
@@ -107,8 +109,6 @@ std::optional<Layout> derived_region(const TensorImpl& t) {
   if (!view || !whole || view->storage != whole->storage) return std::nullopt;
   return region_within(whole->layout, view->layout);
 }
-
-}  // namespace
 
 TensorImpl* stale_view_base(const TensorImpl& t) noexcept {
   if (!t.is_view() || t.made_in_no_grad_mode() || !is_floating(t.dtype())) return nullptr;
@@ -129,9 +129,9 @@ const Ref<GradFn>& current_grad_fn(TensorImpl& t) {
     const AutogradMeta* m = t.autograd_meta();
     return m ? m->grad_fn : none;
   }
-  std::optional<Layout> region = region_in_base(t);
   AutogradMeta& m = autograd(t);
   if (requires_grad(*base)) {
+    std::optional<Layout> region = region_in_base(t);
     LOOM_CHECK(region, NotImplemented, "a view of shape ", format_dims(t.sizes()),
                " whose base was modified in place is used, and its elements are not a strided region of its base "
                "of shape ", format_dims(base->sizes()), " (a view merging dims of a base in another dim order): "
@@ -143,20 +143,11 @@ const Ref<GradFn>& current_grad_fn(TensorImpl& t) {
     m.grad_fn.reset();
     m.requires_grad = false;
   }
-  m.view = ViewHistory{std::move(region), t.version()};
+  m.view = ViewHistory{t.version()};
   return m.grad_fn;
 }
 
-std::optional<Layout> region_in_base(const TensorImpl& t) {
-  if (!t.is_view()) return Layout::contiguous(t.sizes());
-  const AutogradMeta* m = t.autograd_meta();
-  if (m && m->view) return m->view->region;
-  return derived_region(t);
-}
-
-void record_view(TensorImpl& view, std::optional<Layout> region) {
-  autograd(view).view = ViewHistory{std::move(region), view.version()};
-}
+void record_view(TensorImpl& view) { autograd(view).view = ViewHistory{view.version()}; }
 
 // ---- in-place writes ----
 
@@ -235,7 +226,7 @@ void InplaceWrite::after() {
     set_history(*base, std::move(slices));
     // self shows the base's new value: its grad_fn is re-derived from the base's, now stale.
     AutogradMeta& m = autograd(self_);
-    if (!m.view) m.view = ViewHistory{region_, version_before_};
+    if (!m.view) m.view = ViewHistory{version_before_};
     return;
   }
   if (adopt_) {

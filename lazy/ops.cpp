@@ -55,13 +55,11 @@ Tensor viewed(const Tensor& x, Tensor out, const char* name, std::function<Tenso
   return out;
 }
 
-// A view of x: view_of(x, transform) (dispatch.h) with its backward recorded and, when it gets one,
-// where it lies in x's base (the same transform applied to x's region there), so that in-place
-// writes through it reach the base's history (lazy/autograd_inplace.cpp; views without history
-// derive their place from their layout when they need it, so that views of tensors that need no
-// gradient cost no autograd state). `not_a_view` is the error to raise where the transform cannot
-// express the result without a copy (nullptr: copy, as reshape does). A copy is not a view: only
-// its backward is recorded.
+// A view of x: view_of(x, transform) (dispatch.h) with its backward recorded, and what autograd
+// needs to know of views (lazy/autograd_inplace.cpp): whether it was made in no_grad mode, and the
+// version its history is of when it has one. `not_a_view` is the error to raise where the
+// transform cannot express the result without a copy (nullptr: copy, as reshape does). A copy is
+// not a view: only its backward is recorded.
 template <typename Transform>
 Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::function<Tensor(const Tensor&)> backward,
                  const char* not_a_view = nullptr) {
@@ -71,9 +69,9 @@ Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::
     return v;
   });
   // Integer and bool views never take part in autograd (their writes cannot carry gradients).
-  if (out->is_view() && grad_enabled() && is_floating(out->dtype()) && requires_grad(*x)) {
-    std::optional<Layout> region = region_in_base(*x);
-    record_view(*out, region ? transform(*region) : std::nullopt);
+  if (out->is_view() && is_floating(out->dtype())) {
+    if (!grad_enabled()) out->mark_made_in_no_grad_mode();
+    else if (requires_grad(*x)) record_view(*out);
   }
   return viewed(x, std::move(out), name, std::move(backward));
 }

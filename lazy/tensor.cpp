@@ -107,7 +107,6 @@ void TensorImpl::mark_view_of(TensorImpl& t) {
     base_ = Ref<TensorImpl>(&t);
   }
   counter_ = t.counter_;  // shared at once when it exists; else found through the base when needed
-  made_in_no_grad_mode_ = !grad_enabled();
 }
 
 void TensorImpl::unmark_view(bool keep_version_counter) {

@@ -106,10 +106,12 @@ class TensorImpl final : public RefCounted {
   // sync.h): view_base() is null once such a base died, and the view then stands alone.
   bool is_view() const noexcept { return base_ || weak_base_; }
   TensorImpl* view_base() const noexcept { return base_ ? base_.get() : weak_base_ ? weak_base_->target : nullptr; }
-  // Makes this tensor a view of t (of t's base when t is a view), noting whether grad mode was
-  // off: autograd refuses to record writes through views made in no_grad mode, as PyTorch does.
+  // Makes this tensor a view of t (of t's base when t is a view).
   void mark_view_of(TensorImpl& t);
+  // Autograd refuses to record writes through views made in no_grad mode, as PyTorch does (the
+  // view ops mark them, lazy/ops.cpp).
   bool made_in_no_grad_mode() const noexcept { return made_in_no_grad_mode_; }
+  void mark_made_in_no_grad_mode() noexcept { made_in_no_grad_mode_ = true; }
   // Ends being a view (detach() and `.data` are the same data, but not views, as in PyTorch).
   // With `keep_version_counter` the counter stays shared (detach()); without, this tensor starts
   // a counter of its own (`.data`, whose writes autograd does not see).

@@ -370,53 +370,48 @@ std::optional<Layout> region_within(const Layout& base, const Layout& view) {
   Layout region{view.sizes, Dims(view.sizes.size(), 0), 0};
   if (view.numel() == 0) return region;  // no element to place
   if (base.numel() == 0) return std::nullopt;
-  int64_t delta = view.offset - base.offset;
-  if (base.is_contiguous()) {
-    // Storage order is base's row-major order: only the offset moves.
-    region.strides = view.strides;
-    region.offset = delta;
-    int64_t last = delta;
-    for (size_t k = 0; k < view.sizes.size(); ++k) {
-      if (view.strides[k] < 0) return std::nullopt;
-      last += view.strides[k] * (view.sizes[k] - 1);
-    }
-    if (delta < 0 || last >= base.numel()) return std::nullopt;
-    return region;
+  // base's dims of size > 1, each with its stride and its row-major stride; neighbours that are
+  // also neighbours in storage (a contiguous run, whatever view() may merge) become one dim.
+  struct Dim {
+    int64_t size, stride, row_major;
+  };
+  SmallVec<Dim, 6> dims;
+  int64_t row_major = 1;
+  for (int64_t d = base.ndim() - 1; d >= 0; row_major *= base.sizes[d], --d) {
+    if (base.sizes[d] == 1) continue;
+    if (!dims.empty() && base.strides[d] == dims.back().stride * dims.back().size) dims.back().size *= base.sizes[d];
+    else dims.push_back({base.sizes[d], base.strides[d], row_major});
   }
-  // base's dims of size > 1 from the largest stride down must nest (each stride spans the dims
-  // after it): then a storage position is a unique mixed-radix number of base indices.
-  Dims order;
-  for (size_t d = 0; d < base.sizes.size(); ++d)
-    if (base.sizes[d] > 1) order.push_back(static_cast<int64_t>(d));
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return base.strides[a] > base.strides[b]; });
-  for (size_t i = 0; i + 1 < order.size(); ++i)
-    if (base.strides[order[i]] < base.strides[order[i + 1]] * base.sizes[order[i + 1]]) return std::nullopt;
-  if (!order.empty() && base.strides[order.back()] <= 0) return std::nullopt;
-  Dims row_major(base.sizes.size(), 0);
-  for (int64_t d = base.ndim() - 1, r = 1; d >= 0; r *= base.sizes[d], --d) row_major[d] = r;
+  // From the largest stride down, each must span the dims after it: then a storage position is a
+  // unique mixed-radix number of base indices.
+  std::sort(dims.begin(), dims.end(), [](const Dim& a, const Dim& b) { return a.stride > b.stride; });
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i].stride <= 0 || (i + 1 < dims.size() && dims[i].stride < dims[i + 1].stride * dims[i + 1].size))
+      return std::nullopt;
   // The first element: the base indices of its storage position.
-  Dims index(base.sizes.size(), 0);
+  int64_t delta = view.offset - base.offset;
   if (delta < 0) return std::nullopt;
-  for (int64_t d : order) {
-    index[d] = delta / base.strides[d];
-    delta -= index[d] * base.strides[d];
+  SmallVec<int64_t, 6> reach(dims.size(), 0);  // the last index each base dim reaches
+  for (size_t i = 0; i < dims.size(); ++i) {
+    reach[i] = delta / dims[i].stride;
+    delta -= reach[i] * dims[i].stride;
+    region.offset += reach[i] * dims[i].row_major;
   }
   if (delta != 0) return std::nullopt;
-  // Each view dim steps along one base dim: the largest stride that divides its own.
-  Dims reach = index;  // the last index each base dim reaches
+  // Each view dim steps along one base dim: the largest stride that is not larger than its own,
+  // which must divide it.
   for (size_t k = 0; k < view.sizes.size(); ++k) {
     int64_t t = view.strides[k], n = view.sizes[k];
     if (n == 1 || t == 0) continue;
-    auto d = std::find_if(order.begin(), order.end(), [&](int64_t e) { return base.strides[e] <= t; });
-    if (t < 0 || d == order.end() || t % base.strides[*d] != 0) return std::nullopt;
-    int64_t steps = t / base.strides[*d];
-    reach[*d] += steps * (n - 1);
-    region.strides[k] = steps * row_major[*d];
+    size_t i = 0;
+    while (i < dims.size() && dims[i].stride > t) ++i;
+    if (t < 0 || i == dims.size() || t % dims[i].stride != 0) return std::nullopt;
+    int64_t steps = t / dims[i].stride;
+    reach[i] += steps * (n - 1);
+    region.strides[k] = steps * dims[i].row_major;
   }
-  for (size_t d = 0; d < base.sizes.size(); ++d) {
-    if (reach[d] >= base.sizes[d]) return std::nullopt;
-    region.offset += index[d] * row_major[d];
-  }
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (reach[i] >= dims[i].size) return std::nullopt;
   return region;
 }
 

@@ -89,9 +89,10 @@ std::optional<Layout> view(const Layout& l, IntSpan sizes);
 
 // Where the elements of `view` lie among those of `base`, both layouts over one storage, as a
 // layout over base's elements in row-major order (PyTorch's view of a base, as_strided over it).
-// nullopt when it is not one: an element of view is not one of base's, base's elements overlap,
-// or a dim of view does not step along a single dim of base (a view merging dims of a base in
-// another dim order). Exact whenever base is contiguous.
+// Every view the view algebra makes of base is one, except where it merges dims that are
+// neighbours in storage but not in base's dim order (base.t().view(-1) of a base stored
+// transposed): nullopt then, and when an element of view is not one of base's or base's elements
+// overlap.
 std::optional<Layout> region_within(const Layout& base, const Layout& view);
 
 }  // namespace loom
