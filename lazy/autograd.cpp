@@ -228,15 +228,18 @@ AutogradMeta& autograd(TensorImpl& t) {
 }
 
 // A stale view answers for what current_grad_fn() will make of it: a view of its base's history.
+// (Every op asks of every argument: only views pay for the question.)
 bool requires_grad(const TensorImpl& t) noexcept {
+  if (t.is_view())
+    if (TensorImpl* base = stale_view_base(t)) return requires_grad(*base);
   const AutogradMeta* m = t.autograd_meta();
-  if (TensorImpl* base = stale_view_base(t)) return requires_grad(*base);
   return m && (m->requires_grad || m->grad_fn);
 }
 
 bool is_leaf(const TensorImpl& t) noexcept {
+  if (t.is_view())
+    if (TensorImpl* base = stale_view_base(t)) return !requires_grad(*base);
   const AutogradMeta* m = t.autograd_meta();
-  if (TensorImpl* base = stale_view_base(t)) return !requires_grad(*base);
   return !m || !m->grad_fn;
 }
 
