@@ -27,6 +27,10 @@
 namespace loom {
 namespace {
 
+// When region_in_base knows nothing, for the errors that say so.
+constexpr const char* kUnknownRegion =
+    "a view merging dims that its base orders otherwise, or a lazy view of a view written in place since it was taken";
+
 // Zeros of `shape`, in the dtype and placement of a gradient.
 Tensor zeros(IntSpan shape, const Tensor& grad) {
   return ops::full(shape, Scalar(int64_t{0}), grad->dtype(), {grad->device(), grad->is_lazy()});
@@ -132,10 +136,9 @@ const Ref<GradFn>& current_grad_fn(TensorImpl& t) {
   AutogradMeta& m = autograd(t);
   if (requires_grad(*base)) {
     std::optional<Layout> region = region_in_base(t);
-    LOOM_CHECK(region, NotImplemented, "a view of shape ", format_dims(t.sizes()),
-               " whose base was modified in place is used, and its elements are not a strided region of its base "
-               "of shape ", format_dims(base->sizes()), " (a view merging dims of a base in another dim order): "
-               "autograd cannot derive its history; clone() the view before the write, or use the base");
+    LOOM_CHECK(region, NotImplemented, "a view of shape ", format_dims(t.sizes()), " is used after its base of shape ",
+               format_dims(base->sizes()), " was modified in place, and autograd cannot tell where its elements lie in "
+               "the base (", kUnknownRegion, "); clone() the view before the write, or use the base");
     auto fn = make_ref<AsStridedBackward>(*base, *region);
     fn->next.push_back(gradient_edge(*base));
     set_history(t, std::move(fn));
@@ -169,9 +172,8 @@ InplaceWrite::InplaceWrite(TensorImpl& self, Tensor value, Kind kind)
              "a view of a leaf Variable that requires grad is being used in an in-place operation.");
   region_ = region_in_base(self);
   LOOM_CHECK(region_, NotImplemented, "in-place write through a view of shape ", format_dims(self.sizes()),
-             " whose elements are not a strided region of its base of shape ", format_dims(base->sizes()),
-             " (a view merging dims of a base in another dim order): autograd cannot record it; write into the "
-             "base, or clone() the view first");
+             ": autograd cannot tell where its elements lie in its base of shape ", format_dims(base->sizes()), " (",
+             kUnknownRegion, "); write into the base, or clone() the view first");
 }
 
 void InplaceWrite::before(const Tensor& value) {
