@@ -196,11 +196,11 @@ DERIVATIVE(Where) {
 }
 
 DERIVATIVE(Sum) { g[0] = expand_reduced(c.grad, c, c.shapes[0]); }
-// d/dx_i prod(x) is the product of the other elements of x_i's slice: prod / x_i without zeros
-// in the slice (PyTorch's formula there); with one zero, the product of the nonzero elements at
-// the zero and 0 elsewhere; with more, 0 everywhere (as PyTorch's prod_backward). The case is
-// chosen per slice by counting its zeros, not by a branch on the data, which a lazy trace
-// cannot have.
+// d/dx_i prod(x) is the product of the other elements of x_i's slice: result / x_i without zeros
+// in the slice (PyTorch's formula there, which reads the result); with one zero, the product of
+// the nonzero elements at the zero and 0 elsewhere; with more, 0 everywhere (as PyTorch's
+// prod_backward). The case is chosen per slice by counting its zeros, not by a branch on the
+// data, which a lazy trace cannot have.
 DERIVATIVE(Prod) {
   const Tensor& v = x(c);
   ops::DimList dims = reduced_dims(c, v->ndim());
@@ -209,7 +209,8 @@ DERIVATIVE(Prod) {
   Tensor p = ops::reduce(OpId::Prod, nonzero, dims, true);  // of the nonzero elements
   Tensor zeros = ops::reduce(OpId::Sum, ops::cast(is_zero, DType::Int64), dims, true);
   Tensor lone_zero = binary(OpId::LogicalAnd, binary(OpId::Eq, zeros, Scalar(int64_t{1})), is_zero);
-  Tensor others = ops::where(binary(OpId::Eq, zeros, Scalar(int64_t{0})), div(p, nonzero),
+  Tensor others = ops::where(binary(OpId::Eq, zeros, Scalar(int64_t{0})),
+                             div(expand_reduced(result(c), c, v->sizes()), nonzero),
                              ops::where(lone_zero, p, Scalar(int64_t{0})));
   g[0] = mul(expand_reduced(c.grad, c, v->sizes()), others);
 }
@@ -352,7 +353,7 @@ const bool registered = [] {
       {OpId::Maximum, d_Maximum, kBoth}, {OpId::Minimum, d_Minimum, kBoth},
       {OpId::Remainder, d_Remainder, {.inputs_for = {0, kIn0 | kIn1}}},
       {OpId::Where, d_Where, {.inputs_for = {0, kIn0, kIn0}}},  // the condition
-      {OpId::Sum, d_Sum, kNothing}, {OpId::Prod, d_Prod, kSelf},
+      {OpId::Sum, d_Sum, kNothing}, {OpId::Prod, d_Prod, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::Amax, d_Amax, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::Amin, d_Amin, {.inputs_for = {kIn0}, .result_for = 1}}, {OpId::Cumsum, d_Cumsum, kNothing},
       {OpId::MatMul, d_MatMul, {.inputs_for = {kIn1, kIn0}, .operand_layouts = true}},

@@ -894,6 +894,9 @@ SAVED = {
     "sigmoid": lambda y, c: (y.sigmoid(), y),
     "pow_exponent": lambda y, c: (c ** y, y),           # saves c, y and the result
     "amax": lambda y, c: (y.amax(1), y),
+    "amax_result": lambda y, c: (lambda m: (m * 1, m))(y.amax(1)),
+    "prod_result": lambda y, c: (lambda p: (p * 1, p))(y.prod(1)),
+    "prod": lambda y, c: (y.prod(), y),
     "div_by": lambda y, c: (c / y, y),                  # saves y
     "div_of": lambda y, c: (y / c, y),                  # saves c only
     "index_select": lambda y, c: (y[:, [2, 0]], y),     # saves the index only
