@@ -315,6 +315,8 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
     // pow(Tensor, Scalar) 0, pow(Tensor, Tensor) 1, pow(Scalar, Tensor) 2.
     case OpId::Pow: return "PowBackward" + std::string(!first_tensor ? "2" : second_tensor ? "1" : "0");
     case OpId::Remainder: return first_tensor && second_tensor ? "RemainderBackward1" : "RemainderBackward0";
+    // matmul's primitive is PyTorch's mm for matrices and bmm for batches.
+    case OpId::MatMul: return input_shape.size() == 2 ? "MmBackward0" : "BmmBackward0";
     default: return std::string(op_name(op)) + "Backward0";
   }
 }

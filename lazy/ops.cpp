@@ -593,7 +593,7 @@ Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta,
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
-  Tensor out = matmul(x, weight->ndim() == 2 ? transpose(weight, 0, 1) : weight);
+  Tensor out = matmul(x, weight->ndim() == 2 ? t(weight) : weight);
   return bias ? add(out, *bias) : out;
 }
 
@@ -622,6 +622,13 @@ Tensor permute(const Tensor& x, IntSpan dims) {
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1) {
   return make_view(x, [&](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, dim0, dim1); },
                    "TransposeBackward0", [dim0, dim1](const Tensor& g) { return transpose(g, dim0, dim1); });
+}
+
+Tensor t(const Tensor& x) {
+  LOOM_CHECK(x->ndim() <= 2, Runtime, "t() expects a tensor with <= 2 dimensions, but self is ", x->ndim(), "D");
+  if (x->ndim() < 2) return alias(x);
+  return make_view(x, [](const Layout& l) -> std::optional<Layout> { return loom::transpose(l, 0, 1); }, "TBackward0",
+                   [](const Tensor& g) { return t(g); });
 }
 
 Tensor expand(const Tensor& x, IntSpan sizes) {

@@ -78,6 +78,8 @@ Tensor view(const Tensor& x, IntSpan shape);
 Tensor reshape(const Tensor& x, IntSpan shape);
 Tensor permute(const Tensor& x, IntSpan dims);
 Tensor transpose(const Tensor& x, int64_t dim0, int64_t dim1);
+// Tensor.t(): transposes a 2-d tensor, returns 0-d and 1-d ones as they are (grad_fn TBackward0).
+Tensor t(const Tensor& x);
 Tensor expand(const Tensor& x, IntSpan sizes);
 Tensor squeeze(const Tensor& x, std::optional<DimList> dims = {});
 Tensor unsqueeze(const Tensor& x, int64_t dim);

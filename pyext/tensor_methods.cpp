@@ -199,9 +199,7 @@ PyObject* m_transpose(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject*
 
 PyObject* m_t(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
-  int64_t n = impl_of(self).ndim();
-  LOOM_CHECK(n <= 2, Runtime, "t() expects a tensor with <= 2 dimensions, but self is ", n, "D");
-  return out(n < 2 ? ops::alias(tensor_of(self)) : ops::transpose(tensor_of(self), 0, 1));
+  return out(ops::t(tensor_of(self)));
   LOOM_PY_END(nullptr)
 }
 
