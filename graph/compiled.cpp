@@ -71,8 +71,9 @@ bool fallible(const fusion::Step& step, const Trace& t) {
 }
 
 // Reorders the steps so that those that can fail on their data, and the steps they need, run
-// before all others (each group keeping its order): the in-place results computed after the
-// last of them can be written straight into their destinations (plan_donations). Steps depend
+// before all others (each group keeping its order), and in-place results after the reads of
+// the old values: the in-place results computed after the last fallible step and after those
+// reads can be written straight into their destinations (plan_donations). Otherwise steps depend
 // on each other only through the values they read (intermediates get memory after ordering;
 // inputs are not written).
 void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
@@ -106,6 +107,35 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
   for (size_t s = n; s-- > 0;) {
     first[s] = fallible(p.steps[s], t);
     for (int32_t u : users[s]) first[s] = first[s] || first[u];
+  }
+  // An in-place result's step also waits for the steps that read its destination's old values
+  // (an optimizer update after the backward product that reads the old weight), unless they
+  // need its result: it can then be written in place.
+  std::vector<int32_t> stack;
+  std::vector<bool> after(n);
+  for (const Trace::Output& o : t.outputs) {
+    int32_t w = o.destination ? writer[o.node] : -1;
+    if (w < 0) continue;
+    after.assign(n, false);  // the steps that need w's result, directly or not
+    stack.assign(users[w].begin(), users[w].end());
+    while (!stack.empty()) {
+      int32_t u = stack.back();
+      stack.pop_back();
+      if (after[u]) continue;
+      after[u] = true;
+      stack.insert(stack.end(), users[u].begin(), users[u].end());
+    }
+    for (size_t r = 0; r < n; ++r) {
+      if (static_cast<int32_t>(r) == w || after[r] || std::ranges::find(users[r], w) != users[r].end()) continue;
+      bool reads_old = false;
+      for_each_read(p, p.steps[r], [&](int32_t b) {
+        reads_old = reads_old || (p.buffers[b].kind == fusion::BufferKind::Input &&
+                                  t.nodes[p.buffers[b].value]->array().storage == o.destination->storage);
+      });
+      if (!reads_old) continue;
+      users[r].push_back(w);
+      ++waiting[w];
+    }
   }
   // Ready steps in that order, then by their original position.
   auto later = [&](int32_t a, int32_t b) { return first[a] != first[b] ? first[b] : a > b; };
