@@ -272,9 +272,9 @@ def main(argv=None):
         return 0
     if torch is None:
         print("PyTorch is not installed: the torch modes are skipped, loom modes run alone", file=sys.stderr)
-    else:
-        # Same CPU threads for both libraries (Debian's PyTorch defaults to 1 on some machines).
-        torch.set_num_threads(loom.get_num_threads())
+    # PyTorch keeps its default thread count: on this 2-core VM, 2 threads made its small-op
+    # training steps 3 to 4x slower than its default of 1 (measured 2026-11-29). The table
+    # header prints both libraries' counts.
     results = dict(date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                    device=args.device, quick=args.quick, machine=machine(args.device), rows=[],
                    modes_run=[m for m in args.modes if BY_NAME[m].unavailable(args.device) is None])
