@@ -18,8 +18,14 @@ class ThreadPool {
 
   int threads() const noexcept { return threads_; }
 
+  // Work is cut into up to kChunksPerThread chunks per thread, claimed one at a time by whichever
+  // thread is free: a worker that wakes late (tens of microseconds on a busy or virtualized
+  // machine) then joins for the remaining chunks instead of making the caller wait for a half
+  // it had not started.
+  static constexpr int64_t kChunksPerThread = 8;
+
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-    int64_t chunks = std::min<int64_t>(threads_, (n + grain - 1) / std::max<int64_t>(grain, 1));
+    int64_t chunks = std::min<int64_t>(threads_ * kChunksPerThread, (n + grain - 1) / std::max<int64_t>(grain, 1));
     std::unique_lock busy(busy_, std::try_to_lock);
     if (!busy.owns_lock() || chunks <= 1) {
       body(0, n);
