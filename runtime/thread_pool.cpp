@@ -25,7 +25,8 @@ class ThreadPool {
   static constexpr int64_t kChunksPerThread = 8;
 
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-    int64_t chunks = std::min<int64_t>(threads_ * kChunksPerThread, (n + grain - 1) / std::max<int64_t>(grain, 1));
+    // Whole grains per chunk (rounding the chunk count down keeps every chunk at least a grain).
+    int64_t chunks = std::min<int64_t>(threads_ * kChunksPerThread, n / std::max<int64_t>(grain, 1));
     std::unique_lock busy(busy_, std::try_to_lock);
     if (!busy.owns_lock() || chunks <= 1) {
       body(0, n);
