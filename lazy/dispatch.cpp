@@ -158,6 +158,19 @@ void check_no_internal_overlap(const TensorImpl& self) {
              "location. Please clone() the tensor before performing the operation.");
 }
 
+namespace {
+
+// Writes into one storage through different tensors apply in program order: the first pending
+// write of a tensor into a storage that another tensor will write at the next sync syncs that
+// write first (rare: two overlapping views of one tensor, both written in place).
+void sync_before_aliased_write(TensorImpl& self) {
+  const auto& info = self.view_info();
+  TensorImpl& target = info && info->base->target ? *info->base->target : self;
+  if (!target.is_pending() && target.array().storage->pending_writes() > 0) sync(self.device());
+}
+
+}  // namespace
+
 void write_into(TensorImpl& self, const Tensor& value, const InplaceWrite::Kind& kind) {
   self.check_usable();
   value->check_usable();
@@ -184,6 +197,7 @@ void write_into(TensorImpl& self, const Tensor& value, const InplaceWrite::Kind&
     if (may_overlap(src, self.array())) copy_(self.array(), copy_to(src, src.dtype, src.device()));
     else copy_(self.array(), src);
   } else {
+    sync_before_aliased_write(self);
     const auto& info = self.view_info();
     if (info && info->base->target) {
       // Write through to the base, then re-derive self from it.

@@ -145,12 +145,16 @@ uint64_t trace_key(const Trace& t) {
 namespace {
 
 // A view of a pending base that will be materialized in the same sync is not an output of its
-// own: it becomes a view of the base's new (contiguous) storage afterwards.
+// own: it becomes a view of the base's storage afterwards, the base's new contiguous storage or
+// the dense destination an in-place base is written into (so later writes through the view
+// reach the base, as in eager mode). Under a strided destination the view stays an output of
+// its own (composing the two layouts is not done here).
 TensorImpl* aliasable_base(const TensorImpl& t) {
   const auto& v = t.view_info();
   if (!v || !v->base->target) return nullptr;
   TensorImpl* base = v->base->target;
-  if (!base->is_pending() || base->destination() || base->generation() != v->base_generation) return nullptr;
+  if (!base->is_pending() || base->generation() != v->base_generation) return nullptr;
+  if (base->destination() && !base->destination()->is_contiguous()) return nullptr;
   if (aliasable_base(*base)) return nullptr;  // the base is derived itself: not materialized first
   return base;
 }
