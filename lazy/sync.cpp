@@ -146,15 +146,15 @@ namespace {
 
 // A view of a pending base that will be materialized in the same sync is not an output of its
 // own: it becomes a view of the base's storage afterwards, the base's new contiguous storage or
-// the dense destination an in-place base is written into (so later writes through the view
-// reach the base, as in eager mode). Under a strided destination the view stays an output of
-// its own (composing the two layouts is not done here).
+// the destination an in-place base is written into (so later writes through the view reach the
+// base, as in eager mode). Where no strides place the view in a strided destination, it stays
+// an output of its own.
 TensorImpl* aliasable_base(const TensorImpl& t) {
   const auto& v = t.view_info();
   if (!v || !v->base->target) return nullptr;
   TensorImpl* base = v->base->target;
   if (!base->is_pending() || base->generation() != v->base_generation) return nullptr;
-  if (base->destination() && !base->destination()->is_contiguous()) return nullptr;
+  if (base->destination() && !place_within(base->destination()->layout, v->relative)) return nullptr;
   if (aliasable_base(*base)) return nullptr;  // the base is derived itself: not materialized first
   return base;
 }
@@ -278,9 +278,9 @@ void sync(Device device) {
       v->set_error(base.error());
       continue;
     }
-    Layout l = v->view_info()->relative;
-    l.offset += base.array().layout.offset;
-    v->materialize(base.array().view_as(std::move(l)));
+    std::optional<Layout> l = place_within(base.array().layout, v->view_info()->relative);
+    LOOM_CHECK(l, Runtime, "internal: a view cannot be placed in its materialized base");
+    v->materialize(base.array().view_as(std::move(*l)));
   }
 }
 

@@ -95,4 +95,9 @@ std::optional<Layout> view(const Layout& l, IntSpan sizes);
 // overlap.
 std::optional<Layout> region_within(const Layout& base, const Layout& view);
 
+// The inverse: the layout over storage of `relative`, a layout over base's elements in row-major
+// order (where a lazy view lies in its base), given base's layout over storage. nullopt where no
+// strides express it (a relative dim stepping across two of base's dims).
+std::optional<Layout> place_within(const Layout& base, const Layout& relative);
+
 }  // namespace loom

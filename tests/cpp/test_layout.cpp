@@ -239,6 +239,11 @@ void expect_region(const Layout& base, const Layout& view) {
   BOOST_TEST((region->sizes == view.sizes));
   for (int64_t i = 0; i < view.numel(); ++i)
     BOOST_TEST(position(view, i) == position(base, position(*region, i)), "element " << i);
+  // place_within inverts it where strides can (not where a region dim spans two base dims).
+  if (std::optional<Layout> placed = place_within(base, *region)) {
+    BOOST_TEST((placed->sizes == view.sizes));
+    for (int64_t i = 0; i < view.numel(); ++i) BOOST_TEST(position(*placed, i) == position(view, i), "element " << i);
+  }
 }
 
 }  // namespace
@@ -272,6 +277,24 @@ BOOST_AUTO_TEST_CASE(region_of_a_view_in_its_base) {
   BOOST_TEST(!region_within(expand(Layout::contiguous(D({1, 4})), D({3, 4})), Layout::contiguous(D({4}))).has_value());
   // An empty view lies anywhere.
   BOOST_TEST(region_within(base, slice(base, 0, 2, 2)).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(place_a_region_in_a_strided_base) {
+  // Every view of a base stored in another dim order that steps along its dims is placed.
+  Layout permuted = transpose(Layout::contiguous(D({6, 4})), 0, 1);  // sizes 4 x 6, strides 1, 4
+  for (const Layout& v : {slice(permuted, 0, 1, 3), select(permuted, 1, 5), transpose(permuted, 0, 1),
+                          slice(slice(permuted, 1, 0, 6, 2), 0, 2, 4), slice(permuted, 1, 1, 6, 3)}) {
+    std::optional<Layout> placed = place_within(permuted, *region_within(permuted, v));
+    BOOST_TEST_REQUIRE(placed.has_value());
+    for (int64_t i = 0; i < v.numel(); ++i) BOOST_TEST(position(*placed, i) == position(v, i), "element " << i);
+  }
+  // A contiguous base places any region, merged dims included.
+  Layout base = Layout::contiguous(D({4, 6}), 5);
+  std::optional<Layout> flat = place_within(base, Layout::contiguous(D({24})));
+  BOOST_TEST_REQUIRE(flat.has_value());
+  BOOST_TEST(flat->offset == 5);
+  // Relative elements outside the base are refused.
+  BOOST_TEST(!place_within(permuted, Layout{D({5}), D({6}), 0}).has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -154,7 +154,7 @@ def _state(device, seed):
     rng = np.random.default_rng(seed)
     base = loom.tensor(rng.uniform(-1, 1, 12).astype(np.float32), device=device)
     other = loom.tensor(rng.uniform(-1, 1, 4).astype(np.float32), device=device)
-    views = [base[0:4], base[4:8], base[2:6], base[8:12], other]
+    views = [base[0:4], base[4:8], base[2:6], base[8:12], other, base[1::3]]
     return base, other, views
 
 
@@ -163,8 +163,8 @@ def _random_program(seed, length=5):
     r = random.Random(seed)
     ops = []
     for _ in range(length):
-        kind = r.choice(["add", "mul", "copy", "sub_sum", "shift", "lerp"])
-        ops.append((kind, r.randrange(5), r.randrange(5), round(r.uniform(-1.5, 1.5), 3)))
+        kind = r.choice(["add", "mul", "copy", "sub_sum", "shift", "lerp", "fill", "setitem"])
+        ops.append((kind, r.randrange(6), r.randrange(6), round(r.uniform(-1.5, 1.5), 3)))
     return ops
 
 
@@ -181,6 +181,10 @@ def _apply(views, ops):
             t.sub_(u.sum() * c)
         elif kind == "shift":
             t[1:].add_(u[:-1] * c)
+        elif kind == "fill":
+            t[::2].fill_(c)
+        elif kind == "setitem":
+            t[u.argmax()] = u.sum() * c
         else:
             t.lerp_(u, 0.25)
 
