@@ -69,10 +69,10 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   Device device = first ? first->device() : placement->device;
 
   if (lazy) {
-    // A read of a storage that a pending in-place op will overwrite must see the write: sync
+    // A read of memory that a pending in-place op will overwrite must see the write: sync
     // first (rare: it takes an alias of a tensor modified in place).
     for (const Arg& a : args)
-      if (a.tensor && !a.tensor->is_pending() && a.tensor->array().storage->pending_writes() > 0) {
+      if (a.tensor && !a.tensor->is_pending() && pending_write_overlaps(a.tensor->array())) {
         sync(device);
         break;
       }
@@ -161,12 +161,13 @@ void check_no_internal_overlap(const TensorImpl& self) {
 namespace {
 
 // Writes into one storage through different tensors apply in program order: the first pending
-// write of a tensor into a storage that another tensor will write at the next sync syncs that
-// write first (rare: two overlapping views of one tensor, both written in place).
+// write of a tensor into memory that another tensor will write at the next sync syncs that write
+// first (rare: two overlapping views of one tensor, both written in place). Writes into
+// disjoint parts (x[:2] = a; x[2:] = b through two views) stay in one trace.
 void sync_before_aliased_write(TensorImpl& self) {
   const auto& info = self.view_info();
   TensorImpl& target = info && info->base->target ? *info->base->target : self;
-  if (!target.is_pending() && target.array().storage->pending_writes() > 0) sync(self.device());
+  if (!target.is_pending() && pending_write_overlaps(target.array())) sync(self.device());
 }
 
 }  // namespace

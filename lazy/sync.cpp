@@ -2,6 +2,7 @@
 
 #include "lazy/dispatch.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <unordered_map>
@@ -217,6 +218,17 @@ void register_orphan_write(Ref<Node> node, Array destination) {
 
 int64_t pending_count(Device device) { return registry_for(device).count; }
 
+bool pending_write_overlaps(const Array& region) {
+  if (!region.storage || region.storage->pending_writes() == 0) return false;
+  Registry& r = registry_for(region.device());
+  for (TensorImpl* t = r.head; t; t = t->next_pending)
+    if (t->destination() && t->destination()->storage == region.storage && may_overlap(*t->destination(), region))
+      return true;
+  return std::ranges::any_of(r.orphans, [&](const OrphanWrite& o) {
+    return o.destination.storage == region.storage && may_overlap(o.destination, region);
+  });
+}
+
 uint64_t last_trace_key() { return last_key.load(std::memory_order_relaxed); }
 
 void sync(Device device) {
@@ -305,7 +317,7 @@ void materialize(TensorImpl& t) {
   t.check_usable();
   // A materialized lazy tensor whose storage a pending in-place op will write (through an alias)
   // is not up to date either.
-  if (t.is_pending() || (t.is_lazy() && t.array().storage->pending_writes() > 0)) sync(t.device());
+  if (t.is_pending() || (t.is_lazy() && pending_write_overlaps(t.array()))) sync(t.device());
   t.check_usable();  // computing it may have failed
 }
 

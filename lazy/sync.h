@@ -30,12 +30,16 @@ void sync(Device device);
 void sync_all();
 void synchronize_all();
 // Makes t's value current: syncs its device if t is pending or a pending in-place op will write
-// into its storage (and with it, materializes everything pending on the device). Raises t's
+// memory of t (and with it, materializes everything pending on the device). Raises t's
 // error if t is (or becomes) errored.
 void materialize(TensorImpl& t);
 
 // The key of the last trace executed on any device (tests and diagnostics).
 uint64_t last_trace_key();
+
+// Whether a pending in-place write of some tensor will write memory of `region` (a materialized
+// array) at the next sync.
+bool pending_write_overlaps(const Array& region);
 
 // Number of live pending tensors on a device (tests and diagnostics).
 int64_t pending_count(Device device);

@@ -204,3 +204,24 @@ def test_random_in_place_programs_lazy_equals_eager(seed):
         results[device] = (base.numpy().copy(), other.numpy().copy())
     np.testing.assert_allclose(results["lazy"][0], results["cpu"][0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(results["lazy"][1], results["cpu"][1], rtol=1e-5, atol=1e-5)
+
+
+def test_writes_into_disjoint_parts_of_a_tensor_stay_in_one_trace():
+    x = loom.zeros(6, device="lazy")
+    loom.sync()
+    loom.metrics_reset()
+    left, right = x[:3], x[3:]
+    left.fill_(1)
+    right.add_(2)  # another view of the same storage, disjoint: no sync before it
+    assert loom.metrics()["traces"] == 0
+    assert x.tolist() == [1, 1, 1, 2, 2, 2]
+    assert loom.metrics()["traces"] == 1
+
+
+def test_a_write_overlapping_a_pending_write_applies_after_it():
+    x = loom.tensor([1.0, 2.0, 3.0, 4.0], device="lazy")
+    loom.sync()
+    a, b = x[:3], x[1:]
+    a.mul_(10)
+    b.add_(1)  # overlaps a's pending write: must see it
+    assert x.tolist() == [10.0, 21.0, 31.0, 5.0]
