@@ -780,6 +780,25 @@ Tensor cast(const Tensor& x, DType dtype) {
   return apply1(OpId::Cast, x, std::move(attrs));
 }
 
+// Written as index selections with descending indices: both modes, the derivative (a scatter of
+// the gradient back) and fusion come with them.
+Tensor flip(const Tensor& x, IntSpan dims) {
+  uint64_t seen = 0;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, x->ndim());
+    LOOM_CHECK(!(seen >> w & 1), Runtime, "dim ", w, " appears multiple times in the list of dims");
+    seen |= uint64_t{1} << w;
+  }
+  Tensor out = x;
+  for (int64_t d : dims) {
+    int64_t w = wrap_dim(d, x->ndim());
+    int64_t n = x->ndim() == 0 ? 1 : x->sizes()[w];
+    if (n <= 1) continue;
+    out = index_select(out, w, arange(n, Scalar(n - 1), Scalar(int64_t{-1}), DType::Int64, placement_of(x)));
+  }
+  return out.get() == x.get() ? clone(x) : out;
+}
+
 Tensor clone(const Tensor& x) {
   // Eager copies keep the source's dim order (PyTorch's preserve_format); lazy results are dense.
   if (!x->is_lazy())

@@ -110,6 +110,8 @@ Tensor cast(const Tensor& x, DType dtype);
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+// The elements in reverse order along each of dims (a copy, as PyTorch's flip).
+Tensor flip(const Tensor& x, IntSpan dims);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor take_along_dim(const Tensor& x, const Tensor& indices, std::optional<int64_t> dim);
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);

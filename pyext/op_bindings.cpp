@@ -473,6 +473,15 @@ BINDING(b_index_select) {
   LOOM_PY_END(nullptr)
 }
 
+BINDING(b_flip) {
+  LOOM_PY_BEGIN
+  PARSE(2, "flip", 2, "input", "dims");
+  REQUIRE(0, "flip", "input");
+  REQUIRE(1, "flip", "dims");
+  return out(ops::flip(tensor_arg(a[0], "input"), to_dims(a[1], "flip(): argument 'dims'")));
+  LOOM_PY_END(nullptr)
+}
+
 BINDING(b_gather) {
   LOOM_PY_BEGIN
   PARSE(3, "gather", 3, "input", "dim", "index");
@@ -717,6 +726,7 @@ const Entry kEntries[] = {
     BOTH("chunk", b_chunk, "chunk(input, chunks, dim=0)"),
     BOTH("unbind", b_unbind, "unbind(input, dim=0)"),
     BOTH("index_select", b_index_select, "index_select(input, dim, index)"),
+    FUNC("flip", b_flip, "flip(input, dims): the elements in reverse order along dims (a copy)"),
     BOTH("gather", b_gather, "gather(input, dim, index)"),
     BOTH("take_along_dim", b_take_along_dim, "take_along_dim(input, indices, dim=None)"),
     BOTH("scatter_add", b_scatter_add, "scatter_add(input, dim, index, src)"),

@@ -187,6 +187,12 @@ PyObject* m_permute(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* k
   LOOM_PY_END(nullptr)
 }
 
+PyObject* m_flip(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  return out(ops::flip(tensor_of(self), shape_args(args, nargs, kwnames, "flip", "dims")));
+  LOOM_PY_END(nullptr)
+}
+
 PyObject* m_transpose(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("transpose", {"dim0", "dim1"}, 2);
@@ -446,6 +452,7 @@ PyMethodDef tensor_methods[] = {
     {"view_as", m_view_as, METH_O, "view(other.shape)"},
     {"reshape_as", m_reshape_as, METH_O, "reshape(other.shape)"},
     {"permute", LOOM_FASTCALL(m_permute), "permute(*dims): reorder dimensions (a view)"},
+    {"flip", LOOM_FASTCALL(m_flip), "flip(*dims): the elements in reverse order along dims (a copy)"},
     {"transpose", LOOM_FASTCALL(m_transpose), "transpose(dim0, dim1): swap two dimensions (a view)"},
     {"t", m_t, METH_NOARGS, "transpose of a tensor with at most 2 dimensions"},
     {"expand", LOOM_FASTCALL(m_expand), "expand(*sizes): broadcast size-1 dimensions (a view, stride 0)"},

@@ -1,5 +1,5 @@
 """Data-movement ops agree with PyTorch: cat, stack, split, chunk, unbind, index_select, gather,
-take_along_dim, scatter_add, tril, triu, masked_fill, one_hot, pad, repeat, where and clamp.
+take_along_dim, scatter_add, tril, triu, masked_fill, one_hot, pad, repeat, flip, where and clamp.
 
 Values, result dtype (cat / stack / where / clamp promote) and shape; contiguous, transposed,
 strided and expanded inputs; empty and 0-d where the op allows them."""
@@ -194,6 +194,32 @@ def test_index_select(device, dtype, layout):
     with sub("strided index"):
         check(device, lambda m, t, i: t.index_select(0, i), x, np.array([3, 1, 2, 0, 1]), layouts=[layout, "strided"])
     sub.finish()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dtype", ["bool", "uint8", "int64", "float32", "float64"])
+def test_flip(device, dtype, layout):
+    x = random_array((4, 5, 3), dtype, seed=2)
+    sub = SubChecks()
+    for dims in [(0,), (1,), (-1,), (0, 2), (2, 0, 1), ()]:
+        with sub(f"dims={dims}"):
+            check(device, lambda m, t: m.flip(t, dims), x, layouts=[layout])
+            check(device, lambda m, t: t.flip(*dims) if dims else t.flip(dims), x, layouts=[layout])
+    with sub("0-d and empty"):
+        check(device, lambda m, t: m.flip(t, (0,)), random_array((0, 3), dtype, seed=3))
+        check(device, lambda m, t: m.flip(t, ()), random_array((), dtype, seed=4))
+    sub.finish()
+
+
+def test_flip_is_a_copy_and_checks_dims(device):
+    t = loom.tensor([1.0, 2.0], device=device)
+    f = t.flip(0)
+    f.add_(1)
+    assert t.tolist() == [1.0, 2.0] and f.tolist() == [3.0, 2.0]
+    with pytest.raises(RuntimeError, match="dim 0 appears multiple times in the list of dims"):
+        loom.flip(t, (0, -1))
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        t.flip(1)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
