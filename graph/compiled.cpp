@@ -70,6 +70,28 @@ bool fallible(const fusion::Step& step, const Trace& t) {
   return step.kind == fusion::Step::RunOp && !op_def(t.nodes[step.node]->op()).data_safe;
 }
 
+// The step computing each value of the trace (-1: none, an input or a scalar).
+std::vector<int32_t> writers(const fusion::Program& p, const Trace& t) {
+  std::vector<int32_t> writer(t.nodes.size(), -1);
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const fusion::Step& step = p.steps[s];
+    if (step.kind == fusion::Step::RunKernel)
+      for (const fusion::Store& st : p.kernels[step.kernel].stores) writer[st.access.value] = static_cast<int32_t>(s);
+    else
+      writer[step.node] = static_cast<int32_t>(s);
+  }
+  return writer;
+}
+
+// Per buffer: whether it is an input on `storage` (it holds the old values a destination there
+// will be given).
+std::vector<bool> inputs_on(const fusion::Program& p, const Trace& t, const Storage* storage) {
+  std::vector<bool> on(p.buffers.size(), false);
+  for (size_t b = 0; b < p.buffers.size(); ++b)
+    on[b] = p.buffers[b].kind == fusion::BufferKind::Input && t.nodes[p.buffers[b].value]->array().storage.get() == storage;
+  return on;
+}
+
 // Reorders the steps so that those that can fail on their data, and the steps they need, run
 // before all others (each group keeping its order), and in-place results after the reads of
 // the old values: the in-place results computed after the last fallible step and after those
@@ -78,27 +100,15 @@ bool fallible(const fusion::Step& step, const Trace& t) {
 // inputs are not written).
 void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
   size_t n = p.steps.size();
-  std::vector<int32_t> writer(t.nodes.size(), -1);
-  for (size_t s = 0; s < n; ++s) {
-    const fusion::Step& step = p.steps[s];
-    if (step.kind == fusion::Step::RunKernel)
-      for (const fusion::Store& st : p.kernels[step.kernel].stores) writer[st.access.value] = static_cast<int32_t>(s);
-    else
-      writer[step.node] = static_cast<int32_t>(s);
-  }
+  std::vector<int32_t> writer = writers(p, t);
   std::vector<std::vector<int32_t>> users(n);
   std::vector<int32_t> waiting(n, 0);
   for (size_t s = 0; s < n; ++s) {
     std::vector<int32_t> deps;
-    auto depend = [&](int32_t value) {
-      int32_t w = writer[value];
+    for_each_read(p, p.steps[s], [&](int32_t b) {
+      int32_t w = writer[p.buffers[b].value];
       if (w >= 0 && w != static_cast<int32_t>(s) && std::ranges::find(deps, w) == deps.end()) deps.push_back(w);
-    };
-    const fusion::Step& step = p.steps[s];
-    if (step.kind == fusion::Step::RunKernel)
-      for (const fusion::Load& l : p.kernels[step.kernel].loads) depend(l.access.value);
-    else
-      for (const fusion::Operand& o : step.operands) depend(o.value);
+    });
     for (int32_t d : deps) users[d].push_back(static_cast<int32_t>(s));
     waiting[s] = static_cast<int32_t>(deps.size());
   }
@@ -125,13 +135,11 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
       after[u] = true;
       stack.insert(stack.end(), users[u].begin(), users[u].end());
     }
+    std::vector<bool> old_values = inputs_on(p, t, o.destination->storage.get());
     for (size_t r = 0; r < n; ++r) {
       if (static_cast<int32_t>(r) == w || after[r] || std::ranges::find(users[r], w) != users[r].end()) continue;
       bool reads_old = false;
-      for_each_read(p, p.steps[r], [&](int32_t b) {
-        reads_old = reads_old || (p.buffers[b].kind == fusion::BufferKind::Input &&
-                                  t.nodes[p.buffers[b].value]->array().storage == o.destination->storage);
-      });
+      for_each_read(p, p.steps[r], [&](int32_t b) { reads_old = reads_old || old_values[b]; });
       if (!reads_old) continue;
       users[r].push_back(w);
       ++waiting[w];
@@ -169,17 +177,10 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
 // Marks the donated buffers Destination and the kernels' in-place loads and stores.
 std::vector<Donation> plan_donations(fusion::Program& p, const Trace& t) {
   std::vector<Donation> donations;
-  std::vector<int32_t> writer(t.nodes.size(), -1);  // the step computing each value
-  int32_t last_fallible = -1;                        // the last step that can fail on its data
-  for (size_t s = 0; s < p.steps.size(); ++s) {
-    const fusion::Step& step = p.steps[s];
-    if (step.kind == fusion::Step::RunKernel) {
-      for (const fusion::Store& st : p.kernels[step.kernel].stores) writer[st.access.value] = static_cast<int32_t>(s);
-    } else if (step.kind == fusion::Step::RunOp) {
-      writer[step.node] = static_cast<int32_t>(s);
-      if (fallible(step, t)) last_fallible = static_cast<int32_t>(s);
-    }
-  }
+  std::vector<int32_t> writer = writers(p, t);
+  int32_t last_fallible = -1;  // the last step that can fail on its data
+  for (size_t s = 0; s < p.steps.size(); ++s)
+    if (fallible(p.steps[s], t)) last_fallible = static_cast<int32_t>(s);
   for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
     const Trace::Output& o = t.outputs[oi];
     if (!o.destination) continue;
@@ -190,12 +191,9 @@ std::vector<Donation> plan_donations(fusion::Program& p, const Trace& t) {
     if (!dest.is_contiguous() || dest.numel() == 0 || dest.dtype != p.buffers[b].dtype ||
         !std::ranges::equal(dest.sizes(), t.nodes[o.node]->shape()))
       continue;
-    std::vector<bool> old_values(p.buffers.size(), false);  // input buffers on the destination's storage
-    bool any = false;
-    for (size_t ib = 0; ib < p.buffers.size(); ++ib)
-      if (p.buffers[ib].kind == fusion::BufferKind::Input && t.nodes[p.buffers[ib].value]->array().storage == dest.storage)
-        old_values[ib] = any = true;
-    if (!any) continue;  // a storage no leaf reads: the trace key does not pin its aliasing
+    std::vector<bool> old_values = inputs_on(p, t, dest.storage.get());
+    if (std::ranges::none_of(old_values, [](bool v) { return v; }))
+      continue;  // a storage no leaf reads: the trace key does not pin its aliasing
     bool safe = true;
     for (size_t oj = 0; oj < t.outputs.size(); ++oj) {
       const Trace::Output& other = t.outputs[oj];
