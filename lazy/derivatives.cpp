@@ -296,7 +296,7 @@ int reduction_overload(const Attrs& attrs, IntSpan input_shape) {
 
 bool is_column_major(const TensorImpl& t) noexcept {
   if (t.ndim() < 2) return false;
-  const Layout* l = !t.is_pending() ? &t.array().layout : t.view_info() ? &t.view_info()->relative : nullptr;
+  const Layout* l = t.known_layout();
   if (!l) return false;
   int64_t n = l->ndim();
   return l->sizes[n - 2] > 1 && l->sizes[n - 1] > 1 && l->strides[n - 2] == 1 && l->strides[n - 1] == l->sizes[n - 2];

@@ -151,8 +151,7 @@ Tensor copy_pending(const Tensor& t) {
 }  // namespace detail
 
 void check_no_internal_overlap(const TensorImpl& self) {
-  // A pending tensor is produced dense unless it is a view, whose layout over its base is known.
-  const Layout* layout = !self.is_pending() ? &self.array().layout : self.view_info() ? &self.view_info()->relative : nullptr;
+  const Layout* layout = self.known_layout();
   LOOM_CHECK(!layout || !layout->has_internal_overlap(), Runtime,
              "unsupported operation: more than one element of the written-to tensor refers to a single memory "
              "location. Please clone() the tensor before performing the operation.");

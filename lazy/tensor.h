@@ -130,6 +130,12 @@ class TensorImpl final : public RefCounted {
 
   // Views of pending tensors.
   const std::optional<ViewInfo>& view_info() const noexcept { return view_; }
+  // The strides of this tensor's elements where they are known: a materialized array's layout,
+  // or a pending view's layout over its base's elements; null for other pending tensors (they
+  // are produced dense).
+  const Layout* known_layout() const noexcept {
+    return !is_pending() ? &value_.layout : view_ ? &view_->relative : nullptr;
+  }
   void set_view_info(ViewInfo info) { view_ = std::move(info); }
   Ref<WeakTensor> weak();
 
