@@ -88,6 +88,17 @@ def _tensors(x):
     return (x,) if isinstance(x, _C.Tensor) else tuple(x)
 
 
+def _zero_grads(params, set_to_none):
+    """Module.zero_grad and Optimizer.zero_grad: drop each .grad, or zero it in place."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad.zero_()
+
+
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False):
     """Accumulates the gradients of `tensors` into the .grad of the leaves they depend on."""
     _C._autograd_backward(_tensors(tensors), _tensors(grad_tensors), retain_graph, create_graph)

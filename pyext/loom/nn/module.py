@@ -265,13 +265,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none=True):
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad.zero_()
+        loom.autograd._zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn):
         for m in self.children():
