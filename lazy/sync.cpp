@@ -218,8 +218,7 @@ void register_orphan_write(Ref<Node> node, Array destination) {
 
 int64_t pending_count(Device device) { return registry_for(device).count; }
 
-bool pending_write_overlaps(const Array& region) {
-  if (!region.storage || region.storage->pending_writes() == 0) return false;
+bool find_overlapping_pending_write(const Array& region) {
   Registry& r = registry_for(region.device());
   for (TensorImpl* t = r.head; t; t = t->next_pending)
     if (t->destination() && t->destination()->storage == region.storage && may_overlap(*t->destination(), region))

@@ -38,8 +38,12 @@ void materialize(TensorImpl& t);
 uint64_t last_trace_key();
 
 // Whether a pending in-place write of some tensor will write memory of `region` (a materialized
-// array) at the next sync.
-bool pending_write_overlaps(const Array& region);
+// array) at the next sync. Every lazy op asks it of each materialized input: the common answer
+// (no pending write into the storage at all) is inline; only then is the registry searched.
+bool find_overlapping_pending_write(const Array& region);
+inline bool pending_write_overlaps(const Array& region) {
+  return region.storage && region.storage->pending_writes() > 0 && find_overlapping_pending_write(region);
+}
 
 // Number of live pending tensors on a device (tests and diagnostics).
 int64_t pending_count(Device device);
