@@ -63,4 +63,17 @@ std::vector<Array> collect_results(const fusion::Program& p, const Trace& t, con
   return results;
 }
 
+std::vector<bool> write_backs_to_take_aside(const fusion::Program& p, const Trace& t) {
+  std::vector<bool> aside(t.outputs.size(), false);
+  for (size_t o = 0; o < t.outputs.size(); ++o) {
+    const Trace::Output& out = t.outputs[o];
+    int32_t b = p.buffer_of[out.node];
+    if (!out.destination || b < 0 || p.buffers[b].kind != fusion::BufferKind::Input) continue;
+    const Storage* storage = t.nodes[p.buffers[b].value]->array().storage.get();
+    for (size_t other = 0; other < t.outputs.size() && !aside[o]; ++other)
+      aside[o] = other != o && t.outputs[other].destination && t.outputs[other].destination->storage.get() == storage;
+  }
+  return aside;
+}
+
 }  // namespace loom::graph

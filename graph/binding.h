@@ -33,4 +33,11 @@ std::vector<Array> bind_buffers(const fusion::Program& program, const Trace& tra
 // output would otherwise alias an input or another output.
 std::vector<Array> collect_results(const fusion::Program& program, const Trace& trace, const std::vector<Array>& arrays);
 
+// Per output: whether its write-back must take its value aside first. In-place results are
+// written back after every step, but a result that is a tensor read as it was, on a storage
+// another in-place result is written into (a.copy_(x); x.add_(1)), would otherwise be read after
+// that write. Which leaves share storage with which destinations is part of the trace key, so
+// the answer holds for every run of a plan.
+std::vector<bool> write_backs_to_take_aside(const fusion::Program& program, const Trace& trace);
+
 }  // namespace loom::graph

@@ -41,6 +41,7 @@ struct Donation {
 struct CompiledExecutor::Plan {
   fusion::Program program;
   std::vector<Donation> donations;
+  std::vector<bool> take_aside;  // per output: write back a copy of its old value (binding.h)
   std::shared_ptr<rtc::HostModule> module;
   std::vector<KernelFn> kernels;
   std::vector<std::vector<int64_t>> int_params;
@@ -252,6 +253,7 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   fusion::Program& p = plan->program;
   run_fallible_steps_first(p, t);
   plan->donations = plan_donations(p, t);
+  plan->take_aside = write_backs_to_take_aside(p, t);
   mark_outputs(p, t);
   plan->memory = plan_memory(p);
   plan->arena = empty(Dims{plan->memory.arena_bytes}, DType::UInt8, t.device);
@@ -360,18 +362,11 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   metrics().arena_live_peak_bytes.store(plan.memory.live_peak, std::memory_order_relaxed);
   // Results: in-place outputs are written back last, after every read of the old values.
   std::vector<Array> results = collect_results(p, t, arrays);
-  // A result that is a tensor read as it was (a.copy_(x) before x.add_(1)) is taken before any
-  // copy writes its storage.
   std::vector<Array> sources(t.outputs.size());
   for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
-    const Trace::Output& o = t.outputs[oi];
-    if (!o.destination || written_in_place[oi]) continue;
-    const Array& value = array_of(o.node);
-    bool overwritten = p.buffers[p.buffer_of[o.node]].kind == fusion::BufferKind::Input &&
-                       std::ranges::any_of(t.outputs, [&](const Trace::Output& other) {
-                         return &other != &o && other.destination && other.destination->storage == value.storage;
-                       });
-    sources[oi] = overwritten ? copy_to(value, value.dtype, t.device) : value;
+    if (!t.outputs[oi].destination || written_in_place[oi]) continue;
+    const Array& value = array_of(t.outputs[oi].node);
+    sources[oi] = plan.take_aside[oi] ? copy_to(value, value.dtype, t.device) : value;
   }
   for (size_t oi = 0; oi < t.outputs.size(); ++oi)
     if (sources[oi].storage) copy_(*t.outputs[oi].destination, sources[oi]);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "graph/binding.h"
 #include "graph/cuda_program.h"
 #include "runtime/cuda/kernel_source.h"
 
@@ -519,23 +520,15 @@ class Lowering {
   // ---- in-place results, last ----
 
   void write_backs() {
-    // A result that is a tensor read as it was, on a storage another result is written into
-    // (a.copy_(x); x.add_(1)), is copied aside first: no write-back may read another's new values.
-    // Which leaves share storage with which destinations is part of the trace key.
+    // Old values another write-back overwrites are copied aside first (binding.h).
+    std::vector<bool> take_aside = write_backs_to_take_aside(p_, t_);
     std::vector<std::optional<View>> source(t_.outputs.size());
     for (size_t o = 0; o < t_.outputs.size(); ++o) {
       const Trace::Output& out = t_.outputs[o];
       if (!out.destination) continue;
       View value = stored(out.node);
       source[o] = value;
-      int32_t b = p_.buffer_of[out.node];
-      if (p_.buffers[b].kind != fusion::BufferKind::Input || numel_of(value.sizes) == 0) continue;
-      const Storage* storage = node(p_.buffers[b].value).array().storage.get();
-      bool overwritten = false;
-      for (size_t other = 0; other < t_.outputs.size(); ++other)
-        overwritten = overwritten || (other != o && t_.outputs[other].destination &&
-                                      t_.outputs[other].destination->storage.get() == storage);
-      if (!overwritten) continue;
+      if (!take_aside[o] || numel_of(value.sizes) == 0) continue;
       View aside{{Address::Scratch, scratch(numel_of(value.sizes) * static_cast<int64_t>(itemsize(value.dtype))), 0},
                  value.dtype, value.sizes, contiguous_strides(value.sizes)};
       copy(aside, value, "the old value of in-place output " + std::to_string(o) + " (" + node_name(t_, out.node) + ")");
