@@ -43,37 +43,18 @@ AffineMap broadcast(const AffineMap& out, IntSpan out_shape, IntSpan in_shape) {
 }
 
 std::optional<AffineMap> through_view(const AffineMap& view_map, const Layout& relative, IntSpan in_shape) {
-  auto n_in = static_cast<int64_t>(in_shape.size());
-  Dims cs = contiguous_strides(in_shape);
+  std::optional<StepsInBase> steps = steps_in_base(in_shape, relative);
+  if (!steps) return std::nullopt;
   AffineMap m;
   m.domain_rank = view_map.domain_rank;
-  m.offset.assign(static_cast<size_t>(n_in), 0);
-  m.coeff.assign(static_cast<size_t>(n_in * view_map.domain_rank), 0);
-  // The view's offset, as an index into each input dim.
-  int64_t rest = relative.offset;
-  for (int64_t t = 0; t < n_in; ++t) {
-    int64_t size = std::max<int64_t>(in_shape[t], 1);
-    m.offset[t] = rest / cs[t] % size;
-  }
-  int64_t check = 0;
-  for (int64_t t = 0; t < n_in; ++t) check += m.offset[t] * cs[t];
-  if (check != relative.offset) return std::nullopt;
-  // Each view dim with a real extent must step along exactly one input dim, within its bounds.
-  std::vector<int64_t> reach(m.offset.begin(), m.offset.end());  // largest index reached per input dim
+  m.offset.assign(steps->start.begin(), steps->start.end());
+  m.coeff.assign(in_shape.size() * static_cast<size_t>(view_map.domain_rank), 0);
   for (int64_t v = 0; v < relative.ndim(); ++v) {
-    int64_t n = relative.sizes[v], s = relative.strides[v];
-    if (n <= 1 || s == 0) continue;
-    int64_t target = -1;
-    for (int64_t t = n_in - 1; t >= 0 && target < 0; --t)
-      if (s % cs[t] == 0 && s < cs[t] * in_shape[t]) target = t;
-    if (target < 0) return std::nullopt;
-    int64_t c = s / cs[target];
-    reach[target] += c * (n - 1);
+    int64_t target = steps->along[v], c = steps->step[v];
+    if (target < 0) continue;
     m.offset[target] += c * view_map.offset[v];
     for (int64_t d = 0; d < view_map.domain_rank; ++d) m.at(target, d) += c * view_map.at(v, d);
   }
-  for (int64_t t = 0; t < n_in; ++t)
-    if (reach[t] >= std::max<int64_t>(in_shape[t], 1)) return std::nullopt;
   normalize(m, in_shape);
   return m;
 }

@@ -415,39 +415,47 @@ std::optional<Layout> region_within(const Layout& base, const Layout& view) {
   return region;
 }
 
+std::optional<StepsInBase> steps_in_base(IntSpan base_sizes, const Layout& relative) {
+  auto n = static_cast<int64_t>(base_sizes.size());
+  Dims rowmajor = contiguous_strides(base_sizes);
+  StepsInBase out{Dims(static_cast<size_t>(n), 0), Dims(relative.strides.size(), -1), Dims(relative.strides.size(), 0)};
+  // The first element: relative's offset as an index into each base dim.
+  int64_t check = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    out.start[t] = relative.offset / rowmajor[t] % std::max<int64_t>(base_sizes[t], 1);
+    check += out.start[t] * rowmajor[t];
+  }
+  if (check != relative.offset) return std::nullopt;
+  // Each dim with a real extent steps along exactly one base dim, within its bounds.
+  Dims reach = out.start;  // the largest index reached in each base dim
+  for (int64_t k = 0; k < relative.ndim(); ++k) {
+    int64_t size = relative.sizes[k], stride = relative.strides[k];
+    if (size <= 1 || stride == 0) continue;
+    int64_t target = -1;
+    for (int64_t t = n - 1; t >= 0 && target < 0; --t)
+      if (stride % rowmajor[t] == 0 && stride < rowmajor[t] * base_sizes[t]) target = t;
+    if (target < 0) return std::nullopt;
+    out.along[k] = target;
+    out.step[k] = stride / rowmajor[target];
+    reach[target] += out.step[k] * (size - 1);
+  }
+  for (int64_t t = 0; t < n; ++t)
+    if (reach[t] >= std::max<int64_t>(base_sizes[t], 1)) return std::nullopt;
+  return out;
+}
+
 std::optional<Layout> place_within(const Layout& base, const Layout& relative) {
   if (base.is_contiguous()) {  // base's row-major order is storage order
     Layout out = relative;
     out.offset += base.offset;
     return out;
   }
-  int64_t n = base.ndim();
-  Dims rowmajor = contiguous_strides(base.sizes);
+  std::optional<StepsInBase> steps = steps_in_base(base.sizes, relative);
+  if (!steps) return std::nullopt;
   Layout out{relative.sizes, Dims(relative.strides.size(), 0), base.offset};
-  // The first element: relative's offset as an index into each of base's dims.
-  int64_t rest = relative.offset;
-  Dims reach(static_cast<size_t>(n), 0);  // the largest index reached in each of base's dims
-  for (int64_t t = 0; t < n; ++t) {
-    int64_t size = std::max<int64_t>(base.sizes[t], 1);
-    reach[t] = rest / rowmajor[t] % size;
-    out.offset += reach[t] * base.strides[t];
-  }
-  int64_t check = 0;
-  for (int64_t t = 0; t < n; ++t) check += reach[t] * rowmajor[t];
-  if (check != relative.offset) return std::nullopt;
-  // Each dim of relative with a real extent steps along exactly one of base's dims.
-  for (int64_t k = 0; k < relative.ndim(); ++k) {
-    int64_t size = relative.sizes[k], stride = relative.strides[k];
-    if (size <= 1 || stride == 0) continue;  // stride 0: never steps (a broadcast or a size-1 dim)
-    int64_t target = -1;
-    for (int64_t t = n - 1; t >= 0 && target < 0; --t)
-      if (stride % rowmajor[t] == 0 && stride < rowmajor[t] * base.sizes[t]) target = t;
-    if (target < 0) return std::nullopt;
-    int64_t steps = stride / rowmajor[target];
-    reach[target] += steps * (size - 1);
-    if (reach[target] >= base.sizes[target]) return std::nullopt;
-    out.strides[k] = steps * base.strides[target];
-  }
+  for (int64_t t = 0; t < base.ndim(); ++t) out.offset += steps->start[t] * base.strides[t];
+  for (int64_t k = 0; k < relative.ndim(); ++k)
+    if (steps->along[k] >= 0) out.strides[k] = steps->step[k] * base.strides[steps->along[k]];
   return out;
 }
 

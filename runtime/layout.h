@@ -95,9 +95,21 @@ std::optional<Layout> view(const Layout& l, IntSpan sizes);
 // overlap.
 std::optional<Layout> region_within(const Layout& base, const Layout& view);
 
-// The inverse: the layout over storage of `relative`, a layout over base's elements in row-major
-// order (where a lazy view lies in its base), given base's layout over storage. nullopt where no
-// strides express it (a relative dim stepping across two of base's dims).
+// How `relative`, a layout over the elements of a base of `base_sizes` in row-major order (where
+// a view lies in its base), steps through the base's dims: the index of its first element in
+// each base dim, and for each of its own dims the base dim it steps along (-1 for dims that never
+// step: size 1 or stride 0) and by how many of that dim's indices. nullopt where one of its dims
+// steps across two base dims, or where it leaves the base.
+struct StepsInBase {
+  Dims start;  // per base dim
+  Dims along;  // per dim of relative: a base dim, or -1
+  Dims step;   // per dim of relative
+};
+std::optional<StepsInBase> steps_in_base(IntSpan base_sizes, const Layout& relative);
+
+// The inverse of region_within: the layout over storage of `relative` (a layout over base's
+// elements in row-major order), given base's layout over storage. nullopt where no strides
+// express it (steps_in_base).
 std::optional<Layout> place_within(const Layout& base, const Layout& relative);
 
 }  // namespace loom
