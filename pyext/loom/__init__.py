@@ -8,8 +8,11 @@ from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
-from loom import autograd, backends, cuda
+from loom import autograd, backends, cuda, version
+from loom._config import show_config
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
+
+__version__ = version.__version__
 
 # PyTorch's dtype aliases.
 float = float32  # noqa: A001
