@@ -44,6 +44,23 @@ class GraphLife {
     if (has_graph_) return Run::Replay;
     return runs_ > 0 ? Run::Capture : Run::Direct;
   }
+  // How this run goes, capturing first when it is time: `capture()` records and instantiates
+  // the graph, or throws Error after cleaning up; `name()` names the plan for the warning.
+  // Returns Replay or Direct, never Capture; rethrows under LOOM_CUDA_GRAPHS=strict.
+  template <typename Capture, typename Name>
+  Run start(bool eligible, Capture&& capture, Name&& name) {
+    Run how = next(eligible);
+    if (how != Run::Capture) return how;
+    try {
+      capture();
+      captured();
+      return Run::Replay;
+    } catch (const Error& e) {
+      capture_failed(name(), e);
+      return Run::Direct;
+    }
+  }
+
   void captured() noexcept { has_graph_ = true; }
   // The capture of `plan` failed with `e` and was cleaned up: rethrows it under
   // LOOM_CUDA_GRAPHS=strict; else the plan runs directly from now on (counted, warned once).

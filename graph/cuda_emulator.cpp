@@ -85,17 +85,9 @@ class CudaEmulator final : public Executor {
     std::vector<int64_t> words = patch_table(plan.lowered, t, arrays, bases, aligned);
     std::copy(words.begin(), words.end(), plan.table.begin());  // the upload
     // The executor's decisions (graph/cuda_capture.h), with the same counters.
-    GraphLife::Run how = plan.life.next(graphs_ && aligned && !plan.lowered.steps.empty());
-    if (how == GraphLife::Run::Capture) {
-      try {
-        capture(plan);
-        plan.life.captured();
-        how = GraphLife::Run::Replay;
-      } catch (const Error& e) {
-        plan.life.capture_failed(emulated_name(plan.key), e);
-        how = GraphLife::Run::Direct;
-      }
-    }
+    GraphLife::Run how = plan.life.start(
+        graphs_ && aligned && !plan.lowered.steps.empty(), [&] { capture(plan); },
+        [&] { return emulated_name(plan.key); });
     const std::vector<CudaStep>& steps = how == GraphLife::Run::Replay ? plan.graph : plan.lowered.steps;
     for (const CudaStep& step : steps) {
       run_step(plan, step);

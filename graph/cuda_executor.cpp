@@ -261,17 +261,7 @@ std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
   plan.words = patch_table(plan.lowered, t, arrays, bases, aligned);
   upload(plan);
   bool eligible = graphs && aligned && !plan.lowered.steps.empty();
-  GraphLife::Run how = plan.life.next(eligible);
-  if (how == GraphLife::Run::Capture) {
-    try {
-      capture(plan);
-      plan.life.captured();
-      how = GraphLife::Run::Replay;
-    } catch (const Error& e) {
-      plan.life.capture_failed(key_name(plan.key), e);  // rethrows under LOOM_CUDA_GRAPHS=strict
-      how = GraphLife::Run::Direct;
-    }
-  }
+  GraphLife::Run how = plan.life.start(eligible, [&] { capture(plan); }, [&] { return key_name(plan.key); });
   if (how == GraphLife::Run::Replay) {
     cuda::check(cudaGraphLaunch(plan.graph, cuda::stream(plan.device)), "cudaGraphLaunch", key_name(plan.key));
     count(metrics().graph_replays);
