@@ -7,6 +7,7 @@ and says so. And the benchmark harness it runs writes its table case by case, wi
 matplotlib. The runs use the build under test (CHECK_PREBUILT), never build loom again."""
 
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -91,6 +92,8 @@ def test_without_a_gpu_the_check_fails_at_once_and_says_why(tmp_path, path_witho
 def test_without_ninja_the_check_configures_for_make_over_a_stale_cache(tmp_path, path_without):
     # A folder configured for Ninja before (here: its cache alone) would make cmake refuse
     # another generator; the check removes that cache first.
+    if not shutil.which("cmake") or not (shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")):
+        pytest.skip("the check configures with CMake and the CUDA toolkit (LOOM_CUDA=ON)")
     build = tmp_path / "build"
     build.mkdir()
     (build / "CMakeCache.txt").write_text("CMAKE_GENERATOR:INTERNAL=Ninja\n")
@@ -142,8 +145,8 @@ exec "{sys.executable}" "$@"
 
 
 def test_a_gpu_that_nvidia_smi_lists_and_loom_does_not_see_stops_the_check(tmp_path, path_without):
-    if loom.cuda.is_available():
-        pytest.skip("loom sees a GPU here")
+    if loom.cuda.is_available() or not loom.cuda.is_compiled():
+        pytest.skip("loom sees a GPU here, or has no CUDA backend to look for one with")
     fake = {"nvidia-smi": '#!/bin/sh\ncase "$*" in *-L*) echo "GPU 0: NVIDIA H200 (UUID: GPU-0)" ;; '
                           '*) echo "0, NVIDIA H200, 580.00, 143771 MiB, 9.0" ;; esac\n'}
     env = check_env(tmp_path, PATH=path_without({"nvidia-smi"}, add=fake),
