@@ -224,14 +224,18 @@ fi
 if ((gpus == 0)); then
   verdict machine FAIL "no GPU: $gpu_reason"
   [ "${CHECK_WITHOUT_GPU:-0}" = 1 ] || finish
-elif [ -z "${CHECK_PREBUILT:-}" ] && grep -q '^Python.h: .* MISSING' "$work/machine.log" && [ -z "${CHECK_PYTHON_INCLUDE:-}" ]; then
+elif [ -z "${CHECK_PREBUILT:-}" ] && grep -q '^Python.h: .* MISSING' "$work/machine.log" && [ -z "${CHECK_PYTHON_INCLUDE:-}" ] &&
+  ! grep -q '^Python.h elsewhere: ' "$work/machine.log"; then
   verdict machine FAIL "Python.h of $PYTHON is missing: the extension cannot build (CHECK_PYTHON_INCLUDE names a folder with the headers of the same Python version)"
   finish
 elif ! command -v nvcc > /dev/null 2>&1 && [ -z "${CHECK_PREBUILT:-}" ]; then
   verdict machine FAIL "nvcc not found: no CUDA toolkit to build the backend with"
   finish
 else
-  verdict machine PASS "$gpus GPU(s)"
+  if grep -q '^Python.h: .* MISSING' "$work/machine.log" && [ -z "${CHECK_PYTHON_INCLUDE:-}" ]; then
+    CHECK_PYTHON_INCLUDE=$(sed -n 's/^Python.h elsewhere: //p' "$work/machine.log")
+  fi
+  verdict machine PASS "$gpus GPU(s)${CHECK_PYTHON_INCLUDE:+; Python.h from $CHECK_PYTHON_INCLUDE}"
 fi
 
 # ---- build ----

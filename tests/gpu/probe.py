@@ -24,6 +24,14 @@ def python():
     header = os.path.join(include, "Python.h")
     print(f"python: {sys.executable} {sys.version.split()[0]}")
     print(f"Python.h: {header} {'found' if os.path.exists(header) else 'MISSING'}")
+    if not os.path.exists(header):
+        # The headers of the same Python version installed elsewhere build the same extension.
+        version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+        for top in ("/usr/include", "/usr/local/include", "/opt", "/root", sys.base_prefix):
+            found = next((d for d, _, files in _walk(top, 5) if "Python.h" in files and d.endswith(version)), None)
+            if found:
+                print(f"Python.h elsewhere: {found}")
+                break
     for name in ("numpy", "pytest", "pytest_timeout", "matplotlib"):
         try:
             module = importlib.import_module(name)
@@ -45,6 +53,15 @@ def python():
         line += f", CUDA query failed: {type(e).__name__}: {str(e)[:80]}"
     print(line)
     return 0
+
+
+def _walk(top, depth):
+    """os.walk, at most `depth` folders down."""
+    base = top.rstrip("/").count("/")
+    for d, dirs, files in os.walk(top):
+        if d.count("/") - base >= depth:
+            dirs[:] = []
+        yield d, dirs, files
 
 
 def mapped_cuda_libraries():
