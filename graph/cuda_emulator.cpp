@@ -1,15 +1,18 @@
 #include "graph/cuda_emulator.h"
 
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
 #include "fusion/program.h"
 #include "fusion/render.h"
 #include "graph/binding.h"
+#include "graph/cuda_capture.h"
 #include "graph/cuda_library_source.h"
 #include "graph/cuda_program.h"
 #include "graph/memory_plan.h"
 #include "rtc/host_compiler.h"
+#include "runtime/allocator.h"
 #include "runtime/cuda/kernel_source.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -47,6 +50,9 @@ struct Plan {
   std::vector<int64_t> table;  // where kernels read their arguments (the "device" table)
   std::shared_ptr<rtc::HostModule> fused;
   std::vector<void*> functions;  // per launch
+  uint64_t key = 0;
+  GraphLife life;
+  std::vector<CudaStep> graph;  // the steps as the capture recorded them, replayed in order
 };
 
 // The C++ matrix product of one batch in cuBLAS's convention (column-major C' = op(A') op(B')).
@@ -66,7 +72,7 @@ void column_major_gemm(const BlasShape& s, const T* a, const T* b, T* c) {
 
 class CudaEmulator final : public Executor {
  public:
-  explicit CudaEmulator(bool fuse) : fuse_(fuse) {}
+  CudaEmulator(bool fuse, bool graphs) : fuse_(fuse), graphs_(graphs) {}
 
   std::vector<Array> run(const Trace& t) override {
     LOOM_CHECK(t.device.is_cpu(), Runtime, "the CUDA emulator runs traces of the CPU device");
@@ -78,35 +84,30 @@ class CudaEmulator final : public Executor {
                      reinterpret_cast<uintptr_t>(&error)};
     std::vector<int64_t> words = patch_table(plan.lowered, t, arrays, bases, aligned);
     std::copy(words.begin(), words.end(), plan.table.begin());  // the upload
-    const int64_t* table = plan.table.data();
-    for (const CudaStep& step : plan.lowered.steps) {
-      if (step.kind == CudaStep::MatMul) {
-        gemm(plan.lowered.gemms[static_cast<size_t>(step.index)], table);
-        continue;
-      }
-      const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
-      auto ip = table + l.ip, sp = table + l.sp;
-      auto bufs = reinterpret_cast<void* const*>(table + l.bufs);
-      void* fn = plan.functions[static_cast<size_t>(step.index)];
-      if (l.module == CudaModule::Fused) {
-        size_t k = static_cast<size_t>(std::find(plan.cpu.symbols.begin(), plan.cpu.symbols.end(), l.kernel) -
-                                       plan.cpu.symbols.begin());
-        reinterpret_cast<CpuAbi>(fn)(ip, sp, bufs, 0, plan.cpu.splits[k].extent);
-      } else {
-        reinterpret_cast<CudaAbi>(fn)(ip, sp, bufs);
-      }
-      count(metrics().kernel_launches);
+    // The executor's decisions (graph/cuda_capture.h), with the same counters.
+    GraphLife::Run how = plan.life.start(
+        graphs_ && aligned && !plan.lowered.steps.empty(), [&] { capture(plan); },
+        [&] { return emulated_name(plan.key); });
+    const std::vector<CudaStep>& steps = how == GraphLife::Run::Replay ? plan.graph : plan.lowered.steps;
+    for (const CudaStep& step : steps) {
+      run_step(plan, step);
+      if (how == GraphLife::Run::Direct) count(metrics().kernel_launches);
       if (error != 0) {
         const Launch& failed = plan.lowered.launches[static_cast<size_t>(error - 1)];
         detail::throw_error(failed.data_error->first,
                             detail::concat(failed.data_error->second, " (in ", failed.what, ", emulated)"));
       }
     }
-    count(metrics().graph_replays);
+    if (how == GraphLife::Run::Replay) count(metrics().graph_replays);
+    plan.life.ran();
     return collect_results(plan.program, t, arrays);
   }
 
-  void synchronize(Device) override {}
+  // An emulated stream, as far as graphs go: waiting for it while it captures is refused, as the
+  // driver refuses it (cudaErrorStreamCaptureUnsupported), so a capture that never ended shows.
+  void synchronize(Device) override {
+    LOOM_CHECK(!capturing_, Runtime, "operation not permitted when stream is capturing (emulated)");
+  }
 
  private:
   Plan& plan_for(const Trace& t) {
@@ -114,6 +115,7 @@ class CudaEmulator final : public Executor {
     if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
     auto plan = std::make_unique<Plan>();
     Plan& p = *plan;
+    p.key = key;
     p.program = partition_for_run(t, fuse_);
     p.memory = plan_memory(p.program);
     p.arena = empty(Dims{p.memory.arena_bytes}, DType::UInt8, kCPU);
@@ -136,6 +138,61 @@ class CudaEmulator final : public Executor {
     return *cache_.emplace(key, std::move(plan)).first->second;
   }
 
+  void run_step(Plan& plan, const CudaStep& step) {
+    const int64_t* table = plan.table.data();
+    if (step.kind == CudaStep::MatMul) {
+      gemm(plan.lowered.gemms[static_cast<size_t>(step.index)], table);
+      return;
+    }
+    const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
+    auto ip = table + l.ip, sp = table + l.sp;
+    auto bufs = reinterpret_cast<void* const*>(table + l.bufs);
+    void* fn = plan.functions[static_cast<size_t>(step.index)];
+    if (l.module == CudaModule::Fused) {
+      size_t k = static_cast<size_t>(std::find(plan.cpu.symbols.begin(), plan.cpu.symbols.end(), l.kernel) -
+                                     plan.cpu.symbols.begin());
+      reinterpret_cast<CpuAbi>(fn)(ip, sp, bufs, 0, plan.cpu.splits[k].extent);
+    } else {
+      reinterpret_cast<CudaAbi>(fn)(ip, sp, bufs);
+    }
+  }
+
+  // A capture as the executor makes one: the steps are recorded, not run, under the allocator's
+  // CaptureGuard, with the stream capturing; whatever fails, the capture ends and its partial
+  // graph is dropped before the error leaves.
+  void capture(Plan& plan) {
+    std::string name = emulated_name(plan.key);
+    CaptureGuard memory(allocator_for(kCPU), "the CUDA Graph of " + name);
+    struct Capturing {
+      bool& flag;
+      explicit Capturing(bool& f) : flag(f) { flag = true; }
+      ~Capturing() { flag = false; }  // cudaStreamEndCapture
+    } capturing(capturing_);
+    std::vector<CudaStep> recorded;
+    for (const CudaStep& step : plan.lowered.steps) {
+      memory.set_step(step.kind == CudaStep::MatMul ? plan.lowered.gemms[static_cast<size_t>(step.index)].what
+                                                    : plan.lowered.launches[static_cast<size_t>(step.index)].what);
+      recorded.push_back(step);
+    }
+    switch (take_capture_fault()) {  // the test hook of graph/cuda_capture.h
+      case CaptureFault::None:
+        break;
+      case CaptureFault::Allocate:
+        static_cast<void>(empty(Dims{16}, DType::UInt8, kCPU));
+        break;
+      case CaptureFault::Synchronize:
+        synchronize(kCPU);
+        break;
+    }
+    plan.graph = std::move(recorded);  // instantiated
+  }
+
+  static std::string emulated_name(uint64_t key) {
+    char name[40];
+    std::snprintf(name, sizeof name, "trace %016llx (emulated)", static_cast<unsigned long long>(key));
+    return name;
+  }
+
   static std::shared_ptr<rtc::HostModule> kernels() {
     static std::shared_ptr<rtc::HostModule> m = rtc::compile_host(emulated_kernel_source(), 0);
     return m;
@@ -153,7 +210,8 @@ class CudaEmulator final : public Executor {
     }
   }
 
-  bool fuse_;
+  bool fuse_, graphs_;
+  bool capturing_ = false;
   std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
 };
 
@@ -163,6 +221,8 @@ std::string emulated_kernel_source() {
   return std::string(kShim) + cuda::runtime_kernel_source() + cuda_library_kernels();
 }
 
-std::shared_ptr<Executor> make_cuda_emulator(bool fuse) { return std::make_shared<CudaEmulator>(fuse); }
+std::shared_ptr<Executor> make_cuda_emulator(bool fuse, bool graphs) {
+  return std::make_shared<CudaEmulator>(fuse, graphs);
+}
 
 }  // namespace loom::graph

@@ -10,10 +10,17 @@
 // reading their per-batch pointers from the table as a captured graph does. Data errors reach
 // the error word as on a GPU and raise after the run.
 //
-// What it cannot check: anything about threads and devices (block reductions, atomics under
-// contention, launch geometry, streams, graphs, cuBLAS itself). tests/gpu/ does.
+// Graphs: a plan's runs go as the executor's do (graph/cuda_capture.h: direct, capture, replays,
+// or direct for good after a failed capture), with the same counters. An emulated capture
+// records the steps without running them, under the allocator's CaptureGuard (an allocation
+// raises), on a stream that refuses to be waited for while it captures; the test hook of
+// graph/cuda_capture.h makes a capture fail, so the fallback is checked without a GPU.
 //
-// Runs traces of the CPU device: loom._C._set_executor("cuda-emulated").
+// What it cannot check: anything about threads and devices (block reductions, atomics under
+// contention, launch geometry, streams, the driver's graphs, cuBLAS itself). tests/gpu/ does.
+//
+// Runs traces of the CPU device: loom._C._set_executor("cuda-emulated"). `graphs`: false under
+// LOOM_CUDA_GRAPHS=0, as for the executor.
 #pragma once
 
 #include <memory>
@@ -22,7 +29,7 @@
 
 namespace loom::graph {
 
-std::shared_ptr<Executor> make_cuda_emulator(bool fuse);
+std::shared_ptr<Executor> make_cuda_emulator(bool fuse, bool graphs = true);
 
 // The runtime and library kernel sources as the emulator compiles them (tests read it).
 std::string emulated_kernel_source();

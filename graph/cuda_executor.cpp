@@ -10,6 +10,7 @@
 #include "fusion/render.h"
 #include "graph/binding.h"
 #include "graph/cuda_blas.h"
+#include "graph/cuda_capture.h"
 #include "graph/cuda_library_source.h"
 #include "graph/cuda_program.h"
 #include "graph/dump.h"
@@ -45,7 +46,7 @@ struct Plan {
   std::vector<Geometry> launches;  // per lowered launch
   std::vector<int64_t> words;      // the table as written for the current run (patch_table)
   cudaGraphExec_t graph = nullptr;
-  int64_t runs = 0;
+  GraphLife life;  // direct, capture, replays; or direct for good after a failed capture
 
   Plan() = default;
   Plan(const Plan&) = delete;
@@ -104,7 +105,7 @@ class CudaExecutor final : public Executor {
  private:
   Plan& plan_for(const Trace& t);
   void upload(Plan& plan);
-  void execute(Plan& plan, bool pointer_arrays);
+  void execute(Plan& plan, bool pointer_arrays, CaptureGuard* capturing = nullptr);
   void capture(Plan& plan);
   std::vector<Array> run_trace(const Trace& t, bool graphs);
 
@@ -180,17 +181,20 @@ void CudaExecutor::upload(Plan& plan) {
 
 // Queues every step of the plan. Matrix products read their pointers from the table when
 // `pointer_arrays` (a graph records them, and its warm-up run loads the same cuBLAS kernels and
-// computes the same bits), else take them by value (graph/cuda_blas.h).
-void CudaExecutor::execute(Plan& plan, bool pointer_arrays) {
+// computes the same bits), else take them by value (graph/cuda_blas.h). While `capturing`, each
+// step is named to the capture's guard, for the error an allocation inside it raises.
+void CudaExecutor::execute(Plan& plan, bool pointer_arrays, CaptureGuard* capturing) {
   const auto* table = static_cast<const int64_t*>(plan.table.data());
   for (const CudaStep& step : plan.lowered.steps) {
     if (step.kind == CudaStep::Kernel) {
       const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
       const Plan::Geometry& g = plan.launches[static_cast<size_t>(step.index)];
+      if (capturing) capturing->set_step(g.what);
       cuda::launch(plan.device, *g.kernel, g.grid, g.block, table + l.ip, table + l.sp, table + l.bufs, g.what);
       continue;
     }
     const Gemm& g = plan.lowered.gemms[static_cast<size_t>(step.index)];
+    if (capturing) capturing->set_step(g.what);
     if (pointer_arrays) {
       gemm_pointer_arrays(plan.device, g, reinterpret_cast<const void* const*>(table + g.pointers));
       continue;
@@ -208,17 +212,33 @@ void CudaExecutor::execute(Plan& plan, bool pointer_arrays) {
 }
 
 // Records the plan's steps on the device's stream as a CUDA Graph and instantiates it. The
-// table the graph reads was uploaded before, as it is before every replay.
+// table the graph reads was uploaded before, as it is before every replay. Whatever fails, the
+// capture has ended and its partial graph is gone when the error leaves, so the stream is usable
+// again; graph/cuda_capture.h decides what the plan does next.
 void CudaExecutor::capture(Plan& plan) {
   cudaStream_t s = cuda::stream(plan.device);
   std::string name = key_name(plan.key);
+  Device device(DeviceType::CUDA, static_cast<int16_t>(plan.device));
+  // Alive until after the capture has ended: no memory may go back to the system before.
+  CaptureGuard memory(allocator_for(device), "the CUDA Graph of " + name);
   cuda::check(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture", name);
   cudaGraph_t graph = nullptr;
   try {
     cuda::CaptureScope scope;
-    execute(plan, true);
+    execute(plan, true, &memory);
+    switch (take_capture_fault()) {  // the test hook of graph/cuda_capture.h
+      case CaptureFault::None:
+        break;
+      case CaptureFault::Allocate:
+        static_cast<void>(empty(Dims{16}, DType::UInt8, device));
+        break;
+      case CaptureFault::Synchronize:  // the driver refuses it and invalidates the capture
+        cuda::check(cudaStreamSynchronize(s), "cudaStreamSynchronize", "a wait injected into the capture of " + name);
+        break;
+    }
   } catch (...) {
-    // End the capture whatever happened, or the stream stays unusable.
+    // End the capture whatever happened (the driver may have invalidated it already), or the
+    // stream stays unusable; clear the error the refused call left.
     if (cudaStreamEndCapture(s, &graph) == cudaSuccess && graph) cudaGraphDestroy(graph);
     cudaGetLastError();
     throw;
@@ -240,15 +260,17 @@ std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
                    reinterpret_cast<uintptr_t>(cuda::error_word(plan.device))};
   plan.words = patch_table(plan.lowered, t, arrays, bases, aligned);
   upload(plan);
-  bool replay = graphs && aligned && !plan.lowered.steps.empty();
-  if (replay && !plan.graph && plan.runs > 0) capture(plan);
-  if (replay && plan.graph) {
+  bool eligible = graphs && aligned && !plan.lowered.steps.empty();
+  GraphLife::Run how = plan.life.start(eligible, [&] { capture(plan); }, [&] { return key_name(plan.key); });
+  if (how == GraphLife::Run::Replay) {
     cuda::check(cudaGraphLaunch(plan.graph, cuda::stream(plan.device)), "cudaGraphLaunch", key_name(plan.key));
     count(metrics().graph_replays);
   } else {
-    execute(plan, replay);  // the first run of a plan (warming up what the capture records), or no graphs
+    // The first run of a plan warms up what its capture will record (the same cuBLAS calls);
+    // a plan that will never capture takes its products' pointers by value.
+    execute(plan, eligible && plan.life.failure().empty());
   }
-  ++plan.runs;
+  plan.life.ran();
   metrics().arena_bytes.store(plan.arena.numel(), std::memory_order_relaxed);
   metrics().arena_live_peak_bytes.store(plan.memory.live_peak, std::memory_order_relaxed);
   return collect_results(plan.program, t, arrays);

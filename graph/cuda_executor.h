@@ -14,7 +14,9 @@
 //
 // LOOM_CUDA_GRAPHS=0 runs every run directly (the same launches, no graph); so does a run whose
 // matrix-product operands are not 16-byte aligned (graph/cuda_blas.h), and every run under
-// LOOM_LAUNCH_BLOCKING=1, which waits after each launch so a fault names its kernel.
+// LOOM_LAUNCH_BLOCKING=1, which waits after each launch so a fault names its kernel. A plan whose
+// capture fails runs directly from then on, counted and warned about; LOOM_CUDA_GRAPHS=strict
+// raises instead (graph/cuda_capture.h).
 //
 // Errors: a failed launch or cuBLAS call raises RuntimeError naming the kernel and the op; a
 // fault inside a kernel, or a data error a kernel reports (an index out of range), raises at the
@@ -29,7 +31,7 @@ namespace loom::graph {
 
 struct CudaOptions {
   bool fuse = true;    // LOOM_FUSION=0: one kernel per op
-  bool graphs = true;  // LOOM_CUDA_GRAPHS=0: direct launches
+  bool graphs = true;  // LOOM_CUDA_GRAPHS=0: direct launches ("strict": graph/cuda_capture.h)
 };
 
 CudaOptions cuda_options_from_environment();

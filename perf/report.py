@@ -2,6 +2,7 @@
 
 import json
 import os
+import sys
 
 
 def duration(seconds):
@@ -84,8 +85,13 @@ def write_json(results, path):
 
 
 def write_chart(results, path):
-    """Time per step by case and mode, log scale: one group of bars per case."""
-    import matplotlib
+    """Time per step by case and mode, log scale: one group of bars per case. Without matplotlib,
+    no chart (a note on stderr): the table and the JSON file hold every figure."""
+    try:
+        import matplotlib
+    except ImportError:
+        print("matplotlib is not installed: no chart", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -117,11 +123,16 @@ def write_chart(results, path):
     plt.close(fig)
 
 
-def write_all(results, targets, out_dir):
+def write_all(results, targets, out_dir, chart=True):
+    """results.json, results.md and (with `chart`) results.png; results["partial"] marks a run
+    still going (perf/run.py writes after every case)."""
     os.makedirs(out_dir, exist_ok=True)
     table = markdown(results, targets)
+    if results.get("partial"):
+        table = "**partial results: the run had not finished when this was written**\n\n" + table
     write_json(dict(results, targets=targets), os.path.join(out_dir, "results.json"))
     with open(os.path.join(out_dir, "results.md"), "w") as f:
         f.write(table)
-    write_chart(results, os.path.join(out_dir, "results.png"))
+    if chart:
+        write_chart(results, os.path.join(out_dir, "results.png"))
     return table

@@ -6,7 +6,8 @@ checks that all modes computed the same thing (a mode that disagrees is reported
 timed), then times blocks of whole steps, interleaving the modes repeat by repeat so machine drift
 hits them alike. It reports medians, the spread, speed-ups over the PyTorch baselines, loom's
 counters per step, and the targets of BENCH.md as met or not. Outputs go to --out: results.json,
-results.md and results.png; the Markdown table is printed last.
+results.md and results.png (when matplotlib is installed); the Markdown table is printed last.
+results.md and results.json are rewritten after every case, marked partial until the run ends.
 """
 
 import argparse
@@ -129,6 +130,13 @@ def summarize(row, steps):
                    graphs_lowered_after_warmup=total["graph_cache_misses"])
     if peaks:
         row["step_peak_bytes"] = max(peaks)
+
+
+def checkpoint(results, out):
+    """The table so far, written after each case, so that a run cut short (a deadline, a crash)
+    keeps every case it finished. The chart waits for the end."""
+    add_ratios(results["rows"])
+    report.write_all(dict(results, partial=True), T.evaluate(results), out, chart=False)
 
 
 def add_ratios(rows):
@@ -282,6 +290,7 @@ def main(argv=None):
     for case in C.cases(args.quick):
         if case.workload in args.workloads:
             results["rows"] += run_case(case, args.modes, args.device)
+            checkpoint(results, args.out)
     add_ratios(results["rows"])
     if "chain" in args.workloads:
         results["copy_1e7_s"] = measure_copy(args.device)

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "graph/compiled.h"
+#include "graph/cuda_capture.h"
 #include "graph/cuda_emulator.h"
 #include "graph/cuda_executor.h"
 #include "graph/device_router.h"
@@ -34,10 +35,11 @@ PyObject* f_synchronize(PyObject*, PyObject*) {
 PyObject* f_metrics(PyObject*, PyObject*) {
   const Metrics& m = metrics();
   auto get = [](const std::atomic<int64_t>& c) { return static_cast<long long>(c.load(std::memory_order_relaxed)); };
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
                        get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses), "kernels_compiled",
                        get(m.kernels_compiled), "modules_loaded_from_disk", get(m.modules_loaded_from_disk),
                        "kernel_launches", get(m.kernel_launches), "graph_replays", get(m.graph_replays),
+                       "graph_capture_failures", get(m.graph_capture_failures),
                        "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9, "nodes_recorded",
                        get(m.nodes_recorded), "arena_bytes", get(m.arena_bytes), "arena_live_peak_bytes",
                        get(m.arena_live_peak_bytes));
@@ -90,7 +92,7 @@ PyObject* f_set_executor(PyObject*, PyObject* name) {
     if (kind == "interpreter") {
       cpu = std::make_shared<graph::Interpreter>();
     } else if (kind == "cuda-emulated" || kind == "cuda-emulated-unfused") {
-      cpu = graph::make_cuda_emulator(kind == "cuda-emulated");  // CPU traces through the CUDA lowering
+      cpu = graph::make_cuda_emulator(kind == "cuda-emulated", cuda.graphs);  // CPU traces through the CUDA lowering
     } else if (kind == "compiled" || kind == "fused" || kind == "unfused" || kind == "fused-nograph") {
       graph::CompiledOptions o = graph::options_from_environment();
       if (kind != "compiled") o.fuse = cuda.fuse = kind != "unfused";
@@ -105,6 +107,27 @@ PyObject* f_set_executor(PyObject*, PyObject* name) {
   }
   install_executor(std::make_unique<SharedExecutor>(e));
   return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+// The test hooks of graph/cuda_capture.h.
+PyObject* f_inject_capture_fault(PyObject*, PyObject* name) {
+  LOOM_PY_BEGIN
+  const char* n = PyUnicode_AsUTF8(name);
+  if (!n) return nullptr;
+  std::string kind(n);
+  LOOM_CHECK(kind == "allocate" || kind == "synchronize" || kind.empty(), Value, "unknown capture fault '", kind,
+             "' (allocate, synchronize, or '' for none)");
+  graph::inject_capture_fault(kind == "allocate"      ? graph::CaptureFault::Allocate
+                              : kind == "synchronize" ? graph::CaptureFault::Synchronize
+                                                      : graph::CaptureFault::None);
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_set_strict_cuda_graphs(PyObject*, PyObject* on) {
+  LOOM_PY_BEGIN
+  return PyBool_FromLong(graph::set_strict_cuda_graphs(check_truth(on)));
   LOOM_PY_END(nullptr)
 }
 
@@ -131,12 +154,19 @@ PyMethodDef lazy_functions[] = {
     {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
-     "kernel launches, graph replays, compile seconds and IR nodes recorded; arena_bytes and "
+     "kernel launches, graph replays, plans whose CUDA Graph capture failed, compile seconds and IR nodes "
+     "recorded; arena_bytes and "
      "arena_live_peak_bytes describe the memory plan of the graph run last"},
     {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
      "get_num_threads(): threads the CPU kernels use (LOOM_NUM_THREADS, default: the machine's cores)"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},
+    {"_inject_capture_fault", f_inject_capture_fault, METH_O,
+     "_inject_capture_fault(kind): the next CUDA Graph capture fails: 'allocate' (a step allocates), "
+     "'synchronize' (a step waits for the capturing stream), '' (none)"},
+    {"_set_strict_cuda_graphs", f_set_strict_cuda_graphs, METH_O,
+     "_set_strict_cuda_graphs(on): a failed capture raises (as LOOM_CUDA_GRAPHS=strict) instead of falling back to "
+     "direct launches; returns the previous setting"},
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},

@@ -3,6 +3,7 @@
 #include "pyext/objects.h"
 #include "pyext/tensor_object.h"
 #include "runtime/blas.h"
+#include "runtime/warning.h"
 
 namespace loom::py {
 
@@ -15,6 +16,15 @@ extern PyMethodDef optim_functions[];
 void register_autograd_types(PyObject* module);
 
 namespace {
+
+// The engine's warnings (runtime/warning.h) as Python RuntimeWarnings; one that a filter turns
+// into an error raises at the call that warned.
+void python_warning(const std::string& message) {
+  PyGILState_STATE gil = PyGILState_Ensure();
+  int status = PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1);
+  PyGILState_Release(gil);
+  check_status(status);
+}
 
 PyModuleDef module_def = {
     PyModuleDef_HEAD_INIT, "loom._C", "The C++ core of loom: tensors, devices and the runtime.", -1,
@@ -35,6 +45,7 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
   register_autograd_types(module.get());
+  set_warning_handler(&python_warning);
   static std::vector<PyMethodDef> ops = [] {
     std::vector<PyMethodDef> defs = op_functions();
     defs.push_back({nullptr, nullptr, 0, nullptr});

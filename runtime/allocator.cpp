@@ -41,6 +41,7 @@ struct ScopeEntry {
   PoolId pool;
 };
 thread_local std::vector<ScopeEntry> pool_scopes;
+thread_local std::vector<const CaptureGuard*> capture_guards;  // this thread's, innermost last
 
 }  // namespace
 
@@ -89,14 +90,16 @@ CachingAllocator::Pool& CachingAllocator::pool_locked(PoolId id) {
 
 void* CachingAllocator::system_allocate_locked(size_t size) {
   void* ptr = backend_->allocate(size);
-  if (!ptr) {
-    // Out of memory: give the cache of the default pool back and try once more.
+  if (!ptr && captures_ == 0) {
+    // Out of memory: give the cache of the default pool back and try once more (not while a
+    // graph is captured: those frees would have to wait for its end, see CaptureGuard).
     release_cached_locked(*pools_.at(kDefaultPool));
     ptr = backend_->allocate(size);
   }
   LOOM_CHECK(ptr, OutOfMemory, "out of memory on ", device().str(), ": tried to allocate ",
              format_bytes(static_cast<int64_t>(size)), " (", format_bytes(stats_.allocated_bytes),
-             " allocated, ", format_bytes(stats_.reserved_bytes), " reserved by loom)");
+             " allocated, ", format_bytes(stats_.reserved_bytes), " reserved by loom",
+             captures_ ? "; a CUDA Graph capture is underway, so cached blocks were not freed" : "", ")");
   stats_.num_system_allocations++;
   stats_.reserved_bytes += static_cast<int64_t>(size);
   stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
@@ -104,6 +107,10 @@ void* CachingAllocator::system_allocate_locked(size_t size) {
 }
 
 void CachingAllocator::system_free_locked(void* ptr, size_t size) {
+  if (captures_ > 0) {
+    deferred_frees_.push_back({ptr, size});  // freed when the last capture ends
+    return;
+  }
   backend_->free(ptr, size);
   stats_.num_system_frees++;
   stats_.reserved_bytes -= static_cast<int64_t>(size);
@@ -130,6 +137,12 @@ CachingAllocator::Allocation CachingAllocator::allocate(size_t nbytes, PoolId po
   // No device has 2^60 bytes; refusing here also keeps the size-class arithmetic from overflowing.
   LOOM_CHECK(nbytes <= (size_t{1} << 60), OutOfMemory, "out of memory on ", device().str(),
              ": tried to allocate ", format_bytes(static_cast<int64_t>(nbytes)));
+  if (!capture_guards.empty()) [[unlikely]] {
+    for (const CaptureGuard* g : capture_guards)
+      LOOM_CHECK(&g->allocator_ != this, Runtime, "cannot allocate ", format_bytes(static_cast<int64_t>(nbytes)), " on ",
+                 device().str(), " while capturing ", g->what_, g->step_ ? " (recording " + *g->step_ + ")" : "",
+                 ": a CUDA Graph replays fixed addresses, so a plan allocates its memory before its capture");
+  }
   size_t size = round_size(nbytes);
   std::lock_guard lock(mu_);
   Pool& pool = pool_locked(pool_id);
@@ -215,6 +228,28 @@ void CachingAllocator::reset_peak_stats() {
   std::lock_guard lock(mu_);
   stats_.peak_allocated_bytes = stats_.allocated_bytes;
   stats_.peak_reserved_bytes = stats_.reserved_bytes;
+}
+
+void CachingAllocator::end_capture() {
+  std::lock_guard lock(mu_);
+  if (--captures_ > 0) return;
+  std::vector<Deferred> frees = std::move(deferred_frees_);
+  deferred_frees_.clear();
+  for (const Deferred& d : frees) system_free_locked(d.ptr, d.size);
+}
+
+CaptureGuard::CaptureGuard(CachingAllocator& allocator, std::string what)
+    : allocator_(allocator), what_(std::move(what)) {
+  {
+    std::lock_guard lock(allocator_.mu_);
+    ++allocator_.captures_;
+  }
+  capture_guards.push_back(this);
+}
+
+CaptureGuard::~CaptureGuard() {
+  capture_guards.pop_back();
+  allocator_.end_capture();
 }
 
 PoolScope::PoolScope(CachingAllocator& allocator, PoolId pool) { pool_scopes.push_back({&allocator, pool}); }

@@ -15,6 +15,9 @@
 // pool lives (a cached graph replays into the same addresses). release_pool() returns the pool's
 // free blocks to the system at once and its live blocks when they are freed.
 //
+// Graph capture (CaptureGuard, below): while a thread records a CUDA Graph, its allocations
+// raise and no memory goes back to the system; frees wait until the last capture has ended.
+//
 // Thread safety: all members may be called from any thread.
 #pragma once
 
@@ -23,6 +26,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -95,17 +99,25 @@ class CachingAllocator {
   static size_t round_size(size_t nbytes) noexcept;
 
  private:
+  friend class CaptureGuard;
   struct Pool;
   Pool& pool_locked(PoolId id);
   void release_cached_locked(Pool& pool);
   void* system_allocate_locked(size_t size);
   void system_free_locked(void* ptr, size_t size);
+  void end_capture();
 
   std::unique_ptr<MemoryBackend> backend_;
   mutable std::mutex mu_;
   std::unordered_map<PoolId, std::unique_ptr<Pool>> pools_;
   PoolId next_pool_ = 1;
   MemoryStats stats_;
+  int captures_ = 0;  // CaptureGuards alive on any thread
+  struct Deferred {
+    void* ptr;
+    size_t size;
+  };
+  std::vector<Deferred> deferred_frees_;  // system frees that waited for the captures to end
 };
 
 // While alive, allocations on this thread from `allocator` that name no pool go to `pool`.
@@ -116,6 +128,30 @@ class PoolScope {
   ~PoolScope();
   PoolScope(const PoolScope&) = delete;
   PoolScope& operator=(const PoolScope&) = delete;
+};
+
+// While alive, this thread records a CUDA Graph on the allocator's device (graph/cuda_executor.cpp
+// and its host emulator). A graph replays fixed addresses, so a plan allocates all its memory
+// before its capture: an allocation from this allocator on this thread raises, naming the step
+// being recorded (set_step). And returning memory to the system (cudaFree) during a capture is
+// illegal and would break it, whichever thread does it: until the last guard of the allocator
+// ends, blocks that would go back (a released pool's, empty_cache's) wait in a list, and the
+// out-of-memory retry that frees the cache is not tried. Construct it before the capture begins
+// and let it end after the capture has ended (cudaStreamEndCapture), also when the capture failed.
+class CaptureGuard {
+ public:
+  CaptureGuard(CachingAllocator& allocator, std::string what);
+  ~CaptureGuard();
+  CaptureGuard(const CaptureGuard&) = delete;
+  CaptureGuard& operator=(const CaptureGuard&) = delete;
+  // What the capture records now (a kernel and its op), for the error an allocation raises.
+  void set_step(const std::string& step) { step_ = &step; }
+
+ private:
+  friend class CachingAllocator;
+  CachingAllocator& allocator_;
+  std::string what_;
+  const std::string* step_ = nullptr;
 };
 
 // The process-wide allocator of a device, created on first use. Throws if the device does not

@@ -17,6 +17,7 @@ struct Metrics {
   std::atomic<int64_t> modules_loaded_from_disk{0};
   std::atomic<int64_t> kernel_launches{0};         // kernels run, eager and lazy
   std::atomic<int64_t> graph_replays{0};           // executable graphs launched
+  std::atomic<int64_t> graph_capture_failures{0};  // plans whose capture failed: they run without a graph
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> nodes_recorded{0};          // lazy IR nodes created
   // Gauges of the memory plan of the graph run last (BENCH.md `memory`): the size of its

@@ -181,6 +181,52 @@ BOOST_AUTO_TEST_CASE(out_of_memory_frees_cache_then_raises) {
   alloc.free(c.block);
 }
 
+// A thread recording a CUDA Graph (CaptureGuard): its allocations raise, naming the capture and
+// its step; other threads may allocate, but nothing goes back to the system (cudaFree would break
+// the capture) until the capture ends, and out of memory does not empty the cache meanwhile.
+BOOST_AUTO_TEST_CASE(capture_refuses_allocations_and_defers_frees) {
+  size_t system_bytes = 0;
+  CachingAllocator alloc(std::make_unique<CountingMemory>(size_t{1} << 16, &system_bytes));
+  PoolId pool = alloc.create_pool();
+  auto held = alloc.allocate(4096, pool);  // a plan's memory, allocated before its capture
+  alloc.free(alloc.allocate(8192).block);  // cached in the default pool
+  {
+    CaptureGuard capture(alloc, "the CUDA Graph of trace 7");
+    std::string step = "exp of node 3";
+    capture.set_step(step);
+    BOOST_CHECK_EXCEPTION(alloc.allocate(8192), Error, [](const Error& e) {
+      return std::string(e.what()).find("cannot allocate 8.00 KiB on cpu while capturing the CUDA Graph of trace 7 "
+                                        "(recording exp of node 3)") != std::string::npos;
+    });
+    std::string out_of_memory;  // what another thread's allocation raised (checked here: Boost.Test is not thread-safe)
+    std::thread([&] {
+      alloc.release_pool(pool);
+      alloc.free(held.block);  // the released pool's last block: its system free waits
+      try {
+        alloc.allocate(size_t{1} << 16);  // needs the cached 8192 back, which may not go now
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::OutOfMemory) out_of_memory = e.what();
+      }
+    }).join();
+    BOOST_TEST(out_of_memory.find("a CUDA Graph capture is underway") != std::string::npos, out_of_memory);
+    BOOST_TEST(alloc.stats().num_system_frees == 0);
+    BOOST_TEST(system_bytes == 4096u + 8192u);
+  }
+  BOOST_TEST(alloc.stats().num_system_frees == 1);  // the released pool's block, once the capture ended
+  BOOST_TEST(system_bytes == 8192u);
+  int64_t hits = alloc.stats().num_cache_hits;
+  auto again = alloc.allocate(8192);  // the cache survived the out-of-memory during the capture
+  BOOST_TEST(alloc.stats().num_cache_hits == hits + 1);
+  alloc.free(again.block);
+  {
+    CaptureGuard capture(alloc, "another graph");
+    alloc.empty_cache();
+    BOOST_TEST(system_bytes == 8192u);
+  }
+  BOOST_TEST(system_bytes == 0u);
+  BOOST_TEST(alloc.stats().reserved_bytes == 0);
+}
+
 BOOST_AUTO_TEST_CASE(host_allocator_alignment) {
   CachingAllocator& host = allocator_for(kCPU);
   std::set<void*> seen;

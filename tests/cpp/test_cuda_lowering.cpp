@@ -3,11 +3,14 @@
 // whole is checked against the CPU executor by tests/python/test_cuda_lowering.py.)
 #include <boost/test/unit_test.hpp>
 
+#include "graph/cuda_capture.h"
 #include "graph/cuda_program.h"
 #include "graph/device_router.h"
 #include "graph/interpreter.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/kernel_source.h"
+#include "runtime/metrics.h"
+#include "runtime/warning.h"
 
 using namespace loom;
 
@@ -24,6 +27,21 @@ struct Counting final : Executor {
 };
 
 std::vector<int64_t> V(std::initializer_list<int64_t> v) { return v; }
+
+std::vector<std::string>& warnings_seen() {
+  static std::vector<std::string> w;
+  return w;
+}
+void record_warning(const std::string& message) { warnings_seen().push_back(message); }
+
+// Gives `life` a failed capture, as the executors do: from inside the catch.
+void fail_capture(graph::GraphLife& life, const std::string& plan, const std::string& why) {
+  try {
+    throw Error(ErrorKind::Runtime, why);
+  } catch (const Error& e) {
+    life.capture_failed(plan, e);
+  }
+}
 
 }  // namespace
 
@@ -88,6 +106,49 @@ BOOST_AUTO_TEST_CASE(without_a_gpu_every_entry_says_why) {
   BOOST_CHECK_THROW(empty(Dims{4}, DType::Float32, Device(DeviceType::CUDA, 0)), Error);
   BOOST_CHECK_THROW(cuda::synchronize(Device(DeviceType::CUDA, 0)), Error);
   BOOST_TEST(!cuda::used(0));
+}
+
+// graph/cuda_capture.h: direct, capture, replays; after a failed capture, direct for good (counted,
+// warned once per process), or under LOOM_CUDA_GRAPHS=strict, an error at every run that tries.
+BOOST_AUTO_TEST_CASE(a_plan_whose_capture_fails_runs_directly_from_then_on) {
+  using Run = graph::GraphLife::Run;
+  set_warning_handler(&record_warning);
+  bool was_strict = graph::set_strict_cuda_graphs(false);
+  graph::GraphLife life;
+  BOOST_TEST((life.next(true) == Run::Direct));  // the warm-up run
+  life.ran();
+  BOOST_TEST((life.next(false) == Run::Direct));  // a run that may not use a graph (unaligned operands)
+  BOOST_TEST((life.next(true) == Run::Capture));
+  int64_t failures = metrics().graph_capture_failures.load();
+  fail_capture(life, "trace 1", "CUDA error in cudaStreamEndCapture: cudaErrorStreamCaptureInvalidated");
+  life.ran();
+  BOOST_TEST(metrics().graph_capture_failures.load() == failures + 1);
+  BOOST_TEST(life.failure().find("cudaErrorStreamCaptureInvalidated") != std::string::npos);
+  BOOST_TEST((life.next(true) == Run::Direct));  // never captures again
+  BOOST_TEST_REQUIRE(warnings_seen().size() == 1u);
+  BOOST_TEST(warnings_seen()[0].find("trace 1 failed (CUDA error in cudaStreamEndCapture") != std::string::npos);
+
+  graph::GraphLife other;
+  other.ran();
+  fail_capture(other, "trace 2", "another reason");
+  BOOST_TEST(metrics().graph_capture_failures.load() == failures + 2);
+  BOOST_TEST(warnings_seen().size() == 1u);  // once per process
+
+  graph::set_strict_cuda_graphs(true);
+  graph::GraphLife strict;
+  strict.ran();
+  BOOST_CHECK_THROW(fail_capture(strict, "trace 3", "refused"), Error);
+  BOOST_TEST(strict.failure().empty());
+  BOOST_TEST((strict.next(true) == Run::Capture));  // tries again at the next run
+  BOOST_TEST(metrics().graph_capture_failures.load() == failures + 2);
+
+  graph::GraphLife fine;
+  fine.ran();
+  fine.captured();
+  BOOST_TEST((fine.next(true) == Run::Replay));
+  BOOST_TEST((fine.next(false) == Run::Direct));
+  graph::set_strict_cuda_graphs(was_strict);
+  set_warning_handler(nullptr);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,9 @@
 """The CUDA backend's first steps on a GPU, one at a time, each reported OK or FAILED with its
 error, so that a first session on a GPU sees at once which layer breaks (driver entry points,
-NVRTC and module loading, launches, cuBLAS, graph capture). tests/gpu/check.sh runs it before
-the suites; run it alone with: PYTHONPATH=build-gpu/python python3 tests/gpu/smoke.py"""
+NVRTC and module loading, launches, cuBLAS, graph capture, a failed capture's fallback). Each
+step runs in this one process, after the steps before it: a step that faults the device can
+fail the ones after it, so read the first FAILED. tests/gpu/check.sh runs it before the suites;
+run it alone with: PYTHONPATH=build-gpu/python python3 tests/gpu/smoke.py"""
 
 import traceback
 
@@ -59,19 +61,41 @@ def cublas_direct():
     return "cublasGemmEx"
 
 
-@step
-def lazy_graph():
+def four_runs(shape, fault=None):
+    """One lazy program run four times (direct, capture, replays), `fault` injected into its
+    capture; returns loom's counters over the four runs."""
     rng = np.random.default_rng(1)
-    w = loom.tensor(rng.standard_normal((8, 4)).astype(np.float32), device="lazy:cuda")
+    w = loom.tensor(rng.standard_normal(shape).astype(np.float32), device="lazy:cuda")
     before = loom.metrics()
-    for i in range(4):  # direct run, capture, replays
-        a = rng.standard_normal((5, 8)).astype(np.float32)
+    for i in range(4):
+        if i == 1 and fault:
+            loom._C._inject_capture_fault(fault)
+        a = rng.standard_normal((5, shape[0])).astype(np.float32)
         out = ((loom.tensor(a, device="lazy:cuda") @ w).relu() * (i + 0.5)).sum(0)
         np.testing.assert_allclose(out.cpu().numpy(), (np.maximum(a @ w.cpu().numpy(), 0) * (i + 0.5)).sum(0),
                                    rtol=1e-5, atol=1e-5)
-    replays = loom.metrics()["graph_replays"] - before["graph_replays"]
+    after = loom.metrics()
+    return {k: after[k] - before[k] for k in ("graph_replays", "graph_capture_failures")}
+
+
+@step
+def lazy_graph():
+    strict = loom._C._set_strict_cuda_graphs(True)  # a failed capture raises here, with its reason
+    try:
+        replays = four_runs((8, 4))["graph_replays"]
+    finally:
+        loom._C._set_strict_cuda_graphs(strict)
     assert replays == 3, f"{replays} graph replays for 4 runs (expected 3: capture + 2 replays)"
     return "cublasGemmBatchedEx, stream capture, cudaGraphLaunch, moved inputs"
+
+
+@step
+def capture_fallback():
+    # cudaStreamSynchronize inside the capture: the driver refuses it and invalidates the capture.
+    seen = four_runs((8, 5), fault="synchronize")
+    assert seen == {"graph_replays": 0, "graph_capture_failures": 1}, seen
+    assert four_runs((8, 6))["graph_replays"] == 3, "the stream captures no more after a failed capture"
+    return "a refused call ends the capture; the plan launches directly, the stream captures again"
 
 
 @step

@@ -7,16 +7,13 @@ import pytest
 
 import loom
 from _cuda_programs import PROGRAMS, RANDOM
+from _tolerances import assert_close, assert_product_close, host, product_bound
 
 RNG = np.random.default_rng(11)
 
 
 def f32(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
-
-
-def host(t):
-    return (t.float() if t.dtype == loom.bfloat16 else t).cpu().numpy()
 
 
 @pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
@@ -36,7 +33,8 @@ def test_elementwise_and_reductions_match_numpy(device):
         "transposed": ((x.T * 2).sum(0), (a.T * 2).sum(0)),
     }
     for name, (got, want) in cases.items():
-        np.testing.assert_allclose(host(got), want, rtol=2e-5, atol=2e-5, err_msg=name)
+        values = host(got)
+        assert_close(values, np.asarray(want, values.dtype), got.dtype, err_msg=name)
 
 
 @pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
@@ -53,34 +51,47 @@ def test_softmax_layer_norm_cross_entropy_match_the_cpu(device):
         ce = F.cross_entropy(tx, loom.tensor(labels, device=where))
         results[where] = [host(sm), host(ln), host(ce)]
     for got, want in zip(results[device], results["cpu"]):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        assert_close(got, want, loom.float32)
 
 
-@pytest.mark.parametrize("dtype,tol", [(loom.float32, 1e-4), (loom.float64, 1e-10), (loom.float16, 2e-2),
-                                       (loom.bfloat16, 5e-2)])
+@pytest.mark.parametrize("dtype", [loom.float32, loom.float64, loom.float16, loom.bfloat16])
 @pytest.mark.parametrize("device", ["cuda", "lazy:cuda"])
-def test_matmul_dtypes(dtype, tol, device):
+def test_matmul_dtypes(dtype, device):
+    # Within the rounding bound of the dtype (tests/gpu/_tolerances.py): a product computed in a
+    # lower precision than asked (TF32 for float32, float16 accumulation) falls outside it.
     a, b = f32(3, 40, 24), f32(24, 17)
-    want = a.astype(np.float64) @ b.astype(np.float64)
     x, y = loom.tensor(a, device=device).to(dtype), loom.tensor(b, device=device).to(dtype)
     for got in [x @ y, (y.T @ x.transpose(1, 2)).transpose(1, 2), loom.bmm(x, y.expand(3, 24, 17))]:
         assert got.dtype == dtype
-        np.testing.assert_allclose(host(got), want, rtol=tol, atol=tol * 10)
+        assert_product_close(host(got), a, b, dtype)
 
 
-def test_tf32_is_off_by_default_and_switches_plans():
-    a, b = f32(64, 256), f32(256, 64)
-    want = a.astype(np.float64) @ b.astype(np.float64)
+def test_tf32_is_off_by_default_and_changes_products_when_allowed():
+    # Inputs whose answer lies in float32 bits that TF32 drops: a = 1 + r 2^-13 (r in 1..3) becomes
+    # 1 in TF32 (rounded to nearest or truncated: TF32 keeps 10 mantissa bits, an ulp of 2^-10),
+    # b = +-1 is exact in both. So every element of a float32 product is about K * 2 * 2^-13 =
+    # 0.06 above the TF32 one, 16 times float32's rounding bound for K = 256.
+    rng = np.random.default_rng(4)
+    r = rng.integers(1, 4, (256, 256))
+    a = (1 + r * 2.0**-13).astype(np.float32)
+    b = (np.ones((256, 192)) * rng.choice([-1.0, 1.0], 192)).astype(np.float32)
+    tf32_a = np.ones_like(a)  # a as TF32 holds it
     x, y = loom.tensor(a, device="lazy:cuda"), loom.tensor(b, device="lazy:cuda")
+    assert not loom.backends.cuda.matmul.allow_tf32
     exact = host(x @ y)
-    assert np.abs(exact - want).max() < 1e-3  # float32 accumulation, full-precision inputs
+    assert_product_close(exact, a, b, loom.float32)
     loom.backends.cuda.matmul.allow_tf32 = True
     try:
-        fast = host(x @ y)
+        fast = host(x @ y)  # a plan of its own (the setting is part of the plan's key)
     finally:
         loom.backends.cuda.matmul.allow_tf32 = False
-    assert np.abs(fast - want).max() < 0.5  # tensor-float-32 inputs: about 1e-3 relative
-    np.testing.assert_array_equal(host(x @ y), exact)
+    assert_product_close(fast, tf32_a, b, loom.float32)  # what TF32 inputs give, summed in float32
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    bound = product_bound(a64, b64)
+    shift = a64 @ b64 - tf32_a @ b64
+    assert np.all(np.abs(shift) > 8 * bound)  # the inputs do what the comment says
+    np.testing.assert_allclose(exact - fast, shift, rtol=0, atol=2 * bound.max())
+    np.testing.assert_array_equal(host(x @ y), exact)  # allow_tf32 = False again: the first plan
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -94,13 +105,13 @@ def test_every_lowered_program_matches_the_cpu(name, executor):
             loom.manual_seed(5)
             outs = program(*[loom.tensor(a, device=device) for a in arrays])
             outs = outs if isinstance(outs, (list, tuple)) else [outs]
-            results[device] = [host(o) for o in outs]
-    for got, want in zip(results["lazy:cuda"], results["lazy:cpu"]):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        if name in RANDOM and got.dtype != np.float64:
+            results[device] = [(o.dtype, host(o)) for o in outs]
+    for (dtype, got), (want_dtype, want) in zip(results["lazy:cuda"], results["lazy:cpu"]):
+        assert dtype == want_dtype and got.shape == want.shape
+        if name in RANDOM and dtype != loom.float64:
             np.testing.assert_array_equal(got, want)
         else:
-            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+            assert_close(got, want, dtype)
 
 
 def test_eager_ops_compile_nothing_the_second_time():

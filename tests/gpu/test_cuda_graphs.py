@@ -1,6 +1,8 @@
 """Lazy training on a GPU: the mlp workload matches the CPU backend, a steady-state step is one
 CUDA Graph replay with nothing compiled, replays follow inputs to new addresses, dropout draws
-new masks every replay (reproducibly), and LOOM_CUDA_GRAPHS=0 computes the same."""
+new masks every replay (reproducibly), and LOOM_CUDA_GRAPHS=0 computes the same. A capture that
+fails (the driver refuses a call inside it, a step allocates) leaves the stream usable and the
+plan launching directly, or raises under LOOM_CUDA_GRAPHS=strict (these suites' default)."""
 
 import numpy as np
 import pytest
@@ -114,3 +116,46 @@ def test_memory_api():
     del x
     loom.cuda.synchronize()
     assert loom.cuda.memory_allocated() == base
+
+
+def one_plan_runs(w, fault, runs=4):
+    """The same lazy program `runs` times (one plan), `fault` injected before the second run (its
+    capture; graph/cuda_capture.h); each result checked against numpy. loom's counters per run."""
+    rng = np.random.default_rng(3)
+    wt = loom.tensor(w, device="lazy:cuda")
+    counters = []
+    try:
+        for i in range(runs):
+            if i == 1 and fault:
+                loom._C._inject_capture_fault(fault)
+            a = rng.standard_normal((6, w.shape[0])).astype(np.float32)
+            before = loom.metrics()
+            out = ((loom.tensor(a, device="lazy:cuda") @ wt).relu() * (i + 0.5)).sum(0).cpu().numpy()
+            after = loom.metrics()
+            np.testing.assert_allclose(out, (np.maximum(a @ w, 0) * (i + 0.5)).sum(0), rtol=1e-5, atol=1e-5)
+            counters.append({k: after[k] - before[k] for k in ("graph_replays", "graph_capture_failures")})
+    finally:
+        loom._C._inject_capture_fault("")
+    return counters
+
+
+@pytest.mark.parametrize("fault", ["synchronize", "allocate"])
+def test_a_failed_capture_falls_back_to_direct_launches_and_the_stream_stays_usable(fault):
+    # synchronize: cudaStreamSynchronize on the capturing stream, which the driver refuses,
+    # invalidating the capture; allocate: refused by the allocator's capture guard.
+    loom._C._set_strict_cuda_graphs(False)
+    w = np.random.default_rng(1).standard_normal((9, 4 + len(fault))).astype(np.float32)  # a new plan
+    counters = one_plan_runs(w, fault)
+    assert [c["graph_capture_failures"] for c in counters] == [0, 1, 0, 0]
+    assert all(c["graph_replays"] == 0 for c in counters)
+    # Another plan captures and replays on the same stream.
+    w = np.random.default_rng(2).standard_normal((5, 3 + len(fault))).astype(np.float32)
+    assert [c["graph_replays"] for c in one_plan_runs(w, None, 3)] == [0, 1, 1]
+
+
+def test_strict_graphs_raise_the_drivers_refusal_and_then_capture():
+    w = np.random.default_rng(4).standard_normal((7, 6)).astype(np.float32)
+    with pytest.raises(RuntimeError, match="cudaStreamSynchronize.*a wait injected into the capture of trace"):
+        one_plan_runs(w, "synchronize", 2)
+    # The next run of the plan captures, and its graph replays.
+    assert [c["graph_replays"] for c in one_plan_runs(w, None, 2)] == [1, 1]
