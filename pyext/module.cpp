@@ -3,6 +3,7 @@
 #include "pyext/objects.h"
 #include "pyext/tensor_object.h"
 #include "runtime/blas.h"
+#include "runtime/thread_pool.h"
 
 namespace loom::py {
 
@@ -23,6 +24,7 @@ PyModuleDef module_def = {
 
 PyObject* init() {
   LOOM_PY_BEGIN
+  configured_threads();  // a bad LOOM_NUM_THREADS fails the import, not a later kernel
   PyRef module = PyRef::checked(PyModule_Create(&module_def));
   register_dtype_type(module.get());
   register_device_type(module.get());
