@@ -142,9 +142,29 @@ std::string TrustedDir::held_path_of(const std::string& name) const {
   return "/proc/self/fd/" + std::to_string(fd_) + "/" + name;
 }
 
-TrustedDir::Read TrustedDir::open_file(const std::string& name, int& fd, std::string& why, bool make_private) const {
+namespace {
+
+// Reads an open file to its end; false (errno set) on a read error.
+bool read_all(int fd, std::string& bytes) {
+  bytes.clear();
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      bytes.append(buf, static_cast<size_t>(n));
+    } else if (n == 0 || errno != EINTR) {
+      return n == 0;
+    }
+  }
+}
+
+}  // namespace
+
+TrustedDir::Read TrustedDir::read_file(const std::string& name, std::string& bytes, std::string& why,
+                                       bool make_private) const {
+  why.clear();
   // O_NONBLOCK: a FIFO in its place must not block the open.
-  fd = ::openat(fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  int fd = ::openat(fd_, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return Read::Missing;
     why = path_of(name) + (errno == ELOOP ? std::string(" is a symbolic link") : ": " + std::string(std::strerror(errno)));
@@ -156,56 +176,22 @@ TrustedDir::Read TrustedDir::open_file(const std::string& name, int& fd, std::st
   } else {
     if (make_private && st.st_uid == ::geteuid() && ::fchmod(fd, 0600) == 0) st.st_mode = (st.st_mode & ~07777) | 0600;
     why = distrust(st, "file");
-    if (why.empty()) return Read::Ok;
-    why = path_of(name) + ": " + why;
-  }
-  ::close(fd);
-  fd = -1;
-  return Read::Refused;
-}
-
-namespace {
-
-// Reads an open file to its end, then closes it; false (errno set) on a read error.
-bool read_all(int fd, std::string& bytes) {
-  bytes.clear();
-  char buf[65536];
-  bool ok = true;
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n > 0) {
-      bytes.append(buf, static_cast<size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      ok = n == 0;
-      break;
+    if (!why.empty()) {
+      why = path_of(name) + ": " + why;
+    } else if (!read_all(fd, bytes)) {
+      why = "cannot read " + path_of(name) + ": " + std::strerror(errno);
     }
   }
-  int saved = errno;
   ::close(fd);
-  errno = saved;
-  return ok;
+  return why.empty() ? Read::Ok : Read::Refused;
 }
 
-}  // namespace
-
 TrustedDir::Read TrustedDir::read(const std::string& name, std::string& bytes, std::string& why) const {
-  int fd = -1;
-  Read r = open_file(name, fd, why, false);
-  if (r == Read::Ok && !read_all(fd, bytes)) {
-    why = "cannot read " + path_of(name) + ": " + std::strerror(errno);
-    return Read::Refused;
-  }
-  return r;
+  return read_file(name, bytes, why, false);
 }
 
 TrustedDir::Read TrustedDir::read_output(const std::string& name, std::string& bytes, std::string& why) const {
-  int fd = -1;
-  Read r = open_file(name, fd, why, true);
-  if (r == Read::Ok && !read_all(fd, bytes)) {
-    why = "cannot read " + path_of(name) + ": " + std::strerror(errno);
-    return Read::Refused;
-  }
-  return r;
+  return read_file(name, bytes, why, true);
 }
 
 void TrustedDir::write(const std::string& name, const std::string& bytes) const {

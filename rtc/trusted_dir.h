@@ -54,7 +54,7 @@ class TrustedDir {
 
  private:
   TrustedDir(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  Read open_file(const std::string& name, int& fd, std::string& why, bool make_private) const;
+  Read read_file(const std::string& name, std::string& bytes, std::string& why, bool make_private) const;
   int fd_;
   std::string path_;
 };
