@@ -138,7 +138,8 @@ pid_t spawn(const std::vector<std::string>& argv, int out) {
 
 }  // namespace
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds) {
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds,
+                          const std::function<void()>& while_waiting) {
   ProcessResult result;
   if (argv.empty()) {
     result.output = "empty command";
@@ -174,6 +175,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   // may close its output and still run).
   bool open = true;
   int status = 0;
+  auto next_check = Clock::now();
   for (;;) {
     if (open) {
       pollfd p{read_end.fd, POLLIN, 0};
@@ -194,13 +196,25 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
       if (done < 0 && errno != EINTR) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms_left(), 5)));
     }
-    if (limited && Clock::now() >= deadline) {
+    auto kill_group = [&] {
       ::kill(-pid, SIGKILL);  // the group: the driver and whatever it started
       while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
+    };
+    if (limited && Clock::now() >= deadline) {
+      kill_group();
       result.timed_out = true;
       result.exit_code = exit_code_of(status);
       return result;
+    }
+    if (while_waiting && Clock::now() >= next_check) {
+      next_check = Clock::now() + std::chrono::milliseconds(100);
+      try {
+        while_waiting();
+      } catch (...) {
+        kill_group();
+        throw;
+      }
     }
   }
   result.exit_code = exit_code_of(status);

@@ -9,6 +9,7 @@
 // running or writing.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,11 @@ struct ProcessResult {
 };
 
 // Runs argv[0] (looked up in PATH when it has no slash) with `argv`, waiting at most
-// `timeout_seconds` (0: no limit).
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds);
+// `timeout_seconds` (0: no limit). `while_waiting`, if given, is called about every 100 ms; if
+// it throws (an interrupt: Ctrl-C), the process group is killed and the exception passes on.
+// (The child is in a group of its own, so the terminal's Ctrl-C does not reach it directly.)
+ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds,
+                          const std::function<void()>& while_waiting = {});
 
 // LOOM_COMPILE_TIMEOUT: seconds a compile of generated code may take (default 300, 0 for no
 // limit); anything else that is not a non-negative number is an error (loom::Error, Value).

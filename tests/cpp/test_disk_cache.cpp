@@ -236,6 +236,16 @@ BOOST_AUTO_TEST_CASE(a_time_limit_kills_the_whole_process_group) {
   fs::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(an_interrupt_while_waiting_stops_the_process) {
+  auto start = std::chrono::steady_clock::now();
+  auto interrupt = [&] {
+    if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(300)) throw Error(ErrorKind::Runtime, "stop");
+  };
+  BOOST_CHECK_THROW(run_process({"sleep", "1000"}, 0, interrupt), Error);  // no time limit: only the interrupt
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST(took < 60.0);
+}
+
 BOOST_AUTO_TEST_CASE(compile_timeout_knob_is_checked) {
   ::setenv("LOOM_COMPILE_TIMEOUT", "2.5", 1);
   BOOST_TEST(compile_timeout_seconds() == 2.5);
