@@ -70,11 +70,20 @@ void remove_private_dirs() {
   }
 }
 
+// A relative path from the working directory (held as a descriptor after, so a later chdir does
+// not move it).
+std::string fs_absolute(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::absolute(path, ec);
+  return ec ? std::string() : p.string();
+}
+
 }  // namespace
 
-std::optional<TrustedDir> TrustedDir::open(const std::string& path, std::string& why) {
-  if (path.empty() || path[0] != '/') {
-    why = "the cache folder '" + path + "' is not an absolute path";
+std::optional<TrustedDir> TrustedDir::open(const std::string& given, std::string& why) {
+  std::string path = given.empty() || given[0] == '/' ? given : fs_absolute(given);
+  if (path.empty()) {
+    why = "no folder is named";
     return std::nullopt;
   }
   // Missing folders on the way are made 0700 (the user's own, as what loom makes in them).

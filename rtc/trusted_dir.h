@@ -20,8 +20,9 @@ namespace loom::rtc {
 
 class TrustedDir {
  public:
-  // Opens the folder at `path`, creating it and missing parents with mode 0700. nullopt, with
-  // `why` saying what is wrong, when it cannot be made or is not trusted.
+  // Opens the folder at `path` (relative: from the working directory), creating it and missing
+  // parents with mode 0700. nullopt, with `why` saying what is wrong, when it cannot be made or
+  // is not trusted.
   static std::optional<TrustedDir> open(const std::string& path, std::string& why);
   // A subfolder, made 0700 if missing, held the same way.
   std::optional<TrustedDir> sub(const std::string& name, std::string& why) const;

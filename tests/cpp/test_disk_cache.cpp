@@ -170,6 +170,19 @@ BOOST_AUTO_TEST_CASE(a_folder_of_another_user_is_refused) {
   BOOST_TEST(mentions("owned by user 65534"));
 }
 
+BOOST_AUTO_TEST_CASE(a_relative_cache_folder_is_from_the_working_directory) {
+  Scratch s;
+  fs::path cwd = fs::current_path();
+  fs::current_path(s.root);
+  ::setenv("LOOM_CACHE_DIR", "relative/cache", 1);
+  const DiskCache& c = DiskCache::of("k6", ".bin", ".src");
+  fs::current_path(cwd);
+  BOOST_TEST(c.dir().path() == (s.root / "relative" / "cache" / "k6").string());
+  BOOST_TEST(warned.empty());
+  c.store("key", "module", "");  // through the held folder, whatever the working directory is now
+  BOOST_TEST(c.find("key").value_or("") == "module");
+}
+
 BOOST_AUTO_TEST_CASE(without_home_the_cache_is_the_users_own_never_tmp) {
   std::string saved_home = std::getenv("HOME") ? std::getenv("HOME") : "";
   ::unsetenv("HOME");
