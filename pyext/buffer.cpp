@@ -10,6 +10,7 @@
 // array made from it, keeps the old memory alive and keeps reading and writing it alone, as a
 // DLPack capsule does (dlpack.cpp). Without this the allocator would hand the freed block to the
 // next tensor of its size, and writes through the array would land in that unrelated tensor.
+// (Tensor.data_ptr() is an address, not an export: as in PyTorch, it keeps nothing alive.)
 #include "pyext/args.h"
 #include "pyext/tensor_object.h"
 #include "runtime/error.h"
