@@ -3,6 +3,14 @@
 // A CPU tensor exports its memory as a PEP 3118 buffer with its real strides, so
 // numpy.asarray(t), memoryview(t) and Tensor.numpy() share memory with the tensor instead of
 // copying. bfloat16 has no buffer format (numpy has no bfloat16), as in PyTorch.
+//
+// Note [Exports own their storage]: an exported buffer holds a reference to the STORAGE it
+// points into, not only to the tensor object. The tensor may later hold other data (`.data =`,
+// Module.double() / .to(), a lazy sync that gives it a new storage); the buffer, and every numpy
+// array made from it, keeps the old memory alive and keeps reading and writing it alone, as a
+// DLPack capsule does (dlpack.cpp). Without this the allocator would hand the freed block to the
+// next tensor of its size, and writes through the array would land in that unrelated tensor.
+// (Tensor.data_ptr() is an address, not an export: as in PyTorch, it keeps nothing alive.)
 #include "pyext/args.h"
 #include "pyext/tensor_object.h"
 #include "runtime/error.h"
@@ -10,8 +18,10 @@
 namespace loom::py {
 namespace {
 
-// Shape and strides of one exported view, in bytes, owned by the Py_buffer until release.
-struct ExportedShape {
+// What one exported view owns until the consumer releases it: its shape and strides (in bytes)
+// and the storage it points into (Note [Exports own their storage]).
+struct ExportedView {
+  Ref<Storage> storage;
   Py_ssize_t shape[64];
   Py_ssize_t strides[64];
 };
@@ -49,11 +59,12 @@ int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
     PyErr_SetString(PyExc_BufferError, "the tensor's layout is not the contiguous layout the consumer requested");
     return -1;
   }
-  auto* shape = new ExportedShape;
+  auto* exported = new ExportedView;
+  exported->storage = a.storage;
   size_t item = itemsize(a.dtype);
   for (int64_t d = 0; d < a.ndim(); ++d) {
-    shape->shape[d] = static_cast<Py_ssize_t>(a.sizes()[d]);
-    shape->strides[d] = static_cast<Py_ssize_t>(a.strides()[d] * static_cast<int64_t>(item));
+    exported->shape[d] = static_cast<Py_ssize_t>(a.sizes()[d]);
+    exported->strides[d] = static_cast<Py_ssize_t>(a.strides()[d] * static_cast<int64_t>(item));
   }
   view->buf = a.data();
   view->obj = Py_NewRef(self);
@@ -62,15 +73,15 @@ int tensor_getbuffer(PyObject* self, Py_buffer* view, int flags) {
   view->itemsize = static_cast<Py_ssize_t>(item);
   view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(format) : nullptr;
   view->ndim = static_cast<int>(a.ndim());
-  view->shape = (flags & PyBUF_ND) ? shape->shape : nullptr;
-  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? shape->strides : nullptr;
+  view->shape = (flags & PyBUF_ND) ? exported->shape : nullptr;
+  view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? exported->strides : nullptr;
   view->suboffsets = nullptr;
-  view->internal = shape;
+  view->internal = exported;
   return 0;
   LOOM_PY_END(-1)
 }
 
-void tensor_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<ExportedShape*>(view->internal); }
+void tensor_releasebuffer(PyObject*, Py_buffer* view) { delete static_cast<ExportedView*>(view->internal); }
 
 // numpy.asarray(memoryview(t)): an ndarray whose base keeps the tensor alive.
 PyObject* shared_ndarray(PyObject* self, PyObject* dtype) {

@@ -2,10 +2,14 @@
 //
 // Both directions share memory. Exporting hands out a reference to the tensor's storage that
 // the consumer releases through the deleter; importing wraps the producer's memory in a Storage
-// whose release calls the producer's deleter.
+// whose release calls the producer's deleter. Every export keeps the storage it exposes alive,
+// whatever the tensor holds later (Note [Exports own their storage], buffer.cpp).
 #include "pyext/dlpack.h"
 
+#include <algorithm>
 #include <memory>
+#include <unordered_map>
+#include <vector>
 
 #include "pyext/args.h"
 #include "pyext/python_data.h"
@@ -177,6 +181,48 @@ PyObject* dlpack_capsule_of(PyObject* obj, bool& versioned) {
   return capsule;
 }
 
+// __cuda_array_interface__ hands out a bare address, and its consumers (CuPy, Numba, PyTorch)
+// keep the tensor OBJECT alive, not loom's storage: the object may hold other data by the time
+// they read (`.data =`, Module.to()). So the storage is pinned to the object until the object
+// is collected (a weak reference's callback drops the pins), whatever it holds by then. Each
+// storage is pinned once per object. Only touched with the GIL held.
+struct Pins {
+  PyRef weakref;  // to the object; its callback erases this entry
+  std::vector<Ref<Storage>> storages;
+};
+
+std::unordered_map<PyObject*, Pins>& pins_by_object() {
+  static auto* pins = new std::unordered_map<PyObject*, Pins>();  // never destroyed (atexit order)
+  return *pins;
+}
+
+PyObject* unpin(PyObject* object_address, PyObject* /*weakref*/) {
+  void* object = PyLong_AsVoidPtr(object_address);
+  // Moved out first: dropping the pins may free storage, which must not run inside erase().
+  auto it = pins_by_object().find(static_cast<PyObject*>(object));
+  if (it != pins_by_object().end()) {
+    Pins dropped = std::move(it->second);
+    pins_by_object().erase(it);
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef unpin_def = {"_loom_unpin_exported_storage", unpin, METH_O, nullptr};
+
+void pin_storage_to(PyObject* object, const Ref<Storage>& storage) {
+  auto& pins = pins_by_object();
+  auto it = pins.find(object);
+  if (it == pins.end()) {
+    PyRef address = PyRef::checked(PyLong_FromVoidPtr(object));
+    PyRef callback = PyRef::checked(PyCFunction_New(&unpin_def, address.get()));
+    PyRef weakref = PyRef::checked(PyWeakref_NewRef(object, callback.get()));
+    it = pins.emplace(object, Pins{std::move(weakref), {}}).first;
+  }
+  std::vector<Ref<Storage>>& held = it->second.storages;
+  if (std::none_of(held.begin(), held.end(), [&](const Ref<Storage>& s) { return s.get() == storage.get(); }))
+    held.push_back(storage);
+}
+
 }  // namespace
 
 PyObject* tensor_dlpack(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
@@ -269,6 +315,7 @@ PyObject* tensor_cuda_array_interface(PyObject* self, void*) {
   const char* typestr = kTypestr[static_cast<int>(a.dtype)];
   LOOM_CHECK(typestr, Type, "bfloat16 has no typestr in the CUDA array interface; convert with .float() first");
   cuda::synchronize(a.device());  // the data is complete, on any stream: no "stream" to wait for
+  pin_storage_to(self, a.storage);
   PyRef shape = PyRef::checked(PyTuple_New(a.ndim()));
   PyRef strides = PyRef::checked(PyTuple_New(a.ndim()));
   for (int64_t d = 0; d < a.ndim(); ++d) {

@@ -50,7 +50,11 @@ PyObject* f_metrics_reset(PyObject*, PyObject*) {
   return Py_NewRef(Py_None);
 }
 
-PyObject* f_get_num_threads(PyObject*, PyObject*) { return PyLong_FromLong(num_threads()); }
+PyObject* f_get_num_threads(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  return PyLong_FromLong(num_threads());
+  LOOM_PY_END(nullptr)
+}
 
 PyObject* f_pending_count(PyObject*, PyObject* device) {
   LOOM_PY_BEGIN

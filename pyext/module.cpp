@@ -3,6 +3,7 @@
 #include "pyext/objects.h"
 #include "pyext/tensor_object.h"
 #include "runtime/blas.h"
+#include "runtime/thread_pool.h"
 #include "runtime/warning.h"
 
 namespace loom::py {
@@ -17,13 +18,13 @@ void register_autograd_types(PyObject* module);
 
 namespace {
 
-// The engine's warnings (runtime/warning.h) as Python RuntimeWarnings; one that a filter turns
-// into an error raises at the call that warned.
+// The engine's warnings (runtime/warning.h) as Python RuntimeWarnings. They may come from a
+// thread without the GIL, deep inside a compile or a sync, where nothing may throw: a warning a
+// filter turns into an error is printed as an unraisable exception instead of raised.
 void python_warning(const std::string& message) {
   PyGILState_STATE gil = PyGILState_Ensure();
-  int status = PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1);
+  if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) PyErr_WriteUnraisable(nullptr);
   PyGILState_Release(gil);
-  check_status(status);
 }
 
 PyModuleDef module_def = {
@@ -33,6 +34,7 @@ PyModuleDef module_def = {
 
 PyObject* init() {
   LOOM_PY_BEGIN
+  configured_threads();  // a bad LOOM_NUM_THREADS fails the import, not a later kernel
   PyRef module = PyRef::checked(PyModule_Create(&module_def));
   register_dtype_type(module.get());
   register_device_type(module.get());

@@ -1,42 +1,73 @@
-// The on-disk cache of compiled modules (DESIGN decision 7).
+// The on-disk cache of compiled modules (DESIGN decisions 7 and 15).
 //
-// Entries are keyed by a hash of everything that determines the binary: the source, the compiler
-// and its version, the target and the flags. Each entry is a binary, its source (kept beside it
-// for debugging) and a checksum; all are written to temporary names and renamed into place, so a
-// crash never leaves a partial entry, and an entry whose checksum does not match (truncated,
-// corrupted) is discarded and rebuilt.
+// Where: $LOOM_CACHE_DIR, else $XDG_CACHE_HOME/loom, else <home>/.cache/loom, <home> being $HOME
+// or, when HOME is unset, the effective user's home from the password database; one subfolder
+// per kind ("cpu", "cuda"). Never a folder shared with other users: a cache folder (or kind
+// subfolder) that is not trusted (rtc/trusted_dir.h: another user's, or writable by group or
+// others) is refused with a warning, once, and the process caches in a private temporary folder
+// instead, as it does when no home is known.
+//
+// What an entry is: `<name><ext>` (the binary), `<name>.key` (the entry's full key and the
+// binary's checksum) and `<name><source ext>` (the source, for debugging), where <name> is a
+// hash of the key. The key spells out everything the binary was built from (a hash of the
+// source, the compiler's resolved path and full version, the flags, the target): find() returns
+// a binary only if its .key file holds exactly the key asked for and its bytes match the
+// checksum, so a truncated, corrupted, swapped or foreign entry is removed and rebuilt, never
+// used. Host modules also carry the key inside the binary, checked after loading and before any
+// kernel runs (rtc/host_compiler.cpp). Every file is written under a temporary name (0600) and
+// renamed into place, binary last, so a crash never leaves an entry that find() would return.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 
+#include "rtc/trusted_dir.h"
+
 namespace loom::rtc {
 
-// The cache root: $LOOM_CACHE_DIR, else $XDG_CACHE_HOME/loom, else ~/.cache/loom.
+// The cache root the environment names (see above); empty when no home is known.
 std::string cache_root();
 
 class DiskCache {
  public:
-  // `kind` names a subdirectory ("cpu", "cuda") and the binary's file extension.
-  DiskCache(std::string kind, std::string extension);
+  // The cache of `kind` (binaries ending in `extension`, sources in `source_extension`) under
+  // the current cache root: one per root and kind, kept for the life of the process (a loaded
+  // module's path goes through the folder it holds).
+  static const DiskCache& of(const std::string& kind, const std::string& extension,
+                             const std::string& source_extension);
 
-  // The path of a valid binary for key, or nullopt (a bad entry is deleted).
-  std::optional<std::string> find(uint64_t key) const;
-  // The path the compiler should write a new binary to (unique per process and call).
-  std::string temporary_path(uint64_t key) const;
-  // Moves a finished binary into place, with its source and checksum. Returns its final path.
-  std::string commit(uint64_t key, const std::string& temporary, const std::string& source) const;
-  std::string source_path(uint64_t key) const;
+  // The name of the entry of `key`: a hash of it.
+  static std::string name_of(const std::string& key);
+
+  // The binary stored for exactly `key`, or nullopt (a bad entry is removed).
+  std::optional<std::string> find(const std::string& key) const;
+  // The path through which the binary of `key`, found by find(), may be loaded (dlopen).
+  std::string load_path(const std::string& key) const;
+  // Stores a binary built from `key`, with its source.
+  void store(const std::string& key, const std::string& binary, const std::string& source) const;
+  // Removes the entry of `key` (its binary was found to be something else once loaded).
+  void remove(const std::string& key) const noexcept;
+  // Saves the source of a failed compile beside the entries; returns where.
+  std::string save_failed_source(const std::string& key, const std::string& source) const;
+
+  const TrustedDir& dir() const noexcept { return dir_; }
 
  private:
-  std::string path(uint64_t key, const std::string& ext) const;
-  std::string dir_;
-  std::string extension_;
+  DiskCache(TrustedDir dir, std::string extension, std::string source_extension)
+      : dir_(std::move(dir)), extension_(std::move(extension)), source_extension_(std::move(source_extension)) {}
+  TrustedDir dir_;
+  std::string extension_, source_extension_;
 };
 
-// FNV-1a over a file's bytes; nullopt if it cannot be read.
-std::optional<uint64_t> file_checksum(const std::string& path);
+// FNV-1a over a text's bytes.
 uint64_t hash_text(const std::string& text);
+// The checksum stored in an entry's .key file.
+uint64_t checksum(const std::string& bytes);
+// "0123456789abcdef": a hash as 16 hex digits.
+std::string hex64(uint64_t value);
+
+// A private folder of this process for compiler inputs and outputs (rtc/trusted_dir.h).
+const TrustedDir& private_work_dir();
 
 }  // namespace loom::rtc

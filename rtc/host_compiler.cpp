@@ -1,8 +1,12 @@
 #include "rtc/host_compiler.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -11,9 +15,10 @@
 #include <unordered_map>
 
 #include "rtc/disk_cache.h"
+#include "rtc/process.h"
 #include "runtime/error.h"
-#include "runtime/hash.h"
 #include "runtime/metrics.h"
+#include "runtime/warning.h"
 
 namespace loom::rtc {
 namespace {
@@ -23,27 +28,8 @@ namespace {
 constexpr const char* kBaseFlags =
     "-O3 -fPIC -shared -march=native -std=c++17 -fno-math-errno -ffp-contract=off -fopenmp-simd -w";
 
-std::string compiler() {
-  const char* cxx = std::getenv("LOOM_CXX");
-  return cxx && *cxx ? cxx : "c++";
-}
-
-std::string shell_quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-// Runs a command, returning its exit status and combined output.
-std::pair<int, std::string> run(const std::string& command) {
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  LOOM_CHECK(pipe, Runtime, "cannot run: ", command);
-  std::string output;
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, pipe)) output.append(buf, n);
-  int status = ::pclose(pipe);
-  return {status, output};
-}
+// The exported string every host module carries: its full key (rtc/disk_cache.h).
+constexpr const char* kKeySymbol = "loom_module_key";
 
 // glibc's vector math library (x86-64, glibc 2.35 or later for tanhf and erff): with it,
 // generated loops call vector variants of exp, log, tanh, ... (fusion/targets.cpp).
@@ -61,24 +47,122 @@ const std::string& flags() {
   return f;
 }
 
-const char* libraries() { return have_libmvec() ? " -lmvec" : ""; }
+const char* libraries() { return have_libmvec() ? "-lmvec" : ""; }  // after the source, as ld needs
 
-// What the binary depends on besides the source: the CPU (for -march=native), the compiler and
-// the flags.
-uint64_t environment_hash() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line, cpu;
-  while (std::getline(cpuinfo, line))
-    if (line.rfind("flags", 0) == 0 || line.rfind("model name", 0) == 0) {
-      cpu += line;
-      if (line.rfind("flags", 0) == 0) break;
+// Where `program` runs from: its real path, looked up in PATH when it has no slash.
+std::string resolved_path(const std::string& program) {
+  auto real = [](const std::string& p) -> std::string {
+    char buf[PATH_MAX];
+    return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
+  };
+  if (program.find('/') != std::string::npos) return real(program);
+  const char* path = std::getenv("PATH");
+  std::istringstream dirs(path ? path : "/usr/bin:/bin");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return real(candidate);
+  }
+  return "";
+}
+
+// The compiler: LOOM_CXX split into words (a wrapper and its arguments: "ccache g++"), and what
+// identifies it in a key: the command, the real path of the program it runs and the full output
+// of --version.
+struct Compiler {
+  std::vector<std::string> argv;
+  std::string identity;
+};
+
+const Compiler& compiler() {
+  static const Compiler c = [] {
+    const char* cxx = std::getenv("LOOM_CXX");
+    Compiler out;
+    out.argv = split_command(cxx && *cxx ? cxx : "c++", "LOOM_CXX");
+    LOOM_CHECK(!out.argv.empty(), Value, "LOOM_CXX is blank: name a C++ compiler (LOOM_CXX=g++, LOOM_CXX='ccache g++')");
+    std::vector<std::string> version = out.argv;
+    version.push_back("--version");
+    double limit = compile_timeout_seconds();
+    ProcessResult r = run_process(version, limit);
+    std::string first_line = r.output.substr(0, r.output.find('\n'));
+    if (r.timed_out) first_line = "it did not answer --version within " + std::to_string(limit) + " s";
+    LOOM_CHECK(r.started && !r.timed_out && r.exit_code == 0, Runtime,
+               "loom needs a C++ compiler to generate CPU kernels, but '", quote_command(out.argv),
+               "' does not run (", first_line, "). Install g++ or point LOOM_CXX at a compiler.");
+    out.identity = "compiler: " + quote_command(out.argv) + "\nresolved: " + resolved_path(out.argv[0]) +
+                   "\nversion: " + r.output;
+    return out;
+  }();
+  return c;
+}
+
+// The CPU -march=native compiles for.
+const std::string& cpu_identity() {
+  static const std::string cpu = [] {
+    std::ifstream cpuinfo("/proc/cpuinfo");
+    std::string line, model, flag_line;
+    while (std::getline(cpuinfo, line)) {
+      if (model.empty() && line.rfind("model name", 0) == 0) model = line;
+      if (line.rfind("flags", 0) == 0) {
+        flag_line = line;
+        break;
+      }
     }
-  return hash_combine(hash_combine(hash_text(host_compiler_identity()), hash_text(flags())), hash_text(cpu));
+    return model + "; flags fnv1a64 " + hex64(hash_text(flag_line));
+  }();
+  return cpu;
+}
+
+// Everything the module built from `source` depends on (rtc/disk_cache.h).
+std::string module_key(const std::string& source) {
+  return "loom host module\nsource: fnv1a64 " + hex64(hash_text(source)) + ", " + std::to_string(source.size()) +
+         " bytes\n" + compiler().identity + "\nflags: " + flags() + " " + libraries() + "\ncpu: " + cpu_identity() +
+         "\n";
+}
+
+// `text` as a C string literal.
+std::string c_literal(const std::string& text) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f && c != '?') {  // '?' would start a trigraph in old modes
+      out += static_cast<char>(c);
+    } else {
+      char esc[8];
+      std::snprintf(esc, sizeof esc, "\\%03o", c);
+      out += esc;
+    }
+  }
+  return out + "\"";
+}
+
+// The source compiled: the kernels, then the key the binary must carry.
+std::string with_key(const std::string& source, const std::string& key) {
+  return source + "\n// The key of this module, checked by loom after loading it (rtc/disk_cache.h).\nextern \"C\" " +
+         "__attribute__((visibility(\"default\"), used)) const char " + kKeySymbol + "[] =\n    " + c_literal(key) +
+         ";\n";
+}
+
+// Loads a module and checks that it is the module of `key`; nullptr, with `why`, if it is not.
+std::shared_ptr<HostModule> load_checked(const std::string& path, const std::string& key, std::string& why) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    why = ::dlerror();
+    return nullptr;
+  }
+  const auto* embedded = static_cast<const char*>(::dlsym(handle, kKeySymbol));
+  if (!embedded || key != embedded) {
+    why = embedded ? "it carries the key of another module" : "it carries no key";
+    ::dlclose(handle);
+    return nullptr;
+  }
+  return std::make_shared<HostModule>(handle);
 }
 
 struct Caches {
   std::mutex mu;
-  std::unordered_map<uint64_t, std::shared_ptr<HostModule>> memory;
+  std::unordered_map<std::string, std::shared_ptr<HostModule>> memory;  // by key
 };
 
 Caches& caches() {
@@ -86,10 +170,37 @@ Caches& caches() {
   return *c;
 }
 
-std::shared_ptr<HostModule> load(const std::string& path) {
-  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) return nullptr;
-  return std::make_shared<HostModule>(handle);
+// Runs the compiler on `text` in the process's private folder and returns the binary.
+std::string compile(const std::string& text, const std::string& key, const DiskCache& disk) {
+  static std::atomic<uint64_t> counter{0};
+  const TrustedDir& work = private_work_dir();
+  // Unique across the processes a fork() may share the folder with.
+  std::string name = DiskCache::name_of(key) + "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  work.write(name + ".cpp", text);
+  std::vector<std::string> argv = compiler().argv;
+  std::istringstream flag_words(flags());
+  for (std::string w; flag_words >> w;) argv.push_back(w);
+  for (std::string w : {work.path_of(name + ".cpp"), std::string("-o"), work.path_of(name + ".so")}) argv.push_back(w);
+  if (*libraries()) argv.push_back(libraries());
+  double limit = compile_timeout_seconds();
+  ProcessResult r = run_process(argv, limit);
+  work.remove(name + ".cpp");
+  std::string binary, why;
+  TrustedDir::Read out = r.started && !r.timed_out && r.exit_code == 0 ? work.read_output(name + ".so", binary, why)
+                                                                        : TrustedDir::Read::Missing;
+  work.remove(name + ".so");  // never a partial output left behind, whatever happened
+  std::string command = quote_command(compiler().argv);
+  LOOM_CHECK(!r.timed_out, Runtime, "the C++ compiler '", command, "' did not finish compiling a generated kernel ",
+             "module within ", limit, " s (LOOM_COMPILE_TIMEOUT), so loom stopped it and every process it started; ",
+             "nothing was cached. Raise LOOM_COMPILE_TIMEOUT (seconds, 0 for no limit) if it is only slow.");
+  if (!r.started || r.exit_code != 0) {
+    std::string kept = disk.save_failed_source(key, text);
+    LOOM_FAIL(Runtime, "generated kernel module failed to compile ('", command, "', exit status ", r.exit_code,
+              "); source saved to ", kept, ":\n", r.output.substr(0, 4000));
+  }
+  LOOM_CHECK(out == TrustedDir::Read::Ok, Runtime, "the C++ compiler '", command, "' reported success but its ",
+             "output cannot be used: ", why.empty() ? "it wrote no " + work.path_of(name + ".so") : why);
+  return binary;
 }
 
 }  // namespace
@@ -100,53 +211,32 @@ void* HostModule::symbol(const std::string& name) const {
   return p;
 }
 
-const std::string& host_compiler_identity() {
-  static const std::string identity = [] {
-    std::string cxx = compiler();
-    auto [status, out] = run(shell_quote(cxx) + " --version");
-    LOOM_CHECK(status == 0, Runtime, "loom needs a C++ compiler to generate CPU kernels, but '", cxx,
-               "' does not run (", out.substr(0, out.find('\n')),
-               "). Install g++ or point LOOM_CXX at a compiler.");
-    return cxx + ": " + out.substr(0, out.find('\n'));
-  }();
-  return identity;
-}
+const std::string& host_compiler_identity() { return compiler().identity; }
 
 std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels) {
-  uint64_t key = hash_combine(hash_text(source), environment_hash());
+  std::string key = module_key(source);
   Caches& c = caches();
   std::lock_guard lock(c.mu);
   if (auto it = c.memory.find(key); it != c.memory.end()) return it->second;
 
-  DiskCache disk("cpu", ".so");
-  if (auto path = disk.find(key)) {
-    if (auto m = load(*path)) {
+  const DiskCache& disk = DiskCache::of("cpu", ".so", ".cpp");
+  std::string why;
+  if (disk.find(key)) {
+    if (auto m = load_checked(disk.load_path(key), key, why)) {
       count(metrics().modules_loaded_from_disk);
       c.memory[key] = m;
       return m;
     }
+    warn_once("kernel cache module", "the cached kernel module " + disk.dir().path_of(DiskCache::name_of(key) + ".so") +
+                                         " is not the module it is filed as (" + why + "); rebuilding it");
+    disk.remove(key);
   }
   auto start = std::chrono::steady_clock::now();
-  std::string src = disk.temporary_path(key) + ".cpp";
-  {
-    std::ofstream out(src);
-    out << source;
-    LOOM_CHECK(out.good(), Runtime, "cannot write generated source to ", src);
-  }
-  std::string tmp = disk.temporary_path(key);
-  auto [status, output] =
-      run(shell_quote(compiler()) + " " + flags() + " " + shell_quote(src) + " -o " + shell_quote(tmp) + libraries());
-  std::remove(src.c_str());
-  if (status != 0) {
-    std::remove(tmp.c_str());
-    std::string kept = disk.source_path(key) + ".failed";
-    std::ofstream(kept) << source;
-    LOOM_FAIL(Runtime, "generated kernel module failed to compile (", compiler(), "); source saved to ", kept,
-              ":\n", output.substr(0, 4000));
-  }
-  std::string path = disk.commit(key, tmp, source);
-  auto m = load(path);
-  LOOM_CHECK(m, Runtime, "cannot load compiled module ", path, ": ", ::dlerror());
+  std::string text = with_key(source, key);
+  disk.store(key, compile(text, key, disk), text);
+  auto m = load_checked(disk.load_path(key), key, why);
+  LOOM_CHECK(m, Runtime, "cannot load the compiled module ", disk.dir().path_of(DiskCache::name_of(key) + ".so"), ": ",
+             why);
   count(metrics().kernels_compiled, kernels);
   count(metrics().compile_nanoseconds,
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());

@@ -1,9 +1,13 @@
 // The host back end of run-time compilation: C++ source -> a loaded shared object.
 //
 // One module per graph (DESIGN decision 7), compiled by the system C++ compiler ($LOOM_CXX,
-// default `c++`) with -O2 -fPIC -shared for the native architecture, cached in memory and on
-// disk (rtc/disk_cache.h), loaded with dlopen. Modules stay loaded for the life of the process:
-// cached graphs hold pointers into them.
+// default `c++`; a command with arguments such as "ccache g++" is split into words, never given
+// to a shell: rtc/process.h) with -O3 -fPIC -shared for the native architecture, cached in
+// memory and on disk (rtc/disk_cache.h), loaded with dlopen. A compile that takes longer than
+// LOOM_COMPILE_TIMEOUT seconds (default 300) is killed with everything it started, and raises.
+// Each module exports its full key as the string `loom_module_key`, checked right after dlopen,
+// before any kernel of it runs (DESIGN decision 15). Modules stay loaded for the life of the
+// process: cached graphs hold pointers into them.
 #pragma once
 
 #include <memory>
@@ -24,10 +28,12 @@ class HostModule {
 
 // Compiles (or finds in a cache) a module. `kernels` is the number of kernels in it (for
 // loom.metrics()). Throws loom::Error with the compiler's message and the source's path when
-// compilation fails; the caches are left consistent and the same source may be compiled again.
+// compilation fails or times out; the caches are left consistent (no entry is stored) and the
+// same source may be compiled again.
 std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels);
 
-// "g++ (Debian 12.2.0-14) 12.2.0" for the compiler in use; throws if there is none.
+// What identifies the compiler in use in a module's key: its command, the real path of the
+// program it runs and its full --version output; throws if it does not run.
 const std::string& host_compiler_identity();
 
 }  // namespace loom::rtc

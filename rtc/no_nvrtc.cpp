@@ -6,6 +6,10 @@ namespace loom::rtc {
 
 bool nvrtc_available() noexcept { return false; }
 
+std::string nvrtc_identity() { return "no nvrtc"; }
+
+std::vector<std::string> nvrtc_options(int, bool) { return {}; }
+
 std::string compile_cuda(const std::string&, int, const std::string& name, bool) {
   LOOM_FAIL(Runtime, "cannot compile ", name, ": loom was built without the CUDA toolkit (no NVRTC)");
 }

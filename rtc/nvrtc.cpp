@@ -1,8 +1,11 @@
 #include "rtc/nvrtc.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <vector>
 
 #include "runtime/error.h"
@@ -18,6 +21,21 @@ void check(nvrtcResult r, const char* what) {
 
 bool nvrtc_available() noexcept { return true; }
 
+std::string nvrtc_identity() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  std::string library = "?";
+  Dl_info info{};
+  char real[PATH_MAX];
+  if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) && info.dli_fname)
+    library = ::realpath(info.dli_fname, real) ? real : info.dli_fname;
+  return "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + " (" + library + ")";
+}
+
+std::vector<std::string> nvrtc_options(int arch, bool ptx) {
+  return {std::string("--gpu-architecture=") + (ptx ? "compute_" : "sm_") + std::to_string(arch), "--std=c++17"};
+}
+
 std::string compile_cuda(const std::string& source, int arch, const std::string& name, bool ptx) {
   nvrtcProgram prog = nullptr;
   check(nvrtcCreateProgram(&prog, source.c_str(), name.c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
@@ -25,9 +43,10 @@ std::string compile_cuda(const std::string& source, int arch, const std::string&
     nvrtcProgram* p;
     ~Destroy() { nvrtcDestroyProgram(p); }
   } destroy{&prog};
-  std::string arch_flag = std::string("--gpu-architecture=") + (ptx ? "compute_" : "sm_") + std::to_string(arch);
-  const char* options[] = {arch_flag.c_str(), "--std=c++17"};
-  nvrtcResult result = nvrtcCompileProgram(prog, 2, options);
+  std::vector<std::string> words = nvrtc_options(arch, ptx);
+  std::vector<const char*> options;
+  for (const std::string& w : words) options.push_back(w.c_str());
+  nvrtcResult result = nvrtcCompileProgram(prog, static_cast<int>(options.size()), options.data());
   size_t log_size = 0;
   nvrtcGetProgramLogSize(prog, &log_size);
   std::string log(log_size, '\0');

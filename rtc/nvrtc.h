@@ -14,6 +14,11 @@ namespace loom::rtc {
 // True when this build has NVRTC.
 bool nvrtc_available() noexcept;
 
+// What identifies this NVRTC in a module's key: its version and the real path of the library.
+std::string nvrtc_identity();
+// The options compile_cuda passes for a target (part of a module's key).
+std::vector<std::string> nvrtc_options(int arch, bool ptx);
+
 // Compiles CUDA C++ to a cubin for sm_<arch> (e.g. 90), or to PTX for compute_<arch> when `ptx`.
 // Throws loom::Error with NVRTC's log on failure, naming `name`.
 std::string compile_cuda(const std::string& source, int arch, const std::string& name, bool ptx = false);

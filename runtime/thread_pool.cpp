@@ -1,111 +1,147 @@
 #include "runtime/thread_pool.h"
 
 #include <algorithm>
-#include <condition_variable>
+#include <cctype>
+#include <charconv>
 #include <cstdlib>
-#include <mutex>
-#include <thread>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "runtime/error.h"
+#include "runtime/warning.h"
 
 namespace loom {
-namespace {
 
-class ThreadPool {
- public:
-  // Workers are detached: the pool lives as long as the process (see pool()).
-  explicit ThreadPool(int threads) : threads_(std::max(threads, 1)) {
-    for (int i = 1; i < threads_; ++i) std::thread([this] { work(); }).detach();
+std::optional<std::thread> ThreadPool::start_thread(std::function<void()> work) {
+  try {
+    return std::thread(std::move(work));
+  } catch (const std::system_error&) {  // EAGAIN: a thread or pids limit, or no room for a stack
+    return std::nullopt;
   }
-
-  int threads() const noexcept { return threads_; }
-
-  // Work is cut into up to kChunksPerThread chunks per thread, claimed one at a time by whichever
-  // thread is free: a worker that wakes late (tens of microseconds on a busy or virtualized
-  // machine) then joins for the remaining chunks instead of making the caller wait for a half
-  // it had not started.
-  static constexpr int64_t kChunksPerThread = 8;
-
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
-    // Whole grains per chunk (rounding the chunk count down keeps every chunk at least a grain).
-    int64_t chunks = std::min<int64_t>(threads_ * kChunksPerThread, n / std::max<int64_t>(grain, 1));
-    std::unique_lock busy(busy_, std::try_to_lock);
-    if (!busy.owns_lock() || chunks <= 1) {
-      body(0, n);
-      return;
-    }
-    uint64_t job;
-    {
-      std::lock_guard lock(mu_);
-      body_ = &body;
-      n_ = n;
-      chunks_ = chunks;
-      next_ = 0;
-      remaining_ = chunks;
-      job = ++generation_;
-    }
-    wake_.notify_all();
-    take_chunks(job);
-    std::unique_lock lock(mu_);
-    done_.wait(lock, [&] { return remaining_ == 0; });
-  }
-
- private:
-  // Claims and runs chunks of job `job` until none is left. Every shared field is read under
-  // the lock, and only for the job the thread was woken for.
-  void take_chunks(uint64_t job) {
-    for (;;) {
-      const std::function<void(int64_t, int64_t)>* body;
-      int64_t begin, end;
-      {
-        std::lock_guard lock(mu_);
-        if (generation_ != job || next_ >= chunks_) return;
-        int64_t c = next_++;
-        begin = n_ * c / chunks_;
-        end = n_ * (c + 1) / chunks_;
-        body = body_;
-      }
-      (*body)(begin, end);
-      std::lock_guard lock(mu_);
-      if (--remaining_ == 0) done_.notify_one();
-    }
-  }
-
-  void work() {
-    uint64_t seen = 0;
-    for (;;) {
-      {
-        std::unique_lock lock(mu_);
-        wake_.wait(lock, [&] { return generation_ != seen; });
-        seen = generation_;
-      }
-      take_chunks(seen);
-    }
-  }
-
-  const int threads_;
-  std::mutex busy_;  // held by the thread whose job runs
-  std::mutex mu_;    // guards everything below
-  std::condition_variable wake_, done_;
-  const std::function<void(int64_t, int64_t)>* body_ = nullptr;
-  int64_t n_ = 0, chunks_ = 0, next_ = 0, remaining_ = 0;
-  uint64_t generation_ = 0;
-};
-
-int configured_threads() {
-  if (const char* v = std::getenv("LOOM_NUM_THREADS"); v && *v) {
-    int n = std::atoi(v);
-    if (n >= 1) return n;
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+ThreadPool::ThreadPool(int asked, StartThread start) {
+  int wanted = std::max(asked, 1) - 1;
+  workers_.reserve(static_cast<size_t>(wanted));
+  // Never throws once a worker runs: a worker outliving a half-built pool would wait on freed
+  // memory, and the caller would find no pool (the hang this avoids).
+  for (int i = 0; i < wanted; ++i) {
+    std::optional<std::thread> t = start([this] { work(); });
+    if (!t) break;
+    workers_.push_back(std::move(*t));
+  }
+  if (static_cast<int>(workers_.size()) < wanted) {
+    warn_once("thread_pool", "the system refused to start more than " + std::to_string(workers_.size()) + " of " +
+                                 std::to_string(wanted) + " worker threads (a thread, pids or address-space limit); " +
+                                 "CPU kernels run on " + std::to_string(threads()) + " threads instead of " +
+                                 std::to_string(wanted + 1) + " (set LOOM_NUM_THREADS to choose)");
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+// Work is cut into up to kChunksPerThread chunks per thread, claimed one at a time by whichever
+// thread is free: a worker that wakes late (tens of microseconds on a busy or virtualized
+// machine) then joins for the remaining chunks instead of making the caller wait for a half it
+// had not started.
+constexpr int64_t kChunksPerThread = 8;
+
+void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
+  // Whole grains per chunk (rounding the chunk count down keeps every chunk at least a grain).
+  int64_t chunks = std::min<int64_t>(threads() * kChunksPerThread, n / std::max<int64_t>(grain, 1));
+  std::unique_lock busy(busy_, std::try_to_lock);
+  if (!busy.owns_lock() || chunks <= 1 || workers_.empty()) {
+    body(0, n);
+    return;
+  }
+  uint64_t job;
+  {
+    std::lock_guard lock(mu_);
+    body_ = &body;
+    n_ = n;
+    chunks_ = chunks;
+    next_ = 0;
+    remaining_ = chunks;
+    job = ++generation_;
+  }
+  wake_.notify_all();
+  take_chunks(job);
+  std::unique_lock lock(mu_);
+  done_.wait(lock, [&] { return remaining_ == 0; });
+}
+
+// Claims and runs chunks of job `job` until none is left. Every shared field is read under the
+// lock, and only for the job the thread was woken for.
+void ThreadPool::take_chunks(uint64_t job) {
+  for (;;) {
+    const std::function<void(int64_t, int64_t)>* body;
+    int64_t begin, end;
+    {
+      std::lock_guard lock(mu_);
+      if (generation_ != job || next_ >= chunks_) return;
+      int64_t c = next_++;
+      begin = n_ * c / chunks_;
+      end = n_ * (c + 1) / chunks_;
+      body = body_;
+    }
+    (*body)(begin, end);
+    std::lock_guard lock(mu_);
+    if (--remaining_ == 0) done_.notify_one();
+  }
+}
+
+void ThreadPool::work() {
+  uint64_t seen = 0;
+  for (;;) {
+    {
+      std::unique_lock lock(mu_);
+      wake_.wait(lock, [&] { return generation_ != seen || stopping_; });
+      if (stopping_) return;
+      seen = generation_;
+    }
+    take_chunks(seen);
+  }
+}
+
+int parse_thread_count(const char* text) {
+  std::string_view s(text);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  int n = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+  bool digits_only = !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  LOOM_CHECK(digits_only && ec == std::errc() && end == s.data() + s.size() && n >= 1 && n <= kMaxThreads, Value,
+             "LOOM_NUM_THREADS='", text, "' is not a thread count: expected a whole number from 1 to ", kMaxThreads,
+             " (unset it to use every core)");
+  return n;
+}
+
+int configured_threads() {
+  if (const char* v = std::getenv("LOOM_NUM_THREADS"); v && *v) return parse_thread_count(v);
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
+}
+
+namespace {
+
 ThreadPool& pool() {
-  static auto* p = new ThreadPool(configured_threads());  // never destroyed: workers never join
+  // Never destroyed: the workers would have to be joined while other statics may still use
+  // them. A bad LOOM_NUM_THREADS throws here, and the next call checks it again.
+  static auto* p = new ThreadPool(configured_threads());
   return *p;
 }
 
 }  // namespace
 
-int num_threads() noexcept { return pool().threads(); }
+int num_threads() { return pool().threads(); }
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   if (n <= 0) return;

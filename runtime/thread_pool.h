@@ -7,19 +7,70 @@
 // parallel_for called while another runs (from a worker, or from a second engine thread) runs
 // its loop on the calling thread alone, so nesting can never deadlock.
 //
-// LOOM_NUM_THREADS sets the thread count (default: the hardware's); 1 disables the pool.
+// LOOM_NUM_THREADS sets the thread count (default: the hardware's); 1 disables the pool. A value
+// that is not a whole number from 1 to kMaxThreads is an error (loom::Error, Value), raised by
+// every function below, never read as a number it does not spell.
+//
+// Starting never fails and never hangs: when the system refuses a thread (a pids cgroup, a thread
+// limit, an address-space limit too small for one more stack), the pool keeps the workers it
+// started, runs with fewer threads than asked, and warns once (runtime/warning.h).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
 
 namespace loom {
 
-// Threads a parallel_for uses (workers + the caller).
-int num_threads() noexcept;
+inline constexpr int kMaxThreads = 1024;
+
+// Threads a parallel_for uses (workers + the caller): what the process's pool could start.
+int num_threads();
 
 // Runs body(begin, end) over [0, n) in chunks of at least `grain` iterations, spread over the
 // pool's threads, and returns when all chunks are done. `body` must not throw.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+
+// The thread count LOOM_NUM_THREADS asks for (unset or empty: the hardware's), checked; the
+// extension calls it at import so a bad value fails there.
+int configured_threads();
+// The same check of one value of LOOM_NUM_THREADS (exposed for tests).
+int parse_thread_count(const char* text);
+
+// A pool of worker threads. The process's pool (the functions above) is made on first use and
+// never destroyed; tests make their own.
+class ThreadPool {
+ public:
+  // Starts one thread running `work`, or returns nullopt when the system refuses it.
+  using StartThread = std::optional<std::thread> (*)(std::function<void()> work);
+  static std::optional<std::thread> start_thread(std::function<void()> work);
+
+  // Asks for `threads` threads in all (threads - 1 workers), started with `start`.
+  explicit ThreadPool(int threads, StartThread start = start_thread);
+  // Stops and joins the workers.
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const noexcept { return static_cast<int>(workers_.size()) + 1; }
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+
+ private:
+  void take_chunks(uint64_t job);
+  void work();
+
+  std::vector<std::thread> workers_;
+  std::mutex busy_;  // held by the thread whose job runs
+  std::mutex mu_;    // guards everything below
+  std::condition_variable wake_, done_;
+  const std::function<void(int64_t, int64_t)>* body_ = nullptr;
+  int64_t n_ = 0, chunks_ = 0, next_ = 0, remaining_ = 0;
+  uint64_t generation_ = 0;
+  bool stopping_ = false;
+};
 
 }  // namespace loom

@@ -20,15 +20,19 @@ validated: the header length within the file, a JSON object header without dupli
 known dtypes, non-negative integer shapes and offsets, each tensor's byte range holding exactly
 its shape's bytes, and the ranges tiling the data (no gaps, no overlaps, nothing after the last
 tensor), boolean bytes 0 or 1, and a loom structure that is well formed and refers to exactly the
-file's tensors. A file that fails any check raises InvalidFileError (a ValueError), whose message
+file's tensors. The header is checked against the file's length before any tensor is allocated,
+and each tensor's bytes are then read straight into it, so a hostile header costs no more than
+its own length and loading peaks at about the size of the file, not twice it. A file that fails any check raises InvalidFileError (a ValueError), whose message
 names the file and what is wrong with it; only errors of reading the file itself (OSError) pass
 through.
 """
 
+import io
 import json
 import math
 import os
 import struct
+import sys
 
 import numpy as np
 
@@ -41,6 +45,7 @@ _NUMPY = {"BOOL": np.dtype(np.bool_), "U8": np.dtype("<u1"), "I32": np.dtype("<i
           "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
 _METADATA = "__metadata__"
 _MAX_HEADER = 100_000_000  # as the safetensors library: a larger header is not a real file
+_MAX_DIMS = 64  # as PyTorch, and the most a buffer export (numpy) of a loom tensor has
 
 
 class InvalidFileError(ValueError):
@@ -126,19 +131,19 @@ def _bytes(t):
 
 def load(f, map_location=None):
     """Reads what loom.save wrote (or any safetensors file of loom's dtypes). Nothing in the file
-    is executed; a malformed file raises InvalidFileError naming the file and the problem."""
+    is executed; a malformed file raises InvalidFileError naming the file and the problem.
+
+    The header is read and checked against the file's length before any tensor is made; then
+    each tensor's bytes are read straight into its memory, so loading takes about the memory of
+    the tensors (a stream that cannot seek, such as a pipe, is read whole first)."""
     if hasattr(f, "read"):
         source = getattr(f, "name", None)
         source = repr(source) if isinstance(source, str) else "<file object>"
-        data = f.read()
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"loom.load needs a binary file, but read() returned {type(data).__name__}")
-        data = bytes(data)
+        tensors, meta = _read(_Source(f), _Errors(source))
     else:
         source = repr(os.fspath(f))
         with open(f, "rb") as file:
-            data = file.read()
-    tensors, meta = _read(data, _Errors(source))
+            tensors, meta = _read(_Source(file), _Errors(source))
     if map_location is not None:
         tensors = {k: t.to(map_location) for k, t in tensors.items()}
     if "loom" in meta:
@@ -152,6 +157,45 @@ class _Errors:
 
     def __call__(self, what):
         return InvalidFileError(f"{self.source} is not a valid loom / safetensors file: {what}")
+
+
+class _Source:
+    """A binary file read front to back, with its length (from its position on) known before
+    anything else is read."""
+
+    def __init__(self, f):
+        self.f = f
+        seekable = getattr(f, "seekable", None)
+        if seekable is not None and seekable():
+            start = f.tell()
+            self.size = f.seek(0, os.SEEK_END) - start
+            f.seek(start)
+        else:  # a pipe or a socket: its length is known only once it is read
+            data = self.read(None)
+            self.size = len(data)
+            self.f = io.BytesIO(data)
+
+    def read(self, n):
+        data = self.f.read() if n is None else self.f.read(n)
+        if not isinstance(data, (bytes, bytearray, memoryview)):
+            raise TypeError(f"loom.load needs a binary file, but read() returned {type(data).__name__}")
+        return bytes(data)
+
+    def read_into(self, view):
+        """Fills a writable byte memoryview; False if the file ends first."""
+        readinto = getattr(self.f, "readinto", None)
+        done = 0
+        while done < len(view):
+            if readinto is not None:
+                n = readinto(view[done:])
+            else:
+                chunk = self.read(min(len(view) - done, 1 << 24))
+                n = len(chunk)
+                view[done:done + n] = chunk
+            if not n:
+                return False
+            done += n
+        return True
 
 
 def _is_int(x):
@@ -169,21 +213,26 @@ def _no_duplicates(error):
     return hook
 
 
-def _read(data, error):
-    """{name: tensor} and the metadata of safetensors bytes, after validating the layout."""
-    if len(data) < 8:
-        raise error(f"the file has {len(data)} bytes, fewer than the 8 of the header length")
-    (n,) = struct.unpack("<Q", data[:8])
-    if n > _MAX_HEADER and n <= len(data) - 8:
+def _read(source, error):
+    """{name: tensor} and the metadata of a safetensors file, validating the whole layout
+    against the file's length before reading any tensor."""
+    head = source.read(8)
+    size = source.size
+    if size < 8:
+        raise error(f"the file has {size} bytes, fewer than the 8 of the header length")
+    (n,) = struct.unpack("<Q", head)
+    if n > _MAX_HEADER and n <= size - 8:
         raise error(f"the header length {n} is larger than the {_MAX_HEADER} bytes a header may have")
-    if n > len(data) - 8:
+    if n > size - 8:
         hint = ""
-        if data[:4] == b"PK\x03\x04":
+        if head[:4] == b"PK\x03\x04":
             hint = " (it is a zip archive, as torch.save writes: loom.load reads safetensors files only)"
-        elif data[:1] == b"\x80":
+        elif head[:1] == b"\x80":
             hint = " (it looks like a pickle, which loom.load never reads)"
-        raise error(f"the header length {n} runs past the end of the file ({len(data)} bytes){hint}")
-    text = data[8:8 + n]
+        raise error(f"the header length {n} runs past the end of the file ({size} bytes){hint}")
+    text = source.read(n)
+    if len(text) != n:
+        raise error(f"the file ended inside the header ({8 + len(text)} of {size} bytes read)")
     if text[:1] != b"{":
         raise error("the header is not a JSON object")
     try:
@@ -192,9 +241,10 @@ def _read(data, error):
         raise
     except (ValueError, RecursionError) as e:  # bad UTF-8, bad JSON, nesting too deep
         raise error(f"the header is not valid JSON ({e})") from None
+    del text
     if not isinstance(header, dict):
         raise error("the header is not a JSON object")
-    body = memoryview(data)[8 + n:]
+    body = size - 8 - n
 
     meta = header.pop(_METADATA, None)
     if meta is None:
@@ -216,9 +266,13 @@ def _read(data, error):
                 or not 0 <= offsets[0] <= offsets[1]):
             raise error(f"tensor {name!r} has data_offsets {offsets!r}: they must be two integers "
                         "0 <= begin <= end")
+        if len(shape) > _MAX_DIMS:
+            raise error(f"tensor {name!r} has {len(shape)} dims; loom reads at most {_MAX_DIMS}")
+        if math.prod(d for d in shape if d) * _NUMPY[code].itemsize >= 2 ** 63:
+            raise error(f"tensor {name!r} of shape {shape} cannot be made: its strides overflow 64 bits")
         begin, end = offsets
-        if end > len(body):
-            raise error(f"tensor {name!r} has data_offsets {offsets}, past the end of the data ({len(body)} bytes)")
+        if end > body:
+            raise error(f"tensor {name!r} has data_offsets {offsets}, past the end of the data ({body} bytes)")
         need = math.prod(shape) * _NUMPY[code].itemsize
         if end - begin != need:
             raise error(f"tensor {name!r} of dtype {code} and shape {shape} needs {need} bytes, but its "
@@ -226,35 +280,55 @@ def _read(data, error):
         infos.append((begin, end, name, code, shape))
 
     # The tensors tile the data: sorted by offsets, each begins where the previous one ended.
+    infos.sort(key=lambda x: (x[0], x[1]))
     pos = 0
-    for begin, end, name, _, _ in sorted(infos, key=lambda x: (x[0], x[1])):
+    for begin, end, name, _, _ in infos:
         if begin != pos:
             what = "overlaps the tensor before it" if begin < pos else f"leaves a gap of {begin - pos} bytes before it"
             raise error(f"tensor {name!r} (data_offsets [{begin}, {end}]) {what}: the tensors must tile the data")
         pos = end
-    if pos != len(body):
-        raise error(f"{len(body) - pos} bytes follow the last tensor's data")
+    if pos != body:
+        raise error(f"{body - pos} bytes follow the last tensor's data")
 
+    # Only now is anything allocated: each tensor in file order, its bytes read into it.
     tensors = {}
-    for begin, end, name, code, shape in infos:
-        raw = body[begin:end]
-        if code == "BOOL":
-            values = np.frombuffer(raw, dtype=np.uint8)
-            if values.size and values.max() > 1:
-                raise error(f"tensor {name!r} of dtype BOOL holds a byte other than 0 and 1")
+    for _, _, name, code, shape in infos:
         try:
-            tensors[name] = _tensor(raw, code, shape)
-        except (ValueError, OverflowError, RuntimeError, MemoryError) as e:  # shapes past numpy's / loom's limits
+            t = loom.empty(shape, dtype=_DTYPES[code])
+        except (ValueError, OverflowError, RuntimeError, MemoryError) as e:  # shapes past loom's limits
             raise error(f"tensor {name!r} of shape {shape} cannot be made: {e}") from None
-    return tensors, meta
+        if not _fill(t, code, source):
+            raise error(f"the file ended inside the data of tensor {name!r} (it changed while being read?)")
+        if code == "BOOL" and t.numel() and np.asarray(t).view(np.uint8).max() > 1:
+            raise error(f"tensor {name!r} of dtype BOOL holds a byte other than 0 and 1")
+        tensors[name] = t
+    # Back in the header's order, as loom.save wrote them.
+    return {name: tensors[name] for name in header}, meta
 
 
-def _tensor(raw, code, shape):
+_BF16_CHUNK = 1 << 20  # elements converted at a time (numpy has no bfloat16)
+
+
+def _fill(t, code, source):
+    """Reads t's little-endian bytes from the file into t; False if the file ends first."""
+    if t.numel() == 0:
+        return True
     if code == "BF16":
-        bits = np.frombuffer(raw, dtype=_NUMPY[code]).astype(np.uint32) << 16
-        return loom.tensor(bits.view(np.float32).reshape(shape)).to(loom.bfloat16)
-    values = np.frombuffer(raw, dtype=_NUMPY[code])
-    return loom.tensor(values.astype(values.dtype.newbyteorder("="), copy=False).reshape(shape))
+        flat = t.view(-1)
+        for lo in range(0, t.numel(), _BF16_CHUNK):
+            count = min(_BF16_CHUNK, t.numel() - lo)
+            bits = np.empty(count, dtype="<u2")
+            if not source.read_into(memoryview(bits).cast("B")):
+                return False
+            values = (bits.astype(np.uint32) << 16).view(np.float32)  # exact: bfloat16 is float32's upper half
+            flat[lo:lo + count].copy_(loom.as_tensor(values))
+        return True
+    a = np.asarray(t.view(-1))
+    if not source.read_into(memoryview(a.view(np.uint8))):
+        return False
+    if sys.byteorder == "big" and a.dtype.itemsize > 1:
+        a.byteswap(inplace=True)
+    return True
 
 
 class _Structure:

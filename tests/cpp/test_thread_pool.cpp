@@ -3,10 +3,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "runtime/error.h"
 #include "runtime/thread_pool.h"
+#include "runtime/warning.h"
 
 using namespace loom;
 
@@ -54,6 +58,70 @@ BOOST_AUTO_TEST_CASE(nested_and_concurrent_calls_complete) {
     });
   for (auto& c : callers) c.join();
   BOOST_TEST(total.load() == 4 * 50 * 1000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Issue 12, item 4: a system that refuses threads gives a smaller pool, never a hang or a crash.
+namespace {
+
+std::atomic<int> allowed{0};
+std::optional<std::thread> start_some(std::function<void()> work) {
+  if (allowed.fetch_sub(1) <= 0) return std::nullopt;  // as pthread_create's EAGAIN
+  return ThreadPool::start_thread(std::move(work));
+}
+
+std::vector<std::string> warned;
+void record_warning(const std::string& message) { warned.push_back(message); }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(thread_pool_limits)
+
+BOOST_AUTO_TEST_CASE(a_pool_of_every_thread_asked_for_does_not_warn) {
+  WarningHandler previous = set_warning_handler(record_warning);
+  forget_reported_warnings();
+  warned.clear();
+  ThreadPool pool(4);
+  BOOST_TEST(pool.threads() == 4);
+  set_warning_handler(previous);
+  BOOST_TEST(warned.empty());
+}
+
+BOOST_AUTO_TEST_CASE(refused_threads_give_a_smaller_pool_that_works_and_warn_once) {
+  WarningHandler previous = set_warning_handler(record_warning);
+  forget_reported_warnings();
+  warned.clear();
+  for (int refuse_after : {0, 1, 3}) {
+    allowed = refuse_after;
+    ThreadPool pool(8, start_some);
+    BOOST_TEST(pool.threads() == refuse_after + 1);
+    std::vector<std::atomic<int>> hits(100003);
+    for (int round = 0; round < 20; ++round)
+      pool.run(100003, 1, [&](int64_t lo, int64_t hi) {
+        for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+      });
+    for (auto& h : hits) BOOST_TEST(h.load() == 20);
+  }  // each pool joins its workers here: a destructor that hung would hang the test
+  set_warning_handler(previous);
+  BOOST_TEST_REQUIRE(warned.size() == 1u);  // once per process, not once per pool
+  BOOST_TEST(warned[0].find("0 of 7 worker threads") != std::string::npos, warned[0]);
+}
+
+BOOST_AUTO_TEST_CASE(loom_num_threads_is_checked_not_atoi) {
+  BOOST_TEST(parse_thread_count("1") == 1);
+  BOOST_TEST(parse_thread_count(" 12 ") == 12);
+  BOOST_TEST(parse_thread_count("1024") == kMaxThreads);
+  for (const char* bad : {"abc", "0", "-3", "4x", "+4", "1.5", "", " ", "1025", "99999999999999999999", "0x10"}) {
+    try {
+      parse_thread_count(bad);
+      BOOST_ERROR("accepted LOOM_NUM_THREADS='" << bad << "'");
+    } catch (const Error& e) {
+      BOOST_TEST((e.kind() == ErrorKind::Value));
+      BOOST_TEST(std::string(e.what()).find("LOOM_NUM_THREADS='" + std::string(bad) + "'") != std::string::npos,
+                 e.what());
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -599,3 +599,128 @@ def test_load_does_not_unpickle(monkeypatch, tmp_path):
             loom.load(io.BytesIO(data))
     assert loom.load(io.BytesIO(saved_bytes({"a": loom.ones(1)})))["a"].shape == (1,)
     assert calls == []
+
+
+# ---- hostile headers are refused before the data is read; loading takes ~1x the file ----
+
+class _CountingFile(io.BytesIO):
+    """A file that counts the bytes read from it."""
+
+    def __init__(self, data):
+        super().__init__(data)
+        self.bytes_read = 0
+
+    def read(self, n=-1):
+        out = super().read(n)
+        self.bytes_read += len(out)
+        return out
+
+    def readinto(self, b):
+        n = super().readinto(b)
+        self.bytes_read += n
+        return n
+
+
+_BIG_BODY = bytes(4 << 20)  # 4 MiB of data behind every hostile header below
+_BIG_OK = {"x": {"dtype": "F32", "shape": [1 << 20], "data_offsets": [0, 4 << 20]}}
+HOSTILE = {
+    "huge_header_length": (struct.pack("<Q", 2 ** 62) + b"{}" + _BIG_BODY, "runs past the end of the file"),
+    "header_length_past_the_end": (struct.pack("<Q", len(_BIG_BODY) + 10) + b"{}" + _BIG_BODY, "runs past the end"),
+    "offsets_past_the_end": (_craft({"x": {"dtype": "F32", "shape": [2 << 20], "data_offsets": [0, 8 << 20]}},
+                                    _BIG_BODY), "past the end of the data"),
+    "overlapping_ranges": (_craft({"x": _BIG_OK["x"], "y": {"dtype": "F32", "shape": [4],
+                                                            "data_offsets": [16, 32]}}, _BIG_BODY), "overlaps"),
+    "size_mismatch": (_craft({"x": {"dtype": "F64", "shape": [1 << 20], "data_offsets": [0, 4 << 20]}}, _BIG_BODY),
+                      "needs 8388608 bytes"),
+    "bad_dtype": (_craft({"x": {"dtype": "F31", "shape": [1 << 20], "data_offsets": [0, 4 << 20]}}, _BIG_BODY),
+                  "'F31'"),
+    "non_dict_json": (_craft([["x", "F32"]], _BIG_BODY), "not a JSON object"),
+    "json_null": (_craft(None, _BIG_BODY), "not a JSON object"),
+    "trailing_bytes": (_craft({"x": {"dtype": "F32", "shape": [1 << 19], "data_offsets": [0, 2 << 20]}},
+                              _BIG_BODY), "bytes follow the last tensor"),
+}
+
+
+@pytest.mark.parametrize("name", list(HOSTILE))
+def test_hostile_headers_fail_before_any_data_is_read_or_allocated(monkeypatch, name):
+    data, what = HOSTILE[name]
+    made = []
+    real_empty = loom.empty
+    monkeypatch.setattr(loom, "empty", lambda *a, **k: made.append(a) or real_empty(*a, **k))
+    f = _CountingFile(data)
+    with pytest.raises(loom.serialization.InvalidFileError, match=re.escape(what)):
+        loom.load(f)
+    (n,) = struct.unpack("<Q", data[:8])
+    header_bytes = 8 + n if 8 + n <= len(data) else 8
+    assert f.bytes_read <= header_bytes < len(data) - (1 << 20)  # the header at most, never the data
+    assert made == []
+
+
+_PEAK_PROGRAM = """
+import resource, sys
+import loom
+
+def vm(field):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field))
+
+before = vm("VmRSS:")
+loaded = loom.load(sys.argv[1]) if sys.argv[2] == "path" else loom.load(open(sys.argv[1], "rb"))
+peak = vm("VmHWM:")
+assert loaded["b"][12345].item() == 12345.0 and loaded["c"][-1].item() == (1 << 24) - 1
+print(peak - before)
+"""
+
+
+@pytest.mark.parametrize("how", ["path", "file"])
+def test_loading_peaks_at_about_the_size_of_the_file(tmp_path, how):
+    """Each tensor's bytes are read into the tensor: no copy of the whole file on the side (the
+    old reader held the file's bytes and the tensors at once: twice the file)."""
+    import subprocess
+    import sys
+
+    n = 1 << 24  # 64 MiB of float32 per tensor, three tensors
+    path = tmp_path / "big.safetensors"
+    header = {k: {"dtype": "F32", "shape": [n], "data_offsets": [i * 4 * n, (i + 1) * 4 * n]}
+              for i, k in enumerate("abc")}
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+        values = np.arange(n, dtype="<f4")
+        for _ in range(3):
+            f.write(values.tobytes())
+    del values
+    size = path.stat().st_size
+    done = subprocess.run([sys.executable, "-c", _PEAK_PROGRAM, str(path), how], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    grown = int(done.stdout)
+    assert grown < 1.25 * size, f"loading a {size >> 20} MiB file grew the process by {grown >> 20} MiB"
+
+
+def test_a_stream_that_cannot_seek_still_loads():
+    class Pipe(io.RawIOBase):
+        def __init__(self, data):
+            self.inner = io.BytesIO(data)
+
+        def readable(self):
+            return True
+
+        def seekable(self):
+            return False
+
+        def readinto(self, b):
+            return self.inner.readinto(b)
+
+    obj = {"w": loom.arange(10, dtype=loom.float32), "b": loom.ones(3, dtype=loom.bfloat16)}
+    loaded = loom.load(io.BufferedReader(Pipe(saved_bytes(obj))))
+    np.testing.assert_array_equal(np_(loaded["w"]), np.arange(10, dtype=np.float32))
+    np.testing.assert_array_equal(np_(loaded["b"]), np.ones(3, dtype=np.float32))
+
+
+def test_bfloat16_is_converted_in_chunks(monkeypatch):
+    monkeypatch.setattr(loom.serialization, "_BF16_CHUNK", 7)
+    values = loom.linspace(-4, 4, 23).to(loom.bfloat16).reshape(23, 1)
+    loaded = loom.load(io.BytesIO(saved_bytes({"v": values})))["v"]
+    assert loaded.dtype is loom.bfloat16 and tuple(loaded.shape) == (23, 1)
+    np.testing.assert_array_equal(np_(loaded), np_(values))
