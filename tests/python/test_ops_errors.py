@@ -16,7 +16,7 @@ import pytest
 import torch.nn.functional as F
 
 import loom
-from _ops_helpers import device, lazy_available, materialize, torch  # noqa: F401
+from _ops_helpers import device, materialize, torch  # noqa: F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -378,13 +378,6 @@ def test_failed_inplace_leaves_self_unchanged(device):
 
 # ---- mixing lazy and eager tensors ----
 
-def _real_lazy():
-    """Lazy tensors exist (and say so in their device), not just the 'lazy' device string."""
-    if not lazy_available():
-        return False
-    return str(loom.zeros(1, device="lazy").device).startswith("lazy")
-
-
 MIXES = [
     ("add", lambda x, y: x + y),
     ("radd", lambda x, y: y + x),
@@ -405,8 +398,6 @@ MIXES = [
 def test_mixing_lazy_and_eager_raises(device, case):
     """A tensor on `device` and one in the other mode (lazy / eager) in one op raise, like cpu and
     cuda tensors in PyTorch (copy_ and .to() move values between them)."""
-    if not _real_lazy():
-        pytest.skip("lazy device not available yet")
     x = loom.ones(3, device=device)
     y = loom.ones(3, device="cpu" if device == "lazy" else "lazy")
     with pytest.raises(RuntimeError, match="same device"):
@@ -414,9 +405,8 @@ def test_mixing_lazy_and_eager_raises(device, case):
 
 
 def test_copy_between_lazy_and_eager_is_allowed(device):
-    if not _real_lazy():
-        pytest.skip("lazy device not available yet")
     lz = loom.zeros(3, device="lazy")
+    assert str(lz.device).startswith("lazy"), lz.device
     ea = loom.tensor([1.0, 2.0, 3.0], device=device)
     lz.copy_(ea)
     assert lz.tolist() == [1.0, 2.0, 3.0]
@@ -427,11 +417,6 @@ def test_copy_between_lazy_and_eager_is_allowed(device):
 
 # ---- a failed lazy computation must not break later, unrelated ones ----
 
-def _skip_if_no_lazy(device):
-    if device == "lazy" and not lazy_available():
-        pytest.skip("lazy device not available yet")
-
-
 @pytest.mark.parametrize("device", ["cpu", "lazy"])
 @pytest.mark.parametrize("failing", ["t.floor_divide_(0)", "t.fill_(300)", "t[loom.tensor([5], device=DEV)] = 1",
                                      "t.add_(t.gather(0, loom.tensor([7, 0], device=DEV)))",
@@ -440,7 +425,6 @@ def test_failed_inplace_does_not_poison_later_syncs(device, failing):
     """Eager raises at the op; lazy at the op when the check needs no data, else when t is read
     after the sync that ran it; either way, once the failing tensor is gone, new computations
     work."""
-    _skip_if_no_lazy(device)
     out = run_isolated(f"""
         import gc
         DEV = {device!r}
@@ -462,7 +446,6 @@ def test_failed_inplace_does_not_poison_later_syncs(device, failing):
 
 @pytest.mark.parametrize("device", ["cpu", "lazy"])
 def test_pending_error_does_not_leak_into_unrelated_reads(device):
-    _skip_if_no_lazy(device)
     out = run_isolated(f"""
         DEV = {device!r}
         try:
