@@ -295,7 +295,10 @@ def main(argv=None):
     sys.stderr.write("\n")
     table = report.write_all(results, T.evaluate(results), args.out)
     print(table)
-    return 0
+    failed = T.failures(results)  # a wrong answer or a failed loom mode fails the run
+    for failure in failed:
+        print(f"perf/run.py: {failure}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
