@@ -369,6 +369,21 @@ def test_error(device, case):
         assert_same_error(loom_error.value, torch_error.value)
 
 
+def test_same_error_means_same_type_and_a_shared_distinguishing_word():
+    """The comparison every case above relies on (assert_same_error) accepts PyTorch's wording in
+    loom's spelling and rejects another exception type or a message about another problem."""
+    assert_same_error(RuntimeError('"abs" not implemented for \'Bool\''),
+                      RuntimeError('"abs_cpu" not implemented for \'Bool\''))
+    assert_same_error(RuntimeError("result type float32 can't be cast to the desired output type int64"),
+                      RuntimeError("result type Float can't be cast to the desired output type long int"))
+    with pytest.raises(AssertionError, match="another problem"):
+        assert_same_error(RuntimeError("The size of tensor a (3) must match the size of tensor b (2) at "
+                                       "non-singleton dimension 1"),
+                          RuntimeError("expected scalar type Long but found Float"))
+    with pytest.raises(AssertionError, match="PyTorch raised IndexError"):
+        assert_same_error(RuntimeError("Dimension out of range"), IndexError("Dimension out of range"))
+
+
 def test_failed_inplace_leaves_self_unchanged(device):
     """An in-place op that raises (shape or dtype) leaves self's values as they were."""
     T = _maker(loom, device)
