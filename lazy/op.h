@@ -2,8 +2,9 @@
 //
 // An op is defined once, in one place (its family's file under lazy/ops_*.cpp), by an OpDef:
 // its name, its family, its shape and dtype rule (`infer`, which raises the user-facing errors),
-// and its CPU kernel (`run_cpu`). The derivative and the kernel expression used by fusion join the
-// same definition in later issues. Composite ops (softmax, var, linear, ...) are not here: they
+// and its CPU kernel (`run_cpu`); its derivative (`backward`, with the values it reads) is added to
+// the same OpDef by lazy/derivatives.cpp. An elementwise op's kernel expression is one struct in
+// lazy/elementwise.h, both the CPU kernel and fusion's generator. Composite ops (softmax, var, linear, ...) are not here: they
 // are written in terms of primitives in lazy/ops.h, so they get every backend, fusion and
 // derivatives for free.
 //

@@ -194,6 +194,8 @@ Tensor div(const Arg& a, const Arg& b, std::string_view rounding_mode) {
   if (rounding_mode == "floor") return binary(OpId::FloorDiv, a, b);
   LOOM_CHECK(rounding_mode == "trunc", Runtime, "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
              rounding_mode, "'");
+  // Written with floor division below; an error must still name the op the user called.
+  LOOM_CHECK(!is_bool(a) || !is_bool(b), Runtime, "\"div_trunc\" not implemented for 'Bool'");
   Tensor floored = binary(OpId::FloorDiv, a, b);
   if (is_floating(floored->dtype())) {
     Tensor q = binary(OpId::Div, a, b);
@@ -382,9 +384,8 @@ Tensor sum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DTy
 
 Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
-  LOOM_CHECK(is_floating(x->dtype()), Runtime,
-             "mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
-             "Got: ", dtype_name(x->dtype()));
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
+             " dtype must be either a floating point or complex dtype. Got: ", dtype_name(x->dtype()));
   int64_t n = reduced_count(x->sizes(), dims);
   return div(reduce(OpId::Sum, x, dims, keepdim), Scalar(static_cast<double>(n)));
 }
@@ -551,6 +552,9 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                "] and src [", b->sizes()[0], "] to have the same number of elements, but got ", a->sizes()[0], " and ",
                b->sizes()[0], " elements respectively");
   }
+  // PyTorch runs a matrix times a vector as mv, with a message of its own.
+  LOOM_CHECK(da != 2 || db != 1 || a->sizes()[1] == b->sizes()[0], Runtime, "size mismatch, got input (",
+             a->sizes()[0], "), mat (", a->sizes()[0], "x", a->sizes()[1], "), vec (", b->sizes()[0], ")");
   Tensor x = da == 1 ? unsqueeze(a, 0) : a;
   Tensor y = db == 1 ? unsqueeze(b, 1) : b;
   if (da >= 3 && db <= 2) {
@@ -563,6 +567,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     shape.push_back(y->sizes()[1]);
     Tensor out = reshape(apply(OpId::MatMul, {Arg(reshape(x, Dims{rows, k})), Arg(y)}), shape);
     return db == 1 ? squeeze(out, DimList{-1}) : out;
+  }
+  if (da >= 3 && db >= 3 && x->sizes()[da - 1] != y->sizes()[db - 2]) {
+    // PyTorch runs batches times batches as one bmm over the broadcast batch dims (whose mismatch
+    // it reports first): its message names the batch size and the inner sizes.
+    int64_t batch = numel_of(broadcast_shapes(x->sizes().first(da - 2), y->sizes().first(db - 2)));
+    LOOM_FAIL(Runtime, "Expected size for first two dimensions of batch2 tensor to be: [", batch, ", ",
+              x->sizes()[da - 1], "] but got: [", batch, ", ", y->sizes()[db - 2], "].");
   }
   Tensor out = apply(OpId::MatMul, {Arg(x), Arg(y)});
   if (db == 1) out = squeeze(out, DimList{-1});

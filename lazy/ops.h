@@ -1,9 +1,9 @@
 // The op library as C++ functions: what the Python bindings, autograd and tests call.
 //
 // Primitives go through apply() (lazy/dispatch.h); composites (mean, var, softmax, linear,
-// clamp, ...) are written here in terms of primitives, so every backend, fusion and (later)
-// autograd handle them without code of their own. Names, arguments and semantics follow
-// PyTorch's; where an argument is "a tensor or a number" it is an Arg.
+// clamp, ...) are written here in terms of primitives, so every backend, fusion and autograd
+// handle them without code of their own. Names, arguments and semantics follow PyTorch's; where
+// an argument is "a tensor or a number" it is an Arg.
 #pragma once
 
 #include <optional>

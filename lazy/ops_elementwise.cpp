@@ -65,8 +65,12 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
                "ZeroDivisionError");
   }
   if constexpr (!F::allow_bool) {
-    LOOM_CHECK(p != DType::Bool, Runtime, snake_name(op_name(F::id)),
-               " is not supported on bool tensors (use logical_not / logical_xor for masks)");
+    // PyTorch has no bool kernel of these either; negation and relu have messages of their own.
+    if constexpr (F::id == OpId::Neg)
+      LOOM_CHECK(p != DType::Bool, Runtime, "Negation, the `-` operator, on a bool tensor is not supported. If you "
+                 "are trying to invert a mask, use the `~` or `logical_not()` operator instead.");
+    if constexpr (F::id == OpId::Relu) LOOM_CHECK(p != DType::Bool, Runtime, "Boolean inputs not supported for relu");
+    LOOM_CHECK(p != DType::Bool, Runtime, not_implemented(p));
   }
   bool bool_out = F::rule == DTypeRule::Compare || F::rule == DTypeRule::Logical;
   return {bool_out ? DType::Bool : p, std::move(shape)};

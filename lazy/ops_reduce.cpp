@@ -37,6 +37,7 @@ struct ProdR {
 template <bool Max>
 struct ExtremeR {
   static constexpr OpId id = Max ? OpId::Amax : OpId::Amin;
+  static constexpr const char* python_name = Max ? "amax" : "amin";  // in messages
   template <typename S> using Acc = compute_t<S>;
   template <typename S> static Acc<S> init() {
     using C = compute_t<S>;
@@ -53,6 +54,7 @@ struct ExtremeR {
 template <bool Max>
 struct ArgR {
   static constexpr OpId id = Max ? OpId::Argmax : OpId::Argmin;
+  static constexpr const char* python_name = Max ? "argmax" : "argmin";
   template <typename S> struct Acc {
     compute_t<S> value;
     int64_t index;
@@ -76,8 +78,8 @@ OutputMeta infer(std::span<const InputMeta> in, const Attrs& attrs) {
   for (int64_t d = 0; d < ndim; ++d) {
     bool reduced = mask >> d & 1;
     if constexpr (R::id != OpId::Sum && R::id != OpId::Prod) {
-      LOOM_CHECK(!reduced || x.shape[d] > 0, Index, op_def(R::id).name,
-                 "(): Expected reduction dim ", d, " to have non-zero size.");
+      LOOM_CHECK(!reduced || x.shape[d] > 0, Index, R::python_name, "(): Expected reduction dim ", d,
+                 " to have non-zero size.");
     }
     if (!reduced) shape.push_back(x.shape[d]);
     else if (keepdim) shape.push_back(1);

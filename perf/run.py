@@ -83,13 +83,10 @@ def run_case(case, mode_names, device):
         return rows
     # Agreement before timing.
     ref = reference_mode(built)
-    want = built[ref][1].values
     for name, (mode, runner, row) in list(built.items()):
-        got = runner.values
-        if got.shape != want.shape or not np.allclose(got, want, rtol=case.rtol, atol=case.atol, equal_nan=True):
-            diff = "shape " + str(got.shape) if got.shape != want.shape else \
-                f"max abs difference {np.nanmax(np.abs(got - want)):.3g}"
-            row.update(status="wrong", message=f"disagrees with {ref}: {diff}")
+        why = C.disagreement(case, ref, built[ref][1], runner)
+        if why:
+            row.update(status="wrong", message=why)
             del built[name]
     # Interleaved, rotated repeats: every mode runs once per round, in a shifting order.
     names = list(built)
@@ -307,7 +304,10 @@ def main(argv=None):
     sys.stderr.write("\n")
     table = report.write_all(results, T.evaluate(results), args.out)
     print(table)
-    return 0
+    failed = T.failures(results)  # a wrong answer or a failed loom mode fails the run
+    for failure in failed:
+        print(f"perf/run.py: {failure}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

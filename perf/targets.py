@@ -1,16 +1,55 @@
 """The targets of BENCH.md, one row each: what is measured, the goal, and how a run's results
 decide it. Every target is reported as met, not met, or not measured (with the reason), with the
-figure that decided it.
+figure that decided it. A loom row a target needs that errored or computed a wrong answer makes
+the target NOT met (a failure is not an absence); a missing or failed baseline leaves it not
+measured. CPU figures say how many threads each library ran on: loom uses every core
+(LOOM_NUM_THREADS), PyTorch keeps its default and numpy's elementwise ops run on one.
 """
 
 MET, NOT_MET = "met", "NOT met"
+FAILED = ("error", "wrong")
+
+
+class _LoomFailed(Exception):
+    """A loom row a target needs did not run correctly; the message says which and why."""
 
 
 def _row(results, case, mode):
+    """The ok row of `mode` on `case`, or None; raises _LoomFailed for a failed loom row."""
     for r in results["rows"]:
-        if r["case"] == case and r["mode"] == mode and r["status"] == "ok":
-            return r
+        if r["case"] == case and r["mode"] == mode:
+            if r["status"] == "ok":
+                return r
+            if r["status"] in FAILED and mode.startswith("loom"):
+                raise _LoomFailed(f"{case}, {mode}: {r['status']}: {r['message']}")
     return None
+
+
+def _cpu_threads(results, *others):
+    """How many threads each library ran on, for a CPU figure: loom against `others`."""
+    machine = results["machine"]
+    counts = {"torch": machine.get("torch_threads"), "numpy": 1}
+    return f"loom on {machine.get('loom_threads')} threads, " + ", ".join(f"{o} on {counts[o]}" for o in others)
+
+
+def failures(results):
+    """Every failure of the run: rows of any mode that errored or disagreed with the reference,
+    cold starts or a memory measurement that raised. The harness exits non-zero when there is one."""
+    out = [f"{r['case']}, {r['mode']}: {r['status']}: {r['message']}" for r in results["rows"]
+           if r["status"] in FAILED]
+    for workload, cold in (results.get("cold") or {}).items():
+        if "error" in cold:
+            out.append(f"cold {workload}: error: {cold['error']}")
+    if _memory_failed(results):
+        out.append(f"memory: error: {results['memory']['error']}")
+    return out
+
+
+def _memory_failed(results):
+    # measure_memory reports an unavailable loom-lazy as an error too; that is no failure.
+    mem = results.get("memory")
+    return bool(mem) and "error" in mem and not any(
+        r["mode"] == "loom-lazy" and r["status"] == "unavailable" for r in results["rows"])
 
 
 def _ns(seconds):
@@ -40,6 +79,8 @@ def _speedup(case, device, goals):
                 return None
             parts.append(f"{ratio:.2f}x {baseline}")
             ok = ok and ratio >= goal
+        if device == "cpu":
+            parts.append(_cpu_threads(results, "torch"))
         return ", ".join(parts), ok
     return decide
 
@@ -61,11 +102,15 @@ def _chain_cpu(results):
     if lazy is None or numpy is None:
         return None
     ratio = numpy["median_s"] / lazy["median_s"]
-    return f"{ratio:.2f}x numpy", ratio >= 3
+    return f"{ratio:.2f}x numpy, {_cpu_threads(results, 'numpy')}", ratio >= 3
 
 
 def _steady_state(results):
-    rows = [r for r in results["rows"] if r["mode"] == "loom-lazy" and r["status"] == "ok" and r["unit"] == "step"]
+    lazy = [r for r in results["rows"] if r["mode"] == "loom-lazy" and r["unit"] == "step"]
+    for r in lazy:
+        if r["status"] in FAILED:
+            raise _LoomFailed(f"{r['case']}, loom-lazy: {r['status']}: {r['message']}")
+    rows = [r for r in lazy if r["status"] == "ok"]
     if not rows:
         return None
     compiled = sum(r["compiled_after_warmup"] for r in rows)
@@ -76,14 +121,18 @@ def _steady_state(results):
 
 def _cold(results):
     cold = results.get("cold", {}).get("mlp")
-    if results["device"] != "cpu" or not cold or "error" in cold:
+    if results["device"] != "cpu" or not cold:
         return None
+    if "error" in cold:
+        raise _LoomFailed(f"cold mlp: error: {cold['error']}")
     empty, warm = cold["empty_cache"]["first_step_s"], cold["warm_disk_cache"]["first_step_s"]
     return f"empty cache {empty:.2f} s, warm disk cache {warm * 1e3:.0f} ms", empty <= 3 and warm <= 0.1
 
 
 def _memory(results):
     mem = results.get("memory")
+    if _memory_failed(results):
+        raise _LoomFailed(f"memory: error: {mem['error']}")
     if not mem or "error" in mem or not mem.get("arena_live_peak_bytes"):
         return None
     ratio = mem["arena_bytes"] / mem["arena_live_peak_bytes"]
@@ -110,7 +159,10 @@ def evaluate(results):
     """[{what, target, figure, verdict}] for every target of BENCH.md."""
     out = []
     for what, goal, decide in TARGETS:
-        decided = decide(results)
+        try:
+            decided = decide(results)
+        except _LoomFailed as e:
+            decided = (str(e), False)
         if decided is None:
             figure, verdict = "-", "not measured on this device or run"
         else:

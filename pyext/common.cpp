@@ -59,7 +59,7 @@ int64_t to_int64(PyObject* obj, const char* what) {
     v = PyLong_AsLongLongAndOverflow(index.get(), &overflow);
   }
   if (v == -1 && PyErr_Occurred()) throw PythonError{};
-  LOOM_CHECK(!overflow, Runtime, what, " is too large for a 64-bit integer");
+  LOOM_CHECK(!overflow, Runtime, "Overflow when unpacking long: ", what, " is too large for a 64-bit integer");
   return v;
 }
 

@@ -1,9 +1,10 @@
 // Errors raised by the engine.
 //
 // Every layer throws loom::Error. Its kind says which Python exception it becomes at the
-// extension boundary (pyext/errors.cpp), so a shape mismatch surfaces as RuntimeError, an
-// out-of-range index as IndexError, and so on, with the message written where the fault was
-// detected. Messages follow PyTorch's wording where PyTorch has one, so users recognise them.
+// extension boundary (set_python_error in pyext/common.cpp), so a shape mismatch surfaces as
+// RuntimeError, an out-of-range index as IndexError, and so on, with the message written where
+// the fault was detected. Messages follow PyTorch's wording where PyTorch has one, so users
+// recognise them.
 #pragma once
 
 #include <cstdint>

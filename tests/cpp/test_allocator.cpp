@@ -3,7 +3,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
-#include <set>
+#include <iterator>
+#include <map>
 #include <thread>
 
 #include "runtime/allocator.h"
@@ -229,13 +230,21 @@ BOOST_AUTO_TEST_CASE(capture_refuses_allocations_and_defers_frees) {
 
 BOOST_AUTO_TEST_CASE(host_allocator_alignment) {
   CachingAllocator& host = allocator_for(kCPU);
-  std::set<void*> seen;
+  const size_t sizes[] = {1, 3, 17, 64, 100, 1000, 4097, 1 << 16};
+  for (size_t n : sizes) host.free(host.allocate(n).block);  // so that the blocks below come from the cache
+  std::map<uintptr_t, size_t> live;  // start address -> requested size, of blocks held at once
   std::vector<CachingAllocator::Block*> blocks;
-  for (size_t n : {1, 3, 17, 64, 100, 1000, 4097, 1 << 16}) {
+  for (size_t n : sizes) {
     auto a = host.allocate(n);
-    BOOST_TEST(reinterpret_cast<uintptr_t>(a.ptr) % 64 == 0u);
+    auto start = reinterpret_cast<uintptr_t>(a.ptr);
+    BOOST_TEST(start % 64 == 0u);
+    BOOST_TEST(live.emplace(start, n).second, "two live blocks start at " << a.ptr);
     blocks.push_back(a.block);
   }
+  // Blocks held at the same time never share a byte.
+  for (auto it = live.begin(), next = std::next(it); next != live.end(); ++it, ++next)
+    BOOST_TEST(it->first + it->second <= next->first, "the block at " << it->first << " (" << it->second
+                                                      << " bytes) overlaps the one at " << next->first);
   for (auto* b : blocks) host.free(b);
 }
 

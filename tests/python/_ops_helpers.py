@@ -1,13 +1,14 @@
 """Shared helpers for the op-library suites (test_ops_*.py): the `device` fixture, input layouts,
 and comparison of loom results with PyTorch's.
 
-Every op test runs once per device in DEVICES. "lazy" is skipped while loom.zeros(1,
-device="lazy") raises (lazy mode is not exposed in Python yet); when it runs, each result is also
-compared with the same program run eagerly on "cpu".
+Every op test runs once per device in DEVICES; on "lazy" each result is also compared with the
+same program run eagerly on "cpu". Nothing here skips the lazy half: if creating a lazy tensor
+breaks, every lazy test fails.
 """
 
 import gc
 import os
+import re
 import sys
 
 import numpy as np
@@ -20,30 +21,12 @@ torch = pytest.importorskip("torch")
 
 DEVICES = ["cpu", "lazy"]
 
-# numpy dtype -> loom dtype, for the dtypes the op suites exercise.
-NP_TO_LOOM = {
-    np.dtype(np.bool_): loom.bool,
-    np.dtype(np.uint8): loom.uint8,
-    np.dtype(np.int32): loom.int32,
-    np.dtype(np.int64): loom.int64,
-    np.dtype(np.float32): loom.float32,
-    np.dtype(np.float64): loom.float64,
-}
-
 FLOAT_DTYPES = ["float32", "float64"]
 INT_DTYPES = ["uint8", "int32", "int64"]
 ALL_DTYPES = ["bool"] + INT_DTYPES + FLOAT_DTYPES
 
 # (rtol, atol) by result dtype.
 TOLERANCES = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-13), "float16": (1e-3, 1e-3)}
-
-
-def lazy_available():
-    try:
-        loom.zeros(1, device="lazy")
-    except Exception:
-        return False
-    return True
 
 
 # LOOM_TEST_LAZY_EXECUTOR=cuda-emulated runs the op suites' lazy programs through the CUDA
@@ -57,8 +40,6 @@ def device(request):
     semantics, and each of their thousands of small one-off programs would otherwise compile a
     module of its own. test_fusion.py checks that the compiled executor equals the interpreter
     for every op; test_ops_fuzz.py runs its random programs compiled."""
-    if request.param == "lazy" and not lazy_available():
-        pytest.skip("lazy device not available yet")
     if request.param == "lazy" and not getattr(request.module, "COMPILED", False):
         loom._C._set_executor(LAZY_EXECUTOR)
     try:
@@ -218,20 +199,75 @@ def _build(inputs, device, layouts):
     return loom_args, torch_args
 
 
+# ---- errors: loom raises what PyTorch raises ----
+
+# PyTorch's spellings of dtypes in messages ('Long', "long int", 'uint8_t'), as loom spells them.
+_DTYPE_WORDS = {"bool": "bool", "byte": "uint8", "uint8_t": "uint8", "char": "int8", "short": "int16",
+                "int": "int32", "long": "int64", "half": "float16", "float": "float32", "double": "float64"}
+# Words that nearly every message has, so sharing one says nothing about the problem; also
+# PyTorch's kernel-name suffixes ("abs_cpu", "GeluKernelImpl").
+_GENERIC_WORDS = set("""
+    a an the and or of to in on at by for with from as is are be been was were it its this that these those
+    not no but if then than so such has have had can cannot could should must may only also either into
+    out got get found expected expect expects use used using instead please
+    tensor tensors input inputs argument arguments value values type types dtype dtypes size sizes shape shapes
+    dimension dimensions dim dims element elements number numbers operator operation
+    supported unsupported implemented allowed valid invalid torch loom cpu cuda kernel impl vml lazy
+""".split())
+
+
+def problem_words(message):
+    """The words of an error message that can say what the problem is: lower case, snake_case and
+    CamelCase names split into their parts too, PyTorch's dtype names spelled as loom's, and
+    without the words every message has."""
+    text = re.sub(r"([a-z])([A-Z])", r"\1 \2", message).lower().replace("long int", "long")
+    words = set()
+    for token in re.findall(r"[a-z0-9_]+", text):
+        for part in [token] + token.split("_"):
+            part = _DTYPE_WORDS.get(part, part)
+            if len(part) >= 3 and not part.isdigit() and part not in _GENERIC_WORDS:
+                words.add(part)
+    return words
+
+
+def assert_same_error(loom_error, torch_error):
+    """loom raised what PyTorch raised: the same exception type, and a message naming the same
+    problem, which here means sharing at least one of the words of PyTorch's message that are not
+    in every message (an op, a dtype, "broadcast", "overflow", ...). Loose by design: the two
+    libraries word some messages differently, and PyTorch's wording changes between versions."""
+    assert type(loom_error) is type(torch_error), (
+        f"loom raised {type(loom_error).__name__}: {loom_error}\n"
+        f"PyTorch raised {type(torch_error).__name__}: {torch_error}")
+    shared = problem_words(str(loom_error)) & problem_words(str(torch_error))
+    assert shared, (f"loom's message names another problem than PyTorch's:\n  loom: {loom_error}\n"
+                    f"  PyTorch: {torch_error}")
+
+
+def assert_raises_like(torch_error, call):
+    """call() raises what PyTorch raised (assert_same_error); its result is materialized, as lazy
+    errors found in the data surface at a sync."""
+    try:
+        materialize(call())
+    except Exception as e:
+        assert_same_error(e, torch_error)
+    else:
+        pytest.fail(f"loom raised nothing; PyTorch raised {type(torch_error).__name__}: {torch_error}")
+
+
 def check(device, fn, *inputs, torch_fn=None, layouts=None, rtol=None, atol=None):
     """Runs fn(loom, *loom_inputs) and (torch_fn or fn)(torch, *torch_inputs) and compares them.
 
     Numpy-array inputs become tensors (with the layouts given, one per input); other inputs
     (Python numbers, strings, None) are passed as they are. On the lazy device the result is
-    also compared with the same program run on the cpu. If torch raises, loom must raise too
-    (an exception of the same type). Returns (loom result, torch result)."""
+    also compared with the same program run on the cpu. If torch raises, loom must raise too:
+    the same exception type, with a message naming the same problem (assert_same_error).
+    Returns (loom result, torch result)."""
     loom_args, torch_args = _build(inputs, device, layouts)
     tfn = torch_fn or fn
     try:
         ref = tfn(torch, *torch_args)
     except Exception as e:  # PyTorch rejects this input: so must loom
-        with pytest.raises(type(e)):
-            materialize(fn(loom, *loom_args))
+        assert_raises_like(e, lambda: fn(loom, *loom_args))
         return None, e
     out = fn(loom, *loom_args)
     assert_tree_close(out, ref, rtol, atol)
@@ -239,24 +275,6 @@ def check(device, fn, *inputs, torch_fn=None, layouts=None, rtol=None, atol=None
         cpu_args, _ = _build(inputs, "cpu", layouts)
         assert_tree_close(out, fn(loom, *cpu_args), rtol, atol)
     return out, ref
-
-
-def check_raises(device, fn, *inputs, exc=RuntimeError, match=None, torch_fn=None, torch_too=True):
-    """fn raises `exc` on loom (and, when torch_too, on torch: the expectation is PyTorch's)."""
-    loom_args, torch_args = _build(inputs, device, None)
-    if torch_too:
-        with pytest.raises(exc):
-            (torch_fn or fn)(torch, *torch_args)
-    with pytest.raises(exc, match=match):
-        materialize(fn(loom, *loom_args))
-
-
-def loom_dtype(name):
-    return getattr(loom, name)
-
-
-def torch_dtype(name):
-    return getattr(torch, name)
 
 
 class SubChecks:

@@ -276,20 +276,40 @@ def _squash(m, x):
     return m.tanh(x / BOUND) * BOUND
 
 
+# The first input's rank and sizes, weighted toward tensors with something to broadcast, reduce
+# and view. Hypothesis completes many examples with the simplest value of each draw (the first
+# entry of a sampled_from, the low end of an integers), so each list starts with a common case.
+# The edge cases still come, at a low rate: a 0-d input in about 1 program in 16, a size-1 dim
+# (broadcasting, squeeze, expand) about 1 dim in 9, an empty input about 1 program in 25. The 0 is
+# not last: hypothesis often draws all-one bits, which pick the last of 16 entries.
+RANKS = [2] * 6 + [3] * 6 + [0] + [1] * 3
+SIZES = [3] * 2 + [2] * 2 + [4] * 2 + [5] * 2 + [1]
+
+
+@st.composite
+def shapes(draw):
+    """The first input's shape and up to two companions that broadcast against it (some of its
+    dims set to 1, some leading dims dropped)."""
+    ndim = draw(st.sampled_from(RANKS))
+    shape = [draw(st.sampled_from(SIZES)) for _ in range(ndim)]
+    if ndim and draw(st.integers(0, 24)) == 24:
+        shape[draw(st.integers(0, ndim - 1))] = 0
+    shape = tuple(shape)
+    companions = [tuple(1 if draw(st.integers(0, 3)) == 3 else s for s in shape)[draw(st.integers(0, ndim)):]
+                  for _ in range(draw(st.integers(0, 2)))]
+    return [shape] + companions
+
+
 @st.composite
 def programs(draw):
     dtype = draw(st.sampled_from(["float64", "int64"]))
-    ndim = draw(st.integers(0, 3))
-    shape = tuple(draw(st.integers(0 if draw(st.integers(0, 9)) == 0 else 1, 4)) for _ in range(ndim))
-    n_inputs = draw(st.integers(1, 3))
-    shapes = [shape] + [tuple(1 if draw(st.booleans()) else s for s in shape)[draw(st.integers(0, ndim)):]
-                        for _ in range(n_inputs - 1)]
+    input_shapes = draw(shapes())
     seed = draw(st.integers(0, 2**31 - 1))
     g = np.random.default_rng(seed)
     if dtype == "float64":
-        inputs = [g.standard_normal(s) * 3 for s in shapes]
+        inputs = [g.standard_normal(s) * 3 for s in input_shapes]
     else:
-        inputs = [g.integers(-5, 6, size=s).astype(np.int64) for s in shapes]
+        inputs = [g.integers(-5, 6, size=s).astype(np.int64) for s in input_shapes]
     inputs = [np.asarray(a) for a in inputs]
     env = [torch.from_numpy(a.copy()) for a in inputs]
     steps = []
@@ -333,7 +353,11 @@ def _compare(out, ref, steps, n_inputs):
             raise AssertionError(f"value {k} ({where}): {e}") from None
 
 
-@settings(max_examples=120, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+# The one health check suppressed: `device` is function-scoped, so hypothesis warns that it is not
+# reset between examples. It need not be: it only names the device and installs the executor,
+# which every example uses unchanged.
+@settings(max_examples=120, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=programs())
 def test_random_programs(device, program):
     inputs, steps = program

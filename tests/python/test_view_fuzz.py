@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import loom  # noqa: E402
@@ -230,12 +230,26 @@ def _would_copy(c, fn):
     return copies
 
 
-shapes = st.lists(st.integers(0, 5), min_size=0, max_size=4).filter(lambda s: math.prod(s) <= 240)
+# The starting shape: mostly 2 to 4 dims of sizes 2 to 5, so that permutes, slices and reshapes
+# have something to rearrange. Hypothesis completes many examples with the simplest value of each
+# draw (the first entry of a sampled_from, the low end of an integers), so each list starts with a
+# common case. The edge cases still come, at a low rate: a size-1 dim (squeeze, expand) about 1 dim
+# in 6, a 0-d start about 1 chain in 16, a 1-d one 1 in 8, an empty one about 1 in 25. The 0 is
+# not last: hypothesis often draws all-one bits, which pick the last of 16 entries.
+RANKS = [3] * 5 + [2] * 5 + [0] + [4] * 3 + [1] * 2
+SIZES = [3] * 2 + [2] * 2 + [4] * 2 + [5] * 2 + [1] * 2
 
 
-@settings(max_examples=250, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(shape=shapes, data=st.data())
+@st.composite
+def shapes(draw):
+    shape = [draw(st.sampled_from(SIZES)) for _ in range(draw(st.sampled_from(RANKS)))]
+    if shape and draw(st.integers(0, 24)) == 24:
+        shape[draw(st.integers(0, len(shape) - 1))] = 0
+    return shape
+
+
+@settings(max_examples=250, deadline=None, database=None)
+@given(shape=shapes(), data=st.data())
 def test_random_view_chains(shape, data):
     c = Chain(tuple(shape))
     c.check()
@@ -257,7 +271,7 @@ def test_random_view_chains(shape, data):
 
 
 @settings(max_examples=150, deadline=None, database=None)
-@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4), data=st.data())
+@given(shape=shapes().filter(lambda s: s and 0 not in s), data=st.data())
 def test_random_index_tuples(shape, data):
     """Random combinations of ints, slices, None and Ellipsis index like numpy, and assign like numpy."""
     a = np.arange(math.prod(shape), dtype=np.int64).reshape(shape)
