@@ -10,7 +10,7 @@ Metrics& metrics() noexcept {
 void Metrics::reset() noexcept {
   for (auto* c : {&traces, &graph_cache_hits, &graph_cache_misses, &kernels_compiled, &modules_loaded_from_disk,
                   &kernel_launches, &graph_replays, &graph_capture_failures, &compile_nanoseconds, &nodes_recorded,
-                  &arena_bytes, &arena_live_peak_bytes})
+                  &collectives, &collective_bytes, &arena_bytes, &arena_live_peak_bytes})
     c->store(0, std::memory_order_relaxed);
 }
 

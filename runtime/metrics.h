@@ -20,6 +20,8 @@ struct Metrics {
   std::atomic<int64_t> graph_capture_failures{0};  // plans whose capture failed: they run without a graph
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> nodes_recorded{0};          // lazy IR nodes created
+  std::atomic<int64_t> collectives{0};             // collectives run (runtime/distributed/collective.h)
+  std::atomic<int64_t> collective_bytes{0};        // bytes they sent in (this rank's input)
   // Gauges of the memory plan of the graph run last (BENCH.md `memory`): the size of its
   // intermediate arena, and the most bytes of intermediates alive at any one step, the floor
   // any plan must reach.
