@@ -35,14 +35,15 @@ PyObject* f_synchronize(PyObject*, PyObject*) {
 PyObject* f_metrics(PyObject*, PyObject*) {
   const Metrics& m = metrics();
   auto get = [](const std::atomic<int64_t>& c) { return static_cast<long long>(c.load(std::memory_order_relaxed)); };
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
                        get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses), "kernels_compiled",
                        get(m.kernels_compiled), "modules_loaded_from_disk", get(m.modules_loaded_from_disk),
                        "kernel_launches", get(m.kernel_launches), "graph_replays", get(m.graph_replays),
                        "graph_capture_failures", get(m.graph_capture_failures),
                        "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9, "nodes_recorded",
                        get(m.nodes_recorded), "arena_bytes", get(m.arena_bytes), "arena_live_peak_bytes",
-                       get(m.arena_live_peak_bytes));
+                       get(m.arena_live_peak_bytes), "collectives", get(m.collectives), "collective_bytes",
+                       get(m.collective_bytes));
 }
 
 PyObject* f_metrics_reset(PyObject*, PyObject*) {

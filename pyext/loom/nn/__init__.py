@@ -21,3 +21,4 @@ from loom.nn.module import Module, Parameter
 
 __all__ = ["functional", "init", "Module", "Parameter", "Identity", "Linear", "Embedding", "LayerNorm", "Dropout",
            "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Sequential", "ModuleList", "ModuleDict"]
+from loom.nn import parallel  # noqa: E402,F401  (loom.nn.parallel.DistributedDataParallel)

@@ -1,0 +1,271 @@
+"""loom.distributed: process groups, collectives, failures and the launcher.
+
+Jobs of 2 and 4 processes on the loopback run the cases of _dist_workers.py (each rank checks its
+results against numpy itself and reports what the test compares across ranks); every process is
+reaped, whatever happens (_dist.run_job). The checks that need no second process run here."""
+
+import datetime
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import loom
+import loom.distributed as dist
+from _dist import expect_success, free_port, gloo_or_skip, run_job
+from loom.distributed import rendezvous
+from loom.utils.data.distributed import DistributedSampler
+
+
+@pytest.fixture(autouse=True)
+def _gloo():
+    gloo_or_skip()
+
+
+# ---- without other processes ----
+
+def test_rendezvous_reads_the_environment_as_pytorch(monkeypatch):
+    for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match="environment variable MASTER_ADDR expected, but not set"):
+        rendezvous.parse("env://")
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "1234")
+    with pytest.raises(ValueError, match="environment variable RANK expected"):
+        rendezvous.parse("env://")
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("WORLD_SIZE", "8")
+    assert rendezvous.parse("env://") == ("tcp", "10.0.0.1", 1234, 3, 8)
+    assert rendezvous.parse("env://", rank=1, world_size=2) == ("tcp", "10.0.0.1", 1234, 1, 2)
+    assert rendezvous.parse("tcp://node0:29500?rank=2&world_size=4") == ("tcp", "node0", 29500, 2, 4)
+    assert rendezvous.parse("file:///tmp/x%20y", rank=0, world_size=2) == ("file", "/tmp/x y", 0, 0, 2)
+    with pytest.raises(ValueError, match="rank parameter missing"):
+        rendezvous.parse("tcp://node0:29500")
+    with pytest.raises(ValueError, match="No rendezvous handler for udp://"):
+        rendezvous.parse("udp://x:1")
+
+
+def test_calls_before_init_raise_as_pytorch():
+    assert not dist.is_initialized() and dist.is_available()
+    for call in (dist.get_rank, dist.get_world_size, lambda: dist.all_reduce(loom.ones(1)), dist.barrier):
+        with pytest.raises(RuntimeError, match="Default process group has not been initialized"):
+            call()
+    with pytest.raises(ValueError, match="Invalid backend"):
+        dist.Backend("mpi")
+    assert dist.Backend("GLOO") == dist.Backend.GLOO == "gloo"
+    assert issubclass(dist.DistBackendError, dist.DistError) and issubclass(dist.DistError, RuntimeError)
+
+
+def test_a_world_of_one_in_this_process(tmp_path):
+    """init over tcp:// (port 0: rank 0 picks one) and file://, collectives, a second init
+    refused, destroy and init again, and bad arguments raising where they are given."""
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1,
+                            timeout=datetime.timedelta(seconds=10))
+    try:
+        assert dist.is_initialized() and dist.get_rank() == 0 and dist.get_world_size() == 1
+        assert dist.get_backend() == "gloo"
+        with pytest.raises(RuntimeError, match="initialize the default process group twice"):
+            dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+        for device in ("cpu", "lazy"):
+            t = loom.arange(6.0, device=device)
+            dist.all_reduce(t, op=dist.ReduceOp.AVG)
+            assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+            with pytest.raises(ValueError, match="AVG needs a floating-point tensor, got int64"):
+                dist.all_reduce(loom.arange(3, device=device), op=dist.ReduceOp.AVG)
+            with pytest.raises(ValueError, match="src rank 1 is not part of the group"):
+                dist.broadcast(t, src=1)
+            with pytest.raises(ValueError, match="cannot be split into 1 equal chunks|must be the same size"):
+                dist.reduce_scatter_tensor(loom.empty(4, device=device), loom.ones(5, device=device))
+            with pytest.raises(ValueError, match="output tensor size must be equal to world_size times"):
+                dist.all_gather_into_tensor(loom.empty(4, device=device), loom.ones(5, device=device))
+        objects = [None]
+        dist.all_gather_object(objects, {"a": [1, 2]})
+        assert objects == [{"a": [1, 2]}]
+    finally:
+        dist.destroy_process_group()
+    assert not dist.is_initialized()
+    store = tmp_path / "store"
+    dist.init_process_group("gloo", init_method=f"file://{store}", rank=0, world_size=1)
+    try:
+        t = loom.ones(3)
+        dist.broadcast(t, src=0)
+        assert t.tolist() == [1.0, 1.0, 1.0]
+    finally:
+        dist.destroy_process_group()
+    assert not store.exists()  # the last process out removes the file
+
+
+def test_a_collective_recorded_on_a_destroyed_group_raises():
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    t = loom.ones(2, device="lazy")
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    with pytest.raises(RuntimeError, match="process group used here was destroyed"):
+        t.tolist()
+
+
+def test_distributed_sampler_shares():
+    data = list(range(10))
+    for shuffle in (False, True):
+        for drop_last in (False, True):
+            shares = [list(DistributedSampler(data, num_replicas=3, rank=r, shuffle=shuffle, seed=5,
+                                              drop_last=drop_last)) for r in range(3)]
+            lengths = {len(s) for s in shares}
+            assert lengths == {3 if drop_last else 4}
+            flat = sorted(i for s in shares for i in s)
+            if drop_last:
+                assert len(set(flat)) == 9  # disjoint, the tail of 1 dropped
+            else:
+                assert set(flat) == set(data) and len(flat) == 12  # padded by repeating
+    samplers = [DistributedSampler(data, num_replicas=2, rank=r, shuffle=True) for r in range(2)]
+    first = list(samplers[0])
+    assert list(samplers[0]) == first  # the same epoch, the same order
+    for s in samplers:
+        s.set_epoch(1)
+    assert list(samplers[0]) != first
+    assert sorted(list(samplers[0]) + list(samplers[1])) == data  # still disjoint shares of everything
+    with pytest.raises(ValueError, match="Invalid rank 2"):
+        DistributedSampler(data, num_replicas=2, rank=2)
+
+
+# ---- jobs ----
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_every_collective_against_numpy(world):
+    """Eager, lazy and lazy through the CUDA lowering's emulator; point to point; objects; async
+    handles; a subgroup."""
+    results = expect_success(run_job("collectives", world, deadline=120))
+    assert results == [{"rank": r, "size": world, "backend": "gloo"} for r in range(world)]
+
+
+def test_lazy_collectives_run_in_program_order_whatever_the_syncs():
+    expect_success(run_job("lazy_order", 2))
+
+
+def test_differentiable_collectives():
+    expect_success(run_job("autograd", 2))
+
+
+def test_mismatched_shapes_and_calls_raise_naming_each_rank():
+    results = expect_success(run_job("mismatch", 2))
+    for r in results:
+        shapes, calls = r["errors"][:2], r["errors"][2]
+        assert len(r["errors"]) == 3
+        for e in shapes:  # eager, then lazy (at the sync)
+            assert "rank 0 called all_reduce(SUM) on float32[3]; rank 1 called all_reduce(SUM) on float32[4]" in e
+        assert "rank 0 called broadcast(root 0) on float32[2]; rank 1 called all_reduce(SUM) on float32[2]" in calls
+
+
+@pytest.mark.parametrize("world", [2, 4])
+def test_a_killed_rank_fails_the_others_clearly_and_quickly(world):
+    timeout = 20
+    ranks = run_job("killed", world, env={"LOOM_TEST_TIMEOUT": str(timeout)}, deadline=60)
+    assert ranks[1].returncode == 3
+    for r in ranks:
+        if r.rank == 1:
+            continue
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert r.result["error"] is not None, "the collective with a dead rank succeeded"
+        assert "all_reduce failed on rank" in r.result["error"] and "(gloo)" in r.result["error"]
+        assert r.result["elapsed"] < timeout
+        assert "cannot be used after an earlier failure" in r.result["again"]
+
+
+def test_a_rank_past_the_timeout_fails_the_others_when_it_ends():
+    ranks = run_job("timeout", 2, env={"LOOM_TEST_TIMEOUT": "2"}, args=["2"], deadline=60)
+    assert [r.returncode for r in ranks] == [0, 0], ranks[0].stderr[-3000:]
+    error = ranks[0].result["error"]
+    assert error and "timed out after 2 s waiting for the other ranks" in error
+    assert 1.5 < ranks[0].result["elapsed"] < 10
+
+
+def test_init_over_a_file(tmp_path):
+    store = tmp_path / "rendezvous"
+    code = textwrap.dedent(f"""
+        import os, loom, loom.distributed as dist
+        dist.init_process_group("gloo", init_method="file://{store}", rank=int(os.environ["RANK"]),
+                                world_size=2)
+        t = loom.full((2,), float(dist.get_rank() + 1))
+        dist.all_reduce(t)
+        assert t.tolist() == [3.0, 3.0], t
+        dist.destroy_process_group()
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, RANK=str(r)), stderr=subprocess.PIPE,
+                              text=True) for r in range(2)]
+    try:
+        for p in procs:
+            _, err = p.communicate(timeout=60)
+            assert p.returncode == 0, err[-3000:]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert not store.exists()
+
+
+# ---- the launcher ----
+
+SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import loom, loom.distributed as dist
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    assert os.environ["LOCAL_RANK"] == str(rank) and os.environ["LOCAL_WORLD_SIZE"] == os.environ["WORLD_SIZE"]
+    t = loom.ones(3) * (rank + 1)
+    dist.all_reduce(t)
+    print("rank", rank, "of", dist.get_world_size(), "sum", t.tolist()[0], "args", sys.argv[1:], flush=True)
+    if sys.argv[1:2] == ["fail"] and rank == 1:
+        raise ValueError("rank 1 gives up")
+    if sys.argv[1:2] == ["hang"]:
+        print("ready", flush=True)
+        time.sleep(120)
+    dist.destroy_process_group()
+""")
+
+
+def launch(tmp_path, *args, nproc=2, **kwargs):
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT)
+    return subprocess.Popen([sys.executable, "-m", "loom.distributed.run", "--nproc-per-node", str(nproc),
+                             "--master-port", str(free_port()), str(script), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=tmp_path, **kwargs)
+
+
+def test_launcher_runs_a_job(tmp_path):
+    p = launch(tmp_path, "--lr", "0.1", nproc=3)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    lines = sorted(line for line in out.splitlines() if line.startswith("rank"))
+    assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1']" for r in range(3)]
+
+
+def test_launcher_stops_the_job_when_a_rank_fails(tmp_path):
+    p = launch(tmp_path, "fail")
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1
+    assert "rank 1 (local rank 1, pid" in err and "failed with exit code 1" in err
+    assert "its last error: ValueError: rank 1 gives up" in err
+
+
+def test_launcher_forwards_signals(tmp_path):
+    p = launch(tmp_path, "hang")
+    try:
+        deadline = time.monotonic() + 60
+        ready = 0
+        while ready < 2 and time.monotonic() < deadline:
+            line = p.stdout.readline()
+            ready += line.strip() == "ready"
+        assert ready == 2
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+        assert p.returncode == 128 + signal.SIGTERM
+        assert "stopped by SIGTERM" in p.stderr.read()
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
