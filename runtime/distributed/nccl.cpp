@@ -18,6 +18,7 @@
 #include <cstring>
 
 #include "runtime/array.h"
+#include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/stream.h"
 #include "runtime/distributed/group.h"
 #include "runtime/distributed/store.h"
@@ -201,6 +202,11 @@ std::string nccl_unavailable_reason() { return loaded().error; }
 std::unique_ptr<Group> make_nccl_group(const Rendezvous& r, int rank, int size, int device,
                                        std::chrono::milliseconds timeout) {
   const Nccl& n = nccl();
+  try {
+    cuda::require(Device(DeviceType::CUDA, static_cast<int16_t>(device)));
+  } catch (const Error& e) {
+    LOOM_FAIL(Runtime, "the nccl backend needs a GPU for rank ", rank, " (GPU ", device, "): ", e.what());
+  }
   cuda::set_device(device);
   // Everyone present before ncclCommInitRank, which waits for the others without a limit.
   r.store->set(r.prefix + "nccl/joined/" + std::to_string(rank), "1");

@@ -99,6 +99,19 @@ def test_a_world_of_one_in_this_process(tmp_path):
     assert not store.exists()  # the last process out removes the file
 
 
+def test_nccl_without_a_gpu_says_so():
+    if loom.cuda.is_available():
+        pytest.skip("a GPU is present: tests/gpu/test_distributed_nccl.py runs NCCL")
+    if not dist.is_nccl_available():
+        assert "NCCL" in loom._C._dist_unavailable("nccl")  # a build without it says why
+        return
+    with pytest.raises(RuntimeError, match="the nccl backend needs a GPU for rank 0"):
+        dist.init_process_group("nccl", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    assert not dist.is_initialized()  # nothing half-made: gloo can still start
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    dist.destroy_process_group()
+
+
 def test_a_collective_recorded_on_a_destroyed_group_raises():
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     t = loom.ones(2, device="lazy")
