@@ -264,16 +264,16 @@ class TcpStore final : public Store {
   void set(const std::string& key, const std::string& value) override {
     std::lock_guard lock(mutex_);
     char ack;
-    roundtrip(request(kSet, key, value), &ack, 1, "set", key, timeout_);
+    roundtrip(request(kSet, key, value), &ack, 1, "to set", key, timeout_);
   }
 
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override {
     std::lock_guard lock(mutex_);
     uint64_t n;
     Clock::time_point deadline = Clock::now() + timeout;
-    roundtrip(request(kGet, key, ""), &n, sizeof n, "wait for", key, timeout);
+    roundtrip(request(kGet, key, ""), &n, sizeof n, "for", key, timeout);
     std::string value(n, '\0');
-    receive(value.data(), n, deadline, "wait for", key, timeout);
+    receive(value.data(), n, deadline, "for", key, timeout);
     return value;
   }
 
@@ -281,7 +281,7 @@ class TcpStore final : public Store {
     std::lock_guard lock(mutex_);
     int64_t sum;
     roundtrip(request(kAdd, key, std::string(reinterpret_cast<const char*>(&delta), sizeof delta)), &sum, sizeof sum,
-              "add to", key, timeout_);
+              "to add to", key, timeout_);
     return sum;
   }
 
@@ -338,7 +338,7 @@ class TcpStore final : public Store {
     if (done) return;
     ::close(fd_);  // the reply may still come: never read it as another request's
     fd_ = -1;
-    LOOM_FAIL(Distributed, "timed out after ", seconds(timeout), " waiting to ", what, " '", key,
+    LOOM_FAIL(Distributed, "timed out after ", seconds(timeout), " waiting ", what, " '", key,
               "' in the rendezvous store at ", host_, ":", port_,
               ": a rank has not joined (or has died); check that every rank was started with the same world size");
   }
@@ -346,7 +346,7 @@ class TcpStore final : public Store {
   [[noreturn]] void lost(const char* what, const std::string& key, const char* why) {
     ::close(fd_);
     fd_ = -1;
-    LOOM_FAIL(Distributed, "lost the connection to the rendezvous store at ", host_, ":", port_, " while trying to ",
+    LOOM_FAIL(Distributed, "lost the connection to the rendezvous store at ", host_, ":", port_, " while waiting ",
               what, " '", key, "' (", why, "): rank 0, which serves it, has probably exited");
   }
 

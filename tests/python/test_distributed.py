@@ -231,11 +231,12 @@ SCRIPT = textwrap.dedent("""
     assert os.environ["LOCAL_RANK"] == str(rank) and os.environ["LOCAL_WORLD_SIZE"] == os.environ["WORLD_SIZE"]
     t = loom.ones(3) * (rank + 1)
     dist.all_reduce(t)
-    print("rank", rank, "of", dist.get_world_size(), "sum", t.tolist()[0], "args", sys.argv[1:], flush=True)
+    with open(f"rank{rank}.txt", "w") as f:  # a file each: lines of ranks sharing a pipe may interleave
+        f.write(f"rank {rank} of {dist.get_world_size()} sum {t.tolist()[0]} args {sys.argv[1:]}")
     if sys.argv[1:2] == ["fail"] and rank == 1:
         raise ValueError("rank 1 gives up")
     if sys.argv[1:2] == ["hang"]:
-        print("ready", flush=True)
+        open(f"ready{rank}", "w").close()
         time.sleep(120)
     dist.destroy_process_group()
 """)
@@ -253,7 +254,7 @@ def test_launcher_runs_a_job(tmp_path):
     p = launch(tmp_path, "--lr", "0.1", nproc=3)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
-    lines = sorted(line for line in out.splitlines() if line.startswith("rank"))
+    lines = [(tmp_path / f"rank{r}.txt").read_text() for r in range(3)]
     assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1']" for r in range(3)]
 
 
@@ -269,11 +270,9 @@ def test_launcher_forwards_signals(tmp_path):
     p = launch(tmp_path, "hang")
     try:
         deadline = time.monotonic() + 60
-        ready = 0
-        while ready < 2 and time.monotonic() < deadline:
-            line = p.stdout.readline()
-            ready += line.strip() == "ready"
-        assert ready == 2
+        while not all((tmp_path / f"ready{r}").exists() for r in range(2)) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert p.poll() is None, p.stderr.read()
         p.send_signal(signal.SIGTERM)
         p.wait(timeout=30)
         assert p.returncode == 128 + signal.SIGTERM

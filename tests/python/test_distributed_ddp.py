@@ -37,7 +37,9 @@ def test_lazy_ddp_steps_are_one_trace_with_their_all_reduces_and_compile_nothing
     results = expect_success(run_job("ddp", 4, deadline=180, args=["lazy", "1", "0.0001", "0"]))
     for r in results:
         assert r["worst"] < 1e-6
-        warm = r["per_step"][2:]  # the first step has no momentum yet: two plans to warm up
+        # Two plans to warm up (the first step has no momentum yet); ranks other than 0 read no
+        # value, so each of their steps runs at the next step's forward: one step later.
+        warm = r["per_step"][3:]
         assert all(s["traces"] == 1 for s in warm), warm
         assert all(s["graph_cache_misses"] == 0 and s["kernels_compiled"] == 0 for s in warm), warm
         assert all(s["collectives"] == r["buckets"] == 6 for s in warm), warm

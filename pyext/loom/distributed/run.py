@@ -75,12 +75,12 @@ def _last_error(error_file, returncode):
     return None
 
 
-def _stop(procs, grace):
-    """SIGTERM to every rank still running, SIGKILL to those alive after `grace` seconds."""
+def _stop(procs, grace, signum=signal.SIGTERM):
+    """`signum` to every rank still running, SIGKILL to those alive after `grace` seconds."""
     for p in procs:
         if p.poll() is None:
             try:
-                os.killpg(p.pid, signal.SIGTERM)
+                os.killpg(p.pid, signum)
             except ProcessLookupError:
                 pass
     end = time.monotonic() + grace
@@ -124,12 +124,20 @@ def main(argv=None):
                 procs.append(subprocess.Popen(_command(a, files[-1]), env=env, start_new_session=True))
             failed = None
             while failed is None and any(p.poll() is None for p in procs):
+                if received:
+                    # Forwarded already; a rank blocked in a collective may only see it when the
+                    # call returns: SIGKILL whoever is still there after the grace period.
+                    _stop(procs, a.kill_grace, received[0])
+                    break
                 for local, p in enumerate(procs):
                     if p.poll() not in (None, 0):
                         failed = local
                         break
                 else:
                     time.sleep(0.05)
+            if received:
+                print(f"loom.distributed.run: stopped by {signal.Signals(received[0]).name}", file=sys.stderr)
+                return 128 + received[0]
             if failed is None:
                 failed = next((i for i, p in enumerate(procs) if p.returncode != 0), None)
             if failed is None:
@@ -139,9 +147,6 @@ def main(argv=None):
             _stop(procs, a.kill_grace)
             code = p.returncode if p.returncode > 0 else 128 - p.returncode
             why = _last_error(files[failed], p.returncode)
-            if received:
-                print(f"loom.distributed.run: stopped by {signal.Signals(received[0]).name}", file=sys.stderr)
-                return 128 + received[0]
             print(f"loom.distributed.run: rank {rank} (local rank {failed}, pid {p.pid}) failed with exit code "
                   f"{p.returncode}; the other ranks were stopped." + (f"\n  its last error: {why}" if why else ""),
                   file=sys.stderr)
