@@ -350,10 +350,8 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
       } catch (const Error& e) {
         // A library op's error is its node's (its data: an index out of range, a division by
         // zero), except running out of memory: the sync then fails as a whole. Generated
-        // kernels cannot fail on data (integer division and indexing are library ops). A failed
-        // collective is not its node's either: the process group is broken (or the ranks
-        // disagree), and the sync fails as a whole (lazy/collectives.h).
-        if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::Distributed) throw;
+        // kernels cannot fail on data (integer division and indexing are library ops).
+        if (e.kind() == ErrorKind::OutOfMemory) throw;
         throw NodeError(e, step.node, n.op());
       }
       count(metrics().kernel_launches);

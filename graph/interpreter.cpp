@@ -71,7 +71,7 @@ std::vector<Array> Interpreter::run(const Trace& trace) {
         } catch (const Error& e) {
           // A kernel's error is this node's (its data), except running out of memory: the sync
           // then fails as a whole and can be retried.
-          if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::Distributed) throw;
+          if (e.kind() == ErrorKind::OutOfMemory) throw;
           throw NodeError(e, static_cast<int>(i), node.op());
         }
         count(metrics().kernel_launches);

@@ -15,6 +15,10 @@
 // token its kernel never reads: data dependencies then order them as they were recorded in
 // every executor and every plan, and the last one is kept alive until it runs, which keeps the
 // whole chain in the next trace.
+//
+// A collective that fails (runtime/distributed/group.h: a peer died, a timeout, ranks that
+// disagree) fails as a data error does (lazy/sync.h): the tensors computed from it, and through
+// the token from the collectives recorded after it, raise its error; the rest of the step runs.
 #pragma once
 
 #include "lazy/tensor.h"

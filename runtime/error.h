@@ -22,7 +22,7 @@ enum class ErrorKind : uint8_t {
   NotImplemented,  // NotImplementedError
   OutOfMemory,     // MemoryError, with the allocator's statistics in the message
   Distributed,     // loom.distributed.DistBackendError (a RuntimeError): a collective's transport
-                   // failed (a peer died, a timeout) or the ranks disagree; fails a whole sync
+                   // failed (a peer died, a timeout) or the ranks disagree
 };
 
 class Error : public std::runtime_error {

@@ -30,6 +30,8 @@ def test_ddp_training_equals_full_batch_training(device, accumulate, bucket_mb, 
     for r in results:
         assert r["worst"] < 1e-6, r["worst"]
         assert r["buckets"] == (1 if bucket_mb == 25 else 6)
+        # One all-reduce per bucket per step, however many micro-batches no_sync() accumulated.
+        assert all(s["collectives"] == r["buckets"] for s in r["per_step"][3:]), r["per_step"]
     assert results[0]["params"] == results[1]["params"]  # the replicas stayed equal
 
 
