@@ -1,10 +1,12 @@
 #include "runtime/distributed/collective.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <vector>
 
+#include "runtime/distributed/reduce.h"
 #include "runtime/distributed/work.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
@@ -87,11 +89,32 @@ void divide_host(void* data, int64_t n, DType dtype, int divisor) {
   });
 }
 
+// The all-reduce algorithm, chosen here. Host groups (Gloo) reduce latency-bound sizes
+// directly: every rank all-gathers every input (one round of messages, Gloo's all_gather being
+// a mesh) and reduces them itself in rank order, so every rank computes the same bits. For two
+// ranks that moves the same bytes as a ring (which takes two rounds), so it is used at every
+// size; for more, up to kDirectBytes per rank. Everything else is the transport's own (Gloo's
+// ring, NCCL's rings and trees). AVG is SUM divided by the size where the transport lacks it.
+constexpr size_t kDirectBytes = size_t{1} << 18;
+
+bool direct(const Group& g, size_t bytes) {
+  return g.device().is_cpu() && (g.size() == 2 || bytes * static_cast<size_t>(g.size() - 1) <= kDirectBytes);
+}
+
 void all_reduce(Group& g, ReduceOp op, Span in, Span out) {
-  if (op != ReduceOp::Avg || g.has_avg()) return g.all_reduce(in, out, op);
-  LOOM_CHECK(g.device().is_cpu(), Runtime, "internal: AVG composed from SUM on a ", g.backend(), " group");
-  g.all_reduce(in, out, ReduceOp::Sum);
-  divide_host(out.data, out.count, out.dtype, g.size());
+  if (direct(g, in.bytes())) {
+    std::vector<char> all(in.bytes() * static_cast<size_t>(g.size()));
+    g.all_gather(in, Span{all.data(), in.count * g.size(), in.dtype});
+    std::memcpy(out.data, all.data(), out.bytes());
+    for (int r = 1; r < g.size(); ++r)
+      reduce_into(out.data, all.data() + static_cast<size_t>(r) * in.bytes(), static_cast<size_t>(in.count), in.dtype,
+                  op);
+  } else {
+    if (op != ReduceOp::Avg || g.has_avg()) return g.all_reduce(in, out, op);
+    LOOM_CHECK(g.device().is_cpu(), Runtime, "internal: AVG composed from SUM on a ", g.backend(), " group");
+    g.all_reduce(in, out, ReduceOp::Sum);
+  }
+  if (op == ReduceOp::Avg) divide_host(out.data, out.count, out.dtype, g.size());
 }
 
 }  // namespace

@@ -1,8 +1,11 @@
 // What a collective means in loom, in one place: the IR's collective ops (lazy/collectives.h)
 // on the CPU, the CUDA executor's collective steps and the eager calls all come here, and here
-// each becomes transport calls (group.h). What a transport lacks is composed here: AVG is SUM
-// scaled by 1/size where the transport has no AVG, reduce_scatter an all-reduce of which each
-// rank keeps its chunk where it has no reduce_scatter (Gloo).
+// each becomes transport calls (group.h). The algorithm is chosen here too: on host groups, an
+// all-reduce of a latency-bound size (any size for two ranks) is an all-gather (one round of
+// messages) reduced by every rank in rank order, larger ones the transport's ring. What a
+// transport lacks is composed here: AVG is SUM scaled by 1/size where the transport has no AVG,
+// reduce_scatter an all-reduce of which each rank keeps its chunk where it has no
+// reduce_scatter (Gloo).
 //
 // The agreement check. Before the data moves, every rank's description of the call (its kind,
 // reduce op, root, dtype and shape) is exchanged; if they differ, every rank raises the same

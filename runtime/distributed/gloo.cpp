@@ -3,7 +3,6 @@
 // all-reduce, ...). Every call blocks until this rank's part is done, at most the group's
 // timeout; Gloo's exceptions (a peer that closed its connection, a timeout) become Distributed
 // errors that name the call and break the group.
-#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
@@ -17,6 +16,7 @@
 #include <cstring>
 
 #include "runtime/distributed/group.h"
+#include "runtime/distributed/reduce.h"
 #include "runtime/distributed/store.h"
 #include "runtime/error.h"
 
@@ -52,47 +52,14 @@ class GlooStore final : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-// c[i] = a[i] op b[i] over n elements of T (Gloo's reduction function). Bool: SUM and MAX are
-// "or", PRODUCT and MIN "and", as in PyTorch.
-template <typename T>
-void reduce_elements(void* c, const void* a, const void* b, size_t n, ReduceOp op) {
-  auto* out = static_cast<T*>(c);
-  const auto* x = static_cast<const T*>(a);
-  const auto* y = static_cast<const T*>(b);
-  for (size_t i = 0; i < n; ++i) {
-    double u = convert<double>(x[i]), v = convert<double>(y[i]);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_integral_v<T>) {
-      if constexpr (std::is_same_v<T, bool>) {
-        out[i] = op == ReduceOp::Sum || op == ReduceOp::Max ? (x[i] || y[i]) : (x[i] && y[i]);
-        continue;
-      } else {
-        // Exact in T itself (int64 sums must not go through double).
-        switch (op) {
-          case ReduceOp::Product: out[i] = static_cast<T>(x[i] * y[i]); break;
-          case ReduceOp::Min: out[i] = u != u ? x[i] : v != v ? y[i] : std::min(x[i], y[i]); break;
-          case ReduceOp::Max: out[i] = u != u ? x[i] : v != v ? y[i] : std::max(x[i], y[i]); break;
-          default: out[i] = static_cast<T>(x[i] + y[i]); break;
-        }
-        continue;
-      }
-    }
-    // float16 / bfloat16: computed in float, rounded once.
-    float r = 0;
-    switch (op) {
-      case ReduceOp::Product: r = static_cast<float>(u * v); break;
-      case ReduceOp::Min: r = static_cast<float>(u != u ? u : v != v ? v : std::min(u, v)); break;
-      case ReduceOp::Max: r = static_cast<float>(u != u ? u : v != v ? v : std::max(u, v)); break;
-      default: r = static_cast<float>(u + v); break;
-    }
-    out[i] = convert<T>(r);
-  }
-}
-
+// Gloo's reduction function: c = a op b over n elements (c may be a or b: every op commutes).
 gloo::ReduceOptions::Func reduce_function(DType dtype, ReduceOp op) {
-  return visit_dtype(dtype, [op](auto tag) -> gloo::ReduceOptions::Func {
-    using T = decltype(tag);
-    return [op](void* c, const void* a, const void* b, size_t n) { reduce_elements<T>(c, a, b, n, op); };
-  });
+  size_t width = itemsize(dtype);
+  return [dtype, op, width](void* c, const void* a, const void* b, size_t n) {
+    if (c == b) std::swap(a, b);
+    if (c != a) std::memcpy(c, a, n * width);
+    reduce_into(c, b, n, dtype, op);
+  };
 }
 
 // Gloo sizes its messages by sizeof(T) of the pointer type it is given: one of these per width.
@@ -140,17 +107,11 @@ class GlooGroup final : public Group {
     });
   }
 
+  // Every rank sends its part straight to every other (receives posted first, so the data
+  // moves as soon as both sides are there): one round of messages where Gloo's ring takes
+  // size - 1, which is what small and two-rank exchanges are bound by.
   void all_gather(Span in, Span out) override {
-    guarded("all_gather", [&] {
-      by_width(in.dtype, [&](auto w) {
-        using W = decltype(w);
-        gloo::AllgatherOptions o(context_);
-        o.setInput(static_cast<W*>(in.data), in.count);
-        o.setOutput(static_cast<W*>(out.data), out.count);
-        o.setTag(next_tag());
-        gloo::allgather(o);
-      });
-    });
+    guarded("all_gather", [&] { mesh_all_gather(in.data, in.bytes(), out.data); });
   }
 
   void reduce(Span in, Span out, ReduceOp op, int root) override {
@@ -229,21 +190,32 @@ class GlooGroup final : public Group {
 
   std::vector<std::string> exchange(const std::string& mine, const char* what) override {
     std::string all(mine.size() * static_cast<size_t>(size()), '\0');
-    guarded(what, [&] {
-      gloo::AllgatherOptions o(context_);
-      o.setInput(const_cast<char*>(mine.data()), mine.size());
-      o.setOutput(all.data(), all.size());
-      o.setTag(next_tag());
-      gloo::allgather(o);
-    });
+    guarded(what, [&] { mesh_all_gather(mine.data(), mine.size(), all.data()); });
     std::vector<std::string> out;
     for (int r = 0; r < size(); ++r) out.push_back(all.substr(static_cast<size_t>(r) * mine.size(), mine.size()));
     return out;
   }
 
  private:
-  // Slots of point-to-point messages: a prefix no Gloo collective uses.
+  // Slots of point-to-point and mesh messages: prefixes no Gloo collective uses.
   static constexpr uint8_t kPointToPoint = 0xd1;
+  static constexpr uint8_t kMesh = 0xd2;
+
+  // all[r * n, (r + 1) * n) = rank r's n bytes at `mine`.
+  void mesh_all_gather(const void* mine, size_t n, void* all) {
+    char* out = static_cast<char*>(all);
+    size_t at = static_cast<size_t>(rank()) * n;
+    if (out + at != mine) std::memmove(out + at, mine, n);
+    if (size() == 1 || n == 0) return;
+    uint64_t slot = gloo::Slot::build(kMesh, next_tag());
+    auto buf = context_->createUnboundBuffer(out, n * static_cast<size_t>(size()));
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) buf->recv(r, slot, static_cast<size_t>(r) * n, n);
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) buf->send(r, slot, at, n);
+    for (int r = 1; r < size(); ++r) buf->waitRecv(timeout());
+    for (int r = 1; r < size(); ++r) buf->waitSend(timeout());
+  }
 
   // Collectives are matched by tag across ranks; every rank makes the same calls in the same
   // order, so counting them gives the same tags everywhere.
