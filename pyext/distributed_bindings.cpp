@@ -182,87 +182,27 @@ PyObject* tensor_or_error(PyObject* obj, const char* what) {
   return obj;
 }
 
-// _dist_all_reduce(tensor, group, op): in place
-PyObject* f_all_reduce(PyObject*, PyObject* args) {
+// _dist_op(name, tensor, group, op, root, shape) -> a new tensor, or None for the in-place
+// ones (their names end in "_"); `op` and `root` where the collective takes them, `shape` only
+// for scatter (its output's). One entry for lazy/collectives.h's functions.
+PyObject* f_op(PyObject*, PyObject* args) {
   LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid, op;
-  if (!PyArg_ParseTuple(args, "OLL", &t, &gid, &op)) return nullptr;
-  collectives::all_reduce_(impl_of(tensor_or_error(t, "tensor")), gid, reduce_op(op));
-  return Py_NewRef(Py_None);
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_all_reduced(tensor, group, op) -> a new tensor (the reduction; tensor unchanged)
-PyObject* f_all_reduced(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid, op;
-  if (!PyArg_ParseTuple(args, "OLL", &t, &gid, &op)) return nullptr;
-  return wrap(collectives::all_reduce(tensor_of(tensor_or_error(t, "tensor")), gid, reduce_op(op)));
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_broadcast(tensor, group, src): in place
-PyObject* f_broadcast(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid, src;
-  if (!PyArg_ParseTuple(args, "OLL", &t, &gid, &src)) return nullptr;
-  collectives::broadcast_(impl_of(tensor_or_error(t, "tensor")), gid, src);
-  return Py_NewRef(Py_None);
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_reduce(tensor, group, op, dst): in place at dst
-PyObject* f_reduce(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid, op, dst;
-  if (!PyArg_ParseTuple(args, "OLLL", &t, &gid, &op, &dst)) return nullptr;
-  collectives::reduce_(impl_of(tensor_or_error(t, "tensor")), gid, reduce_op(op), dst);
-  return Py_NewRef(Py_None);
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_all_gather(tensor, group) -> 1-d tensor of every rank's elements
-PyObject* f_all_gather(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid;
-  if (!PyArg_ParseTuple(args, "OL", &t, &gid)) return nullptr;
-  return wrap(collectives::all_gather(tensor_of(tensor_or_error(t, "tensor")), gid));
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_reduce_scatter(tensor, group, op) -> 1-d tensor: this rank's chunk
-PyObject* f_reduce_scatter(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid, op;
-  if (!PyArg_ParseTuple(args, "OLL", &t, &gid, &op)) return nullptr;
-  return wrap(collectives::reduce_scatter(tensor_of(tensor_or_error(t, "input")), gid, reduce_op(op)));
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_gather(tensor, group, dst) -> 1-d tensor (empty off dst)
-PyObject* f_gather(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
-  PyObject* t;
-  long long gid, dst;
-  if (!PyArg_ParseTuple(args, "OLL", &t, &gid, &dst)) return nullptr;
-  return wrap(collectives::gather(tensor_of(tensor_or_error(t, "tensor")), gid, dst));
-  LOOM_PY_END(nullptr)
-}
-
-// _dist_scatter(chunks, shape, group, src) -> tensor of `shape`
-PyObject* f_scatter(PyObject*, PyObject* args) {
-  LOOM_PY_BEGIN
+  const char* name;
   PyObject *t, *shape;
-  long long gid, src;
-  if (!PyArg_ParseTuple(args, "OOLL", &t, &shape, &gid, &src)) return nullptr;
-  Dims s = to_dims(shape, "shape");
-  return wrap(collectives::scatter(tensor_of(tensor_or_error(t, "tensor")), s, gid, src));
+  long long gid, op, root;
+  if (!PyArg_ParseTuple(args, "sOLLLO", &name, &t, &gid, &op, &root, &shape)) return nullptr;
+  std::string n(name);
+  Tensor x = tensor_of(tensor_or_error(t, "tensor"));
+  if (n == "all_reduce_") collectives::all_reduce_(*x, gid, reduce_op(op));
+  else if (n == "broadcast_") collectives::broadcast_(*x, gid, root);
+  else if (n == "reduce_") collectives::reduce_(*x, gid, reduce_op(op), root);
+  else if (n == "all_reduce") return wrap(collectives::all_reduce(x, gid, reduce_op(op)));
+  else if (n == "all_gather") return wrap(collectives::all_gather(x, gid));
+  else if (n == "reduce_scatter") return wrap(collectives::reduce_scatter(x, gid, reduce_op(op)));
+  else if (n == "gather") return wrap(collectives::gather(x, gid, root));
+  else if (n == "scatter") return wrap(collectives::scatter(x, to_dims(shape, "shape"), gid, root));
+  else LOOM_FAIL(Value, "internal: no collective named ", n);
+  return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
 
@@ -421,14 +361,7 @@ PyMethodDef distributed_functions[] = {
     {"_dist_group_info", f_group_info, METH_O, nullptr},
     {"_dist_unavailable", f_unavailable, METH_O, nullptr},
     {"_dist_pending", f_pending, METH_O, nullptr},
-    {"_dist_all_reduce", f_all_reduce, METH_VARARGS, nullptr},
-    {"_dist_all_reduced", f_all_reduced, METH_VARARGS, nullptr},
-    {"_dist_broadcast", f_broadcast, METH_VARARGS, nullptr},
-    {"_dist_reduce", f_reduce, METH_VARARGS, nullptr},
-    {"_dist_all_gather", f_all_gather, METH_VARARGS, nullptr},
-    {"_dist_reduce_scatter", f_reduce_scatter, METH_VARARGS, nullptr},
-    {"_dist_gather", f_gather, METH_VARARGS, nullptr},
-    {"_dist_scatter", f_scatter, METH_VARARGS, nullptr},
+    {"_dist_op", f_op, METH_VARARGS, nullptr},
     {"_dist_send", f_send, METH_VARARGS, nullptr},
     {"_dist_recv", f_recv, METH_VARARGS, nullptr},
     {"_dist_barrier", f_barrier, METH_O, nullptr},

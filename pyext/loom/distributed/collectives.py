@@ -82,6 +82,13 @@ def _start(kind, g, inp, out, op=0, root=0, shape=None, finish=None):
     return Work(w, finish, (inp, out))
 
 
+def _split_into(tensors, flat):
+    """tensors[r] becomes chunk r of the 1-d `flat`."""
+    for r, out in enumerate(tensors):
+        n = out.numel()
+        out.copy_(flat[r * n:(r + 1) * n].view(out.shape))
+
+
 def _copy_back(dst, src):
     def finish():
         if src is not dst:
@@ -101,7 +108,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     if async_op and _eager_async(tensor):
         buf = _dense(tensor)
         return _start("all_reduce", g, buf, buf, _op(op), finish=_copy_back(tensor, buf))
-    _C._dist_all_reduce(tensor, g._id, _op(op))
+    _C._dist_op("all_reduce_", tensor, g._id, _op(op), 0, None)
     return Work() if async_op else None
 
 
@@ -115,7 +122,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     if async_op and _eager_async(tensor):
         buf = _dense(tensor)
         return _start("broadcast", g, buf, buf, root=root, finish=_copy_back(tensor, buf))
-    _C._dist_broadcast(tensor, g._id, root)
+    _C._dist_op("broadcast_", tensor, g._id, 0, root, None)
     return Work() if async_op else None
 
 
@@ -130,7 +137,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     if async_op and _eager_async(tensor):
         buf = _dense(tensor)
         return _start("reduce", g, buf, buf, _op(op), root, finish=_copy_back(tensor, buf))
-    _C._dist_reduce(tensor, g._id, _op(op), root)
+    _C._dist_op("reduce_", tensor, g._id, _op(op), root, None)
     return Work() if async_op else None
 
 
@@ -151,18 +158,12 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     if g is None:
         return None
     _check_list(tensor_list, g, tensor, "tensor_list")
-    n = tensor.numel()
-
-    def scatter_into(flat):
-        for r, out in enumerate(tensor_list):
-            out.copy_(flat[r * n:(r + 1) * n].view(out.shape))
-
     if async_op and _eager_async(tensor):
         from loom import empty
 
-        flat = empty(g.size() * n, dtype=tensor.dtype, device=tensor.device)
-        return _start("all_gather", g, _dense(tensor), flat, finish=lambda: scatter_into(flat))
-    scatter_into(_C._dist_all_gather(tensor, g._id))
+        flat = empty(g.size() * tensor.numel(), dtype=tensor.dtype, device=tensor.device)
+        return _start("all_gather", g, _dense(tensor), flat, finish=lambda: _split_into(tensor_list, flat))
+    _split_into(tensor_list, _C._dist_op("all_gather", tensor, g._id, 0, 0, None))
     return Work() if async_op else None
 
 
@@ -180,7 +181,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     if async_op and _eager_async(input_tensor):
         out = _dense(output_tensor)
         return _start("all_gather", g, _dense(input_tensor), out, finish=_copy_back(output_tensor, out))
-    output_tensor.copy_(_C._dist_all_gather(input_tensor, g._id).view(output_tensor.shape))
+    output_tensor.copy_(_C._dist_op("all_gather", input_tensor, g._id, 0, 0, None).view(output_tensor.shape))
     return Work() if async_op else None
 
 
@@ -198,7 +199,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if async_op and _eager_async(input):
         out = _dense(output)
         return _start("reduce_scatter", g, _dense(input), out, _op(op), finish=_copy_back(output, out))
-    output.copy_(_C._dist_reduce_scatter(input, g._id, _op(op)).view(output.shape))
+    output.copy_(_C._dist_op("reduce_scatter", input, g._id, _op(op), 0, None).view(output.shape))
     return Work() if async_op else None
 
 
@@ -225,19 +226,13 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
         _check_list(gather_list, g, tensor, "gather_list")
     elif gather_list:
         raise ValueError("Argument ``gather_list`` must NOT be specified on non-destination ranks.")
-    n = tensor.numel()
-
-    def scatter_into(flat):
-        if g.rank() == root:
-            for r, out in enumerate(gather_list):
-                out.copy_(flat[r * n:(r + 1) * n].view(out.shape))
-
+    outputs = gather_list if g.rank() == root else []
     if async_op and _eager_async(tensor):
         from loom import empty
 
-        flat = empty(g.size() * n if g.rank() == root else 0, dtype=tensor.dtype, device=tensor.device)
-        return _start("gather", g, _dense(tensor), flat, root=root, finish=lambda: scatter_into(flat))
-    scatter_into(_C._dist_gather(tensor, g._id, root))
+        flat = empty(g.size() * tensor.numel() if outputs else 0, dtype=tensor.dtype, device=tensor.device)
+        return _start("gather", g, _dense(tensor), flat, root=root, finish=lambda: _split_into(outputs, flat))
+    _split_into(outputs, _C._dist_op("gather", tensor, g._id, 0, root, None))
     return Work() if async_op else None
 
 
@@ -261,7 +256,7 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
         out = _dense(tensor)
         inp = _dense(chunks) if g.rank() == root else None
         return _start("scatter", g, inp, out, root=root, shape=tensor.shape, finish=_copy_back(tensor, out))
-    tensor.copy_(_C._dist_scatter(chunks, tuple(tensor.shape), g._id, root))
+    tensor.copy_(_C._dist_op("scatter", chunks, g._id, 0, root, tuple(tensor.shape)))
     return Work() if async_op else None
 
 

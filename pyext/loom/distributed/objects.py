@@ -22,6 +22,17 @@ def _load(t, size):
     return pickle.loads(t[:size].to("cpu").numpy().tobytes())
 
 
+def _padded(g, obj):
+    """obj pickled into a uint8 tensor, padded to the longest of the group's, and every rank's length."""
+    import loom
+
+    t = _bytes_tensor(obj, g._device)
+    sizes = _sizes(g, t)
+    padded = loom.zeros(max(sizes), dtype=loom.uint8, device=g._device)
+    padded[:t.numel()] = t
+    return padded, sizes
+
+
 def _sizes(g, t):
     import loom
 
@@ -40,12 +51,8 @@ def all_gather_object(object_list, obj, group=None):
         return
     if len(object_list) != g.size():
         raise ValueError(f"object_list must have {g.size()} entries (the group's size), got {len(object_list)}")
-    t = _bytes_tensor(obj, g._device)
-    sizes = _sizes(g, t)
-    longest = max(sizes)
-    padded = loom.zeros(longest, dtype=loom.uint8, device=g._device)
-    padded[:t.numel()] = t
-    outputs = [loom.empty(longest, dtype=loom.uint8, device=g._device) for _ in range(g.size())]
+    padded, sizes = _padded(g, obj)
+    outputs = [loom.empty(padded.numel(), dtype=loom.uint8, device=g._device) for _ in range(g.size())]
     all_gather(outputs, padded, group=g)
     for r in range(g.size()):
         object_list[r] = _load(outputs[r], sizes[r])
@@ -90,12 +97,8 @@ def gather_object(obj, object_gather_list=None, dst=0, group=None):
     root = g._group_rank(dst, "dst")
     if g.rank() == root and (object_gather_list is None or len(object_gather_list) != g.size()):
         raise ValueError(f"object_gather_list must have {g.size()} entries on the destination rank")
-    t = _bytes_tensor(obj, g._device)
-    sizes = _sizes(g, t)
-    longest = max(sizes)
-    padded = loom.zeros(longest, dtype=loom.uint8, device=g._device)
-    padded[:t.numel()] = t
-    outputs = [loom.empty(longest, dtype=loom.uint8, device=g._device) for _ in range(g.size())] \
+    padded, sizes = _padded(g, obj)
+    outputs = [loom.empty(padded.numel(), dtype=loom.uint8, device=g._device) for _ in range(g.size())] \
         if g.rank() == root else None
     gather(padded, outputs, dst, group=g)
     if g.rank() == root:

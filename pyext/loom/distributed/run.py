@@ -75,23 +75,24 @@ def _last_error(error_file, returncode):
     return None
 
 
-def _stop(procs, grace, signum=signal.SIGTERM):
-    """`signum` to every rank still running, SIGKILL to those alive after `grace` seconds."""
+def _signal(procs, signum):
+    """`signum` to every rank still running (to its whole session)."""
     for p in procs:
         if p.poll() is None:
             try:
                 os.killpg(p.pid, signum)
             except ProcessLookupError:
                 pass
+
+
+def _stop(procs, grace, signum=signal.SIGTERM):
+    """`signum` to every rank still running, SIGKILL to those alive after `grace` seconds."""
+    _signal(procs, signum)
     end = time.monotonic() + grace
     while time.monotonic() < end and any(p.poll() is None for p in procs):
         time.sleep(0.02)
+    _signal(procs, signal.SIGKILL)
     for p in procs:
-        if p.poll() is None:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
         p.wait()
 
 
@@ -102,12 +103,7 @@ def main(argv=None):
 
     def forward(signum, frame):
         received.append(signum)
-        for p in procs:
-            if p.poll() is None:
-                try:
-                    os.killpg(p.pid, signum)
-                except ProcessLookupError:
-                    pass
+        _signal(procs, signum)
 
     procs = []
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}

@@ -18,21 +18,21 @@ def _group(group):
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None):
     """The reduction over the group's ranks (differentiable for SUM and AVG)."""
-    return _C._dist_all_reduced(tensor, _group(group)._id, _op(op))
+    return _C._dist_op("all_reduce", tensor, _group(group)._id, _op(op), 0, None)
 
 
 def broadcast(tensor, src, group=None):
     """Rank src's tensor, on every rank."""
     g = _group(group)
     out = tensor.clone()
-    _C._dist_broadcast(out, g._id, g._group_rank(src, "src"))
+    _C._dist_op("broadcast_", out, g._id, 0, g._group_rank(src, "src"), None)
     return out
 
 
 def all_gather(tensor, group=None):
     """A tuple of every rank's tensor, in rank order."""
     g = _group(group)
-    flat = _C._dist_all_gather(tensor, g._id)
+    flat = _C._dist_op("all_gather", tensor, g._id, 0, 0, None)
     n = tensor.numel()
     return tuple(flat[r * n:(r + 1) * n].view(tensor.shape) for r in range(g.size()))
 
@@ -44,4 +44,4 @@ def reduce_scatter(output, input_list, op=ReduceOp.SUM, group=None):
 
     g = _group(group)
     flat = cat([t.reshape(-1) for t in input_list])
-    return _C._dist_reduce_scatter(flat, g._id, _op(op)).view(tuple(output.shape))
+    return _C._dist_op("reduce_scatter", flat, g._id, _op(op), 0, None).view(tuple(output.shape))

@@ -189,7 +189,7 @@ class DistributedDataParallel(Module):
         # Divided before the sum, as PyTorch does (keeps float16 sums in range); in lazy mode the
         # division fuses into the concatenation.
         flat = flat / self._size
-        total = _C._dist_all_reduced(flat, self.process_group._id, int(dist.ReduceOp.SUM))
+        total = _C._dist_op("all_reduce", flat, self.process_group._id, int(dist.ReduceOp.SUM), 0, None)
         start = 0
         for p, n in zip(bucket.params, bucket.sizes):
             view = total[start:start + n].view(p.shape)
