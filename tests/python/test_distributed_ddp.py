@@ -16,8 +16,10 @@ def _gloo():
 
 
 # (device, micro-batches per step, bucket_cap_mb, gradient_as_bucket_view): one bucket, a bucket
-# per layer (0.0001 MB), accumulation under no_sync(), eager and lazy.
-CONFIGS = [("lazy", 1, 25, 0), ("lazy", 3, 0.0001, 1), ("cpu", 1, 0.0001, 0), ("cpu", 3, 25, 1)]
+# per layer (0.0001 MB), accumulation under no_sync(), eager, lazy, and lazy through the CUDA
+# lowering's host emulator (its steps replay as captured graphs, all-reduces included).
+CONFIGS = [("lazy", 1, 25, 0), ("lazy", 3, 0.0001, 1), ("cpu", 1, 0.0001, 0), ("cpu", 3, 25, 1),
+           ("emulated", 1, 0.0001, 0)]
 
 
 @pytest.mark.parametrize("device,accumulate,bucket_mb,as_view", CONFIGS)
@@ -32,6 +34,8 @@ def test_ddp_training_equals_full_batch_training(device, accumulate, bucket_mb, 
         assert r["buckets"] == (1 if bucket_mb == 25 else 6)
         # One all-reduce per bucket per step, however many micro-batches no_sync() accumulated.
         assert all(s["collectives"] == r["buckets"] for s in r["per_step"][3:]), r["per_step"]
+        if device == "emulated":  # each steady-state step is one replay of the captured graph
+            assert all(s["graph_replays"] == 1 for s in r["per_step"][3:]), r["per_step"]
     assert results[0]["params"] == results[1]["params"]  # the replicas stayed equal
 
 
