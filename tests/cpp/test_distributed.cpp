@@ -15,6 +15,7 @@
 
 #include "runtime/distributed/collective.h"
 #include "runtime/distributed/store.h"
+#include "runtime/distributed/work.h"
 #include "runtime/error.h"
 
 using namespace loom;
@@ -171,6 +172,29 @@ BOOST_AUTO_TEST_CASE(gloo_group_broken_by_a_timeout_refuses_later_calls) {
     e = error_of([&] { barrier(g); });
     BOOST_TEST(contains(e, "cannot be used after an earlier failure"), e);
   }, 1s);
+}
+
+BOOST_AUTO_TEST_CASE(async_work_runs_in_order_and_raises_at_wait) {
+  two_ranks([](Group& g) {
+    auto shared = std::shared_ptr<Group>(&g, [](Group*) {});  // start() takes the registry's shared_ptr
+    std::vector<std::vector<float>> data(5, std::vector<float>(3, 1.0f + g.rank()));
+    std::vector<std::unique_ptr<Work>> works;
+    for (auto& d : data) {
+      float* p = d.data();
+      works.push_back(start(shared, [&g, p] {
+        run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {3}}, p, p);
+      }, {}));
+    }
+    std::vector<float> now = {1.0f};  // a synchronous call waits for the queued ones first
+    run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {1}}, now.data(), now.data());
+    for (auto& w : works) BOOST_TEST(w->done());
+    for (auto& w : works) w->wait();
+    for (auto& d : data) BOOST_TEST((d == std::vector<float>{3, 3, 3}));
+    auto failing = start(shared, [] { LOOM_FAIL(Value, "the job's own error"); }, {});
+    std::string e = error_of([&] { failing->wait(); }, ErrorKind::Value);
+    BOOST_TEST(e == "the job's own error");
+    stop_queue(g);  // the thread ends before the group does
+  });
 }
 
 BOOST_AUTO_TEST_SUITE_END()
