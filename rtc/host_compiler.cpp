@@ -78,7 +78,17 @@ uint64_t environment_hash() {
 
 struct Caches {
   std::mutex mu;
-  std::unordered_map<uint64_t, std::shared_ptr<HostModule>> memory;
+  // Loaded modules by key, held weakly (host_compiler.h); entries of unloaded modules are swept
+  // when the map has doubled since the last sweep.
+  std::unordered_map<uint64_t, std::weak_ptr<HostModule>> memory;
+  size_t swept_size = 0;
+
+  void remember(uint64_t key, const std::shared_ptr<HostModule>& m) {
+    memory[key] = m;
+    if (memory.size() < 2 * swept_size + 16) return;
+    std::erase_if(memory, [](const auto& entry) { return entry.second.expired(); });
+    swept_size = memory.size();
+  }
 };
 
 Caches& caches() {
@@ -93,6 +103,10 @@ std::shared_ptr<HostModule> load(const std::string& path) {
 }
 
 }  // namespace
+
+HostModule::~HostModule() {
+  if (handle_) ::dlclose(handle_);
+}
 
 void* HostModule::symbol(const std::string& name) const {
   void* p = ::dlsym(handle_, name.c_str());
@@ -116,13 +130,14 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
   uint64_t key = hash_combine(hash_text(source), environment_hash());
   Caches& c = caches();
   std::lock_guard lock(c.mu);
-  if (auto it = c.memory.find(key); it != c.memory.end()) return it->second;
+  if (auto it = c.memory.find(key); it != c.memory.end())
+    if (std::shared_ptr<HostModule> m = it->second.lock()) return m;
 
   DiskCache disk("cpu", ".so");
   if (auto path = disk.find(key)) {
     if (auto m = load(*path)) {
       count(metrics().modules_loaded_from_disk);
-      c.memory[key] = m;
+      c.remember(key, m);
       return m;
     }
   }
@@ -150,7 +165,7 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
   count(metrics().kernels_compiled, kernels);
   count(metrics().compile_nanoseconds,
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-  c.memory[key] = m;
+  c.remember(key, m);
   return m;
 }
 

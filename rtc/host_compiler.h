@@ -2,8 +2,10 @@
 //
 // One module per graph (DESIGN decision 7), compiled by the system C++ compiler ($LOOM_CXX,
 // default `c++`) with -O2 -fPIC -shared for the native architecture, cached in memory and on
-// disk (rtc/disk_cache.h), loaded with dlopen. Modules stay loaded for the life of the process:
-// cached graphs hold pointers into them.
+// disk (rtc/disk_cache.h), loaded with dlopen. A module stays loaded while someone holds it (the
+// plans that point into it: graph/plan_cache.h); the memory cache holds it weakly, so a source
+// compiled again while its module is loaded costs a lookup, and once it is unloaded, a load from
+// the disk cache.
 #pragma once
 
 #include <memory>
@@ -15,6 +17,9 @@ namespace loom::rtc {
 class HostModule {
  public:
   explicit HostModule(void* handle) : handle_(handle) {}
+  ~HostModule();  // dlclose: no pointer into the module may outlive it
+  HostModule(const HostModule&) = delete;
+  HostModule& operator=(const HostModule&) = delete;
   // The address of an exported function; throws naming the symbol if it is missing.
   void* symbol(const std::string& name) const;
 
