@@ -24,7 +24,14 @@ struct Metrics {
   // any plan must reach.
   std::atomic<int64_t> arena_bytes{0};
   std::atomic<int64_t> arena_live_peak_bytes{0};
+  // The plan cache (graph/plan_cache.h): plans evicted for its bounds (a counter), and what it
+  // holds now (gauges of its state, which reset() leaves alone): plans, and the bytes they hold
+  // in their devices' allocators.
+  std::atomic<int64_t> plan_cache_evictions{0};
+  std::atomic<int64_t> plan_cache_entries{0};
+  std::atomic<int64_t> plan_cache_bytes{0};
 
+  // Zeroes the counters and the gauges of the last run (not the plan cache's state).
   void reset() noexcept;
 };
 
