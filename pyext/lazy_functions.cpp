@@ -34,13 +34,15 @@ PyObject* f_synchronize(PyObject*, PyObject*) {
 PyObject* f_metrics(PyObject*, PyObject*) {
   const Metrics& m = metrics();
   auto get = [](const std::atomic<int64_t>& c) { return static_cast<long long>(c.load(std::memory_order_relaxed)); };
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
-                       get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses), "kernels_compiled",
-                       get(m.kernels_compiled), "modules_loaded_from_disk", get(m.modules_loaded_from_disk),
-                       "kernel_launches", get(m.kernel_launches), "graph_replays", get(m.graph_replays),
-                       "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9, "nodes_recorded",
-                       get(m.nodes_recorded), "arena_bytes", get(m.arena_bytes), "arena_live_peak_bytes",
-                       get(m.arena_live_peak_bytes));
+  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L,s:L}", "traces", get(m.traces),
+                       "graph_cache_hits", get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses),
+                       "kernels_compiled", get(m.kernels_compiled), "modules_loaded_from_disk",
+                       get(m.modules_loaded_from_disk), "kernel_launches", get(m.kernel_launches), "graph_replays",
+                       get(m.graph_replays), "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9,
+                       "nodes_recorded", get(m.nodes_recorded), "arena_bytes", get(m.arena_bytes),
+                       "arena_live_peak_bytes", get(m.arena_live_peak_bytes), "plan_cache_entries",
+                       get(m.plan_cache_entries), "plan_cache_bytes", get(m.plan_cache_bytes), "plan_cache_evictions",
+                       get(m.plan_cache_evictions));
 }
 
 PyObject* f_metrics_reset(PyObject*, PyObject*) {
@@ -132,8 +134,11 @@ PyMethodDef lazy_functions[] = {
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
      "kernel launches, graph replays, compile seconds and IR nodes recorded; arena_bytes and "
-     "arena_live_peak_bytes describe the memory plan of the graph run last"},
-    {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
+     "arena_live_peak_bytes describe the memory plan of the graph run last; plan_cache_entries and "
+     "plan_cache_bytes what the plan cache holds now, plan_cache_evictions the plans it evicted for its bounds"},
+    {"metrics_reset", f_metrics_reset, METH_NOARGS,
+     "metrics_reset(): zero every counter of metrics() (plan_cache_entries and plan_cache_bytes describe the cache "
+     "as it is, and stay)"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
      "get_num_threads(): threads the CPU kernels use (LOOM_NUM_THREADS, default: the machine's cores)"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},
