@@ -4,25 +4,10 @@ plan lowered again after eviction captures and replays its graph correctly, and 
 unloads the modules no plan uses (they come back from the disk cache, not the compiler)."""
 
 import numpy as np
-import pytest
 
 import loom
 
-MiB = 1 << 20
-
-
-@pytest.fixture
-def limits():
-    old = loom._C._plan_cache_limits()
-    loom.clear_plan_cache()
-
-    def set_limits(megabytes=None, entries=None):
-        loom._C._plan_cache_limits(None if megabytes is None else int(megabytes * MiB), entries)
-
-    yield set_limits
-    loom.cuda.synchronize()
-    loom._C._plan_cache_limits(*old)
-    loom.clear_plan_cache()
+from test_plan_cache import MiB, limits  # noqa: F401  the fixture that sets the bounds for a test
 
 
 def step(batch, w, runs=3):
