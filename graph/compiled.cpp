@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <queue>
 
 #include "fusion/program.h"
@@ -38,7 +39,7 @@ struct Donation {
   std::vector<int32_t> same_start;
 };
 
-struct CompiledExecutor::Plan {
+struct CompiledExecutor::Plan : CachedPlan {
   fusion::Program program;
   std::vector<Donation> donations;
   std::vector<bool> take_aside;  // per output: write back a copy of its old value (binding.h)
@@ -47,6 +48,7 @@ struct CompiledExecutor::Plan {
   std::vector<std::vector<int64_t>> int_params;
   std::vector<fusion::Split> splits;
   MemoryPlan memory;  // where intermediates live in the arena
+  std::optional<PlanMemory> pool;  // the arena's (graph/plan_cache.h)
   Array arena;
 };
 
@@ -238,17 +240,16 @@ CompiledOptions options_from_environment() {
   return o;
 }
 
-CompiledExecutor::CompiledExecutor(CompiledOptions options) : options_(options) {}
+CompiledExecutor::CompiledExecutor(CompiledOptions options) : options_(options), owner_(PlanCache::new_owner()) {}
 CompiledExecutor::~CompiledExecutor() = default;
 
-const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
+Pin<CompiledExecutor::Plan> CompiledExecutor::plan_for(const Trace& t) {
   uint64_t key = plan_key(t);
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    count(metrics().graph_cache_hits);
-    return *it->second;
-  }
-  count(metrics().graph_cache_misses);
-  auto plan = std::make_unique<Plan>();
+  return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+}
+
+PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
+  auto plan = std::make_shared<Plan>();
   plan->program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
   fusion::Program& p = plan->program;
   run_fallible_steps_first(p, t);
@@ -256,7 +257,8 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   plan->take_aside = write_backs_to_take_aside(p, t);
   mark_outputs(p, t);
   plan->memory = plan_memory(p);
-  plan->arena = empty(Dims{plan->memory.arena_bytes}, DType::UInt8, t.device);
+  plan->pool.emplace(t.device);
+  plan->arena = plan->pool->allocate(Dims{plan->memory.arena_bytes}, DType::UInt8);
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
   if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir)
     dump(dir, key, t, p, cpu.source, fusion::render(p, fusion::TargetKind::Cuda).source);
@@ -275,11 +277,13 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   }
   plan->int_params = std::move(cpu.int_params);
   plan->splits = std::move(cpu.splits);
-  return *cache_.emplace(key, std::move(plan)).first->second;
+  int64_t bytes = plan->pool->bytes();
+  return {std::move(plan), bytes};
 }
 
 std::vector<Array> CompiledExecutor::run(const Trace& t) {
-  const Plan& plan = plan_for(t);
+  Pin<Plan> pinned = plan_for(t);
+  const Plan& plan = *pinned;
   const fusion::Program& p = plan.program;
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
   std::vector<Array> arrays = bind_buffers(p, t, plan.memory, plan.arena);

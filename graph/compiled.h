@@ -6,12 +6,11 @@
 // old values afterwards) -> memory plan (intermediates share one arena by liveness) ->
 // fusion::render -> rtc::compile_host (memory and disk caches). Replay binds the trace's inputs,
 // parameters, destinations and fresh output buffers, then runs the steps: generated kernels,
-// library calls (matmul, gathers), and copies of the in-place results not donated.
+// library calls (matmul, gathers), and copies of the in-place results not donated. Plans live in
+// the process's bounded plan cache (graph/plan_cache.h).
 #pragma once
 
-#include <memory>
-#include <unordered_map>
-
+#include "graph/plan_cache.h"
 #include "lazy/executor.h"
 
 namespace loom::graph {
@@ -30,10 +29,11 @@ class CompiledExecutor final : public Executor {
   struct Plan;
 
  private:
-  const Plan& plan_for(const Trace& trace);
+  Pin<Plan> plan_for(const Trace& trace);
+  PlanCache::Lowered lower(const Trace& trace, uint64_t key);
 
   CompiledOptions options_;
-  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+  PlanCache::Owner owner_;  // its plans in the plan cache (graph/plan_cache.h)
 };
 
 // The options of the environment: LOOM_FUSION=0 disables fusion.

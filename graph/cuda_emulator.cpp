@@ -2,7 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
-#include <unordered_map>
+#include <optional>
 
 #include "fusion/program.h"
 #include "fusion/render.h"
@@ -11,6 +11,7 @@
 #include "graph/cuda_library_source.h"
 #include "graph/cuda_program.h"
 #include "graph/memory_plan.h"
+#include "graph/plan_cache.h"
 #include "rtc/host_compiler.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/kernel_source.h"
@@ -41,11 +42,12 @@ static inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned v) { u
 using CudaAbi = void (*)(const int64_t*, const int64_t*, void* const*);
 using CpuAbi = void (*)(const int64_t*, const int64_t*, void* const*, int64_t, int64_t);
 
-struct Plan {
+struct Plan : CachedPlan {
   fusion::Program program;
   MemoryPlan memory;
   fusion::RenderedModule cpu;  // the fused kernels' C++ rendering
   CudaProgram lowered;
+  std::optional<PlanMemory> pool;  // the arena's and scratch's (graph/plan_cache.h)
   Array arena, scratch;
   std::vector<int64_t> table;  // where kernels read their arguments (the "device" table)
   std::shared_ptr<rtc::HostModule> fused;
@@ -76,7 +78,8 @@ class CudaEmulator final : public Executor {
 
   std::vector<Array> run(const Trace& t) override {
     LOOM_CHECK(t.device.is_cpu(), Runtime, "the CUDA emulator runs traces of the CPU device");
-    Plan& plan = plan_for(t);
+    Pin<Plan> pinned = plan_for(t);
+    Plan& plan = *pinned;
     std::vector<Array> arrays = bind_buffers(plan.program, t, plan.memory, plan.arena);
     int32_t error = 0;
     bool aligned = true;
@@ -110,15 +113,19 @@ class CudaEmulator final : public Executor {
   }
 
  private:
-  Plan& plan_for(const Trace& t) {
+  Pin<Plan> plan_for(const Trace& t) {
     uint64_t key = plan_key(t);
-    if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
-    auto plan = std::make_unique<Plan>();
+    return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+  }
+
+  PlanCache::Lowered lower(const Trace& t, uint64_t key) {
+    auto plan = std::make_shared<Plan>();
     Plan& p = *plan;
     p.key = key;
     p.program = partition_for_run(t, fuse_);
     p.memory = plan_memory(p.program);
-    p.arena = empty(Dims{p.memory.arena_bytes}, DType::UInt8, kCPU);
+    p.pool.emplace(kCPU);
+    p.arena = p.pool->allocate(Dims{p.memory.arena_bytes}, DType::UInt8);
     fusion::RenderedModule cuda;
     if (!p.program.kernels.empty()) {
       cuda = fusion::render(p.program, fusion::TargetKind::Cuda);
@@ -128,14 +135,16 @@ class CudaEmulator final : public Executor {
       p.fused = rtc::compile_host(p.cpu.source, static_cast<int>(p.program.kernels.size()));
     }
     p.lowered = lower_for_cuda(t, p.program, cuda, false);
-    p.scratch = empty(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8, kCPU);
+    p.scratch = p.pool->allocate(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8);
     p.table.assign(std::max<size_t>(p.lowered.table.size(), 1), 0);
     for (size_t i = 0; i < p.lowered.launches.size(); ++i) {
       Launch& l = p.lowered.launches[i];
       p.functions.push_back(l.module == CudaModule::Fused ? p.fused->symbol(l.kernel) : kernels()->symbol(l.kernel));
       if (l.data_error) p.lowered.table[static_cast<size_t>(l.error_code_word)] = static_cast<int64_t>(i + 1);
     }
-    return *cache_.emplace(key, std::move(plan)).first->second;
+    // As a GPU plan's pool: its arena, scratch and table (a host vector here).
+    int64_t bytes = p.pool->bytes() + static_cast<int64_t>(p.table.size() * sizeof(int64_t));
+    return {std::move(plan), bytes};
   }
 
   void run_step(Plan& plan, const CudaStep& step) {
@@ -193,9 +202,10 @@ class CudaEmulator final : public Executor {
     return name;
   }
 
-  static std::shared_ptr<rtc::HostModule> kernels() {
-    static std::shared_ptr<rtc::HostModule> m = rtc::compile_host(emulated_kernel_source(), 0);
-    return m;
+  static const rtc::HostModule* kernels() {
+    // Loaded once and never unloaded: plans point into it.
+    static const auto* m = new std::shared_ptr<rtc::HostModule>(rtc::compile_host(emulated_kernel_source(), 0));
+    return m->get();
   }
 
   static void gemm(const Gemm& g, const int64_t* table) {
@@ -212,7 +222,7 @@ class CudaEmulator final : public Executor {
 
   bool fuse_, graphs_;
   bool capturing_ = false;
-  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+  PlanCache::Owner owner_ = PlanCache::new_owner();  // its plans in the plan cache (graph/plan_cache.h)
 };
 
 }  // namespace

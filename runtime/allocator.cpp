@@ -210,6 +210,7 @@ void CachingAllocator::release_pool(PoolId id) {
 void CachingAllocator::empty_cache() {
   std::lock_guard lock(mu_);
   release_cached_locked(*pools_.at(kDefaultPool));
+  backend_->trim();
 }
 
 MemoryStats CachingAllocator::stats() const {

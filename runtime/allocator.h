@@ -60,6 +60,9 @@ class MemoryBackend {
   // retries once before raising.
   virtual void* allocate(size_t nbytes) = 0;
   virtual void free(void* ptr, size_t nbytes) noexcept = 0;
+  // Asks the system to take back what free() left with the process (the C heap keeps freed
+  // memory for later mallocs): empty_cache() calls it. The default does nothing.
+  virtual void trim() noexcept {}
 };
 
 std::unique_ptr<MemoryBackend> make_host_memory_backend();
@@ -87,7 +90,9 @@ class CachingAllocator {
 
   PoolId create_pool();
   void release_pool(PoolId pool);
-  // Returns the free blocks of the default pool to the system. Private pools keep theirs.
+  // Returns the free blocks of the default pool to the system (and has the backend trim what its
+  // system allocator still keeps). Private pools keep theirs; a cached plan's arena is in use
+  // until the plan is evicted (graph/plan_cache.h).
   void empty_cache();
 
   MemoryStats stats() const;

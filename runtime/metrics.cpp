@@ -7,11 +7,30 @@ Metrics& metrics() noexcept {
   return m;
 }
 
+std::span<const MetricField> metric_fields() noexcept {
+  static const MetricField fields[] = {
+      {"traces", &Metrics::traces},
+      {"graph_cache_hits", &Metrics::graph_cache_hits},
+      {"graph_cache_misses", &Metrics::graph_cache_misses},
+      {"kernels_compiled", &Metrics::kernels_compiled},
+      {"modules_loaded_from_disk", &Metrics::modules_loaded_from_disk},
+      {"kernel_launches", &Metrics::kernel_launches},
+      {"graph_replays", &Metrics::graph_replays},
+      {"graph_capture_failures", &Metrics::graph_capture_failures},
+      {"compile_seconds", &Metrics::compile_nanoseconds, 1e-9},
+      {"nodes_recorded", &Metrics::nodes_recorded},
+      {"arena_bytes", &Metrics::arena_bytes},
+      {"arena_live_peak_bytes", &Metrics::arena_live_peak_bytes},
+      {"plan_cache_evictions", &Metrics::plan_cache_evictions},
+      {"plan_cache_entries", &Metrics::plan_cache_entries, 1.0, true},
+      {"plan_cache_bytes", &Metrics::plan_cache_bytes, 1.0, true},
+  };
+  return fields;
+}
+
 void Metrics::reset() noexcept {
-  for (auto* c : {&traces, &graph_cache_hits, &graph_cache_misses, &kernels_compiled, &modules_loaded_from_disk,
-                  &kernel_launches, &graph_replays, &graph_capture_failures, &compile_nanoseconds, &nodes_recorded,
-                  &arena_bytes, &arena_live_peak_bytes})
-    c->store(0, std::memory_order_relaxed);
+  for (const MetricField& f : metric_fields())
+    if (!f.state) (this->*f.field).store(0, std::memory_order_relaxed);
 }
 
 }  // namespace loom

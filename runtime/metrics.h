@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <span>
 
 namespace loom {
 
@@ -25,9 +26,28 @@ struct Metrics {
   // any plan must reach.
   std::atomic<int64_t> arena_bytes{0};
   std::atomic<int64_t> arena_live_peak_bytes{0};
+  // The plan cache (graph/plan_cache.h): plans evicted for its bounds (a counter), and what it
+  // holds now (gauges of its state, which reset() leaves alone): plans, and the bytes they hold
+  // in their devices' allocators.
+  std::atomic<int64_t> plan_cache_evictions{0};
+  std::atomic<int64_t> plan_cache_entries{0};
+  std::atomic<int64_t> plan_cache_bytes{0};
 
+  // Zeroes the counters and the gauges of the last run (not the plan cache's state).
   void reset() noexcept;
 };
+
+// Every field by the name loom.metrics() gives it: the one list reset() and the bindings walk,
+// so a new counter is one line here and one in metric_fields(). `scale` converts the stored
+// integer for display (nanoseconds to seconds); `state` marks gauges of what exists now, which
+// reset() leaves alone.
+struct MetricField {
+  const char* name;
+  std::atomic<int64_t> Metrics::*field;
+  double scale = 1.0;
+  bool state = false;
+};
+std::span<const MetricField> metric_fields() noexcept;
 
 Metrics& metrics() noexcept;
 

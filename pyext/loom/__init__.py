@@ -29,8 +29,21 @@ def memory_stats(device="cpu"):
 
 
 def empty_cache(device="cpu"):
-    """Returns the allocator's cached free blocks of `device` to the system."""
+    """Returns the allocator's cached free blocks of `device` to the system.
+
+    Memory held by cached plans (their arenas) is not free: clear_plan_cache() first to give
+    that back too."""
     _C._empty_cache(device)
+
+
+def clear_plan_cache():
+    """Drops every cached plan (what lazy traces and eager GPU ops were compiled into), freeing
+    their memory: arenas go back to the allocator (empty_cache() then returns them to the system),
+    a GPU plan's CUDA Graph and private pool are released. Kernel modules no remaining plan uses
+    are unloaded; the disk cache keeps them, so a trace seen again is lowered again without
+    compiling. Not in PyTorch. The cache is bounded (LOOM_PLAN_CACHE_MB, LOOM_PLAN_CACHE_ENTRIES;
+    loom.metrics() reports plan_cache_entries, plan_cache_bytes and plan_cache_evictions)."""
+    _C._clear_plan_cache()
 
 
 def reset_peak_memory_stats(device="cpu"):
