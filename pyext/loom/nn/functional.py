@@ -287,8 +287,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         member = member & (input != padding_idx % weight.shape[0])
     count = member.sum(1, keepdim=True)
     if mode == "max":
-        picked = rows.masked_fill(~member.unsqueeze(-1), float("-inf")).amax(1)
-        return picked.masked_fill(count == 0, 0.0)
+        picked = loom.where(member.unsqueeze(-1), rows, float("-inf")).amax(1)
+        return loom.where(count == 0, 0.0, picked)
     scale = member.to(weight.dtype)
     if per_sample_weights is not None:
         scale = scale * per_sample_weights
@@ -548,7 +548,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         elif attn_mask.dtype is loom.bool:
             attn_mask = attn_mask | kpm
         else:
-            attn_mask = attn_mask.masked_fill(kpm, float("-inf")) if kpm.dtype is loom.bool else attn_mask + kpm
+            # where(), not masked_fill: the result broadcasts (1, L, S) against (N * heads, 1, S)
+            attn_mask = loom.where(kpm, float("-inf"), attn_mask) if kpm.dtype is loom.bool else attn_mask + kpm
     if attn_mask is not None and attn_mask.dtype is loom.bool:
         attn_mask = loom.zeros(attn_mask.shape, dtype=q.dtype, device=q.device).masked_fill(attn_mask, float("-inf"))
 
