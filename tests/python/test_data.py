@@ -329,9 +329,21 @@ def test_loader_argument_errors_match_pytorch():
 
 
 def test_tensor_dataset_batches_are_one_gather():
+    """With the default collate a TensorDataset batch is one index_select per tensor (15 times
+    faster than 64 rows and a stack, measured on a lazy epoch), not a __getitem__ per sample."""
+    class Counting(D.TensorDataset):
+        calls = 0
+
+        def __getitem__(self, index):
+            Counting.calls += 1
+            return super().__getitem__(index)
+
     x, y = loom.randn(10, 3), loom.arange(10)
-    loader = D.DataLoader(D.TensorDataset(x, y), batch_size=4, sampler=[9, 2, 5, 0, 1, 7, 3])
+    loader = D.DataLoader(Counting(x, y), batch_size=4, sampler=[9, 2, 5, 0, 1, 7, 3])
     batches = list(loader)
+    assert Counting.calls == 0
+    custom = list(D.DataLoader(Counting(x, y), batch_size=2, collate_fn=lambda b: [s[1].item() for s in b]))
+    assert custom[0] == [0, 1] and Counting.calls == 10  # a custom collate gets the samples
     assert [b[1].tolist() for b in batches] == [[9, 2, 5, 0], [1, 7, 3]]
     np.testing.assert_array_equal(batches[0][0].numpy(), x.numpy()[[9, 2, 5, 0]])
     assert isinstance(batches[0], list)  # default_collate turns a tuple of fields into a list
