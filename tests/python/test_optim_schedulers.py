@@ -261,7 +261,8 @@ def test_lazy_scheduled_training_compiles_nothing_after_warm_up():
     loom.manual_seed(0)
     model = loom.nn.Sequential(loom.nn.Linear(4, 8), loom.nn.ReLU(), loom.nn.Dropout(0.2),
                                loom.nn.Linear(8, 1)).to("lazy")
-    opt = loom.optim.SGD(model.parameters(), lr=1.0, momentum=0.9)
+    # AdamW: its decay factor 1 - lr * weight_decay reaches exactly 1 when the lr is 0
+    opt = loom.optim.AdamW(model.parameters(), lr=1.0, weight_decay=0.1)
     sched = S(loom).SequentialLR(opt, [S(loom).LinearLR(opt, 0.5, 1.0, total_iters=3),
                                        S(loom).PolynomialLR(opt, total_iters=6)], [3])
     x, y = loom.randn(16, 4, device="lazy"), loom.randn(16, 1, device="lazy")
