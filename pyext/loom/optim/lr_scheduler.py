@@ -122,8 +122,13 @@ _LRScheduler = LRScheduler  # PyTorch 1.x's name
 
 
 class _LambdaState:
-    """state_dict / load_state_dict of schedules holding lr_lambdas: functions are not saved;
-    callable objects save their __dict__."""
+    """Schedules driven by lr_lambda (one function, or one per group). state_dict saves a
+    callable object's __dict__ and nothing of a plain function."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose=False):
+        self.optimizer = optimizer
+        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
+        super().__init__(optimizer, last_epoch, verbose)
 
     def state_dict(self):
         state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
@@ -151,11 +156,6 @@ def _lambdas(optimizer, lr_lambda):
 class LambdaLR(_LambdaState, LRScheduler):
     """lr = initial_lr * lr_lambda(epoch)."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose=False):
-        self.optimizer = optimizer
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch, verbose)
-
     def get_lr(self):
         self._warn_outside_step()
         return [base * fn(self.last_epoch) for fn, base in zip(self.lr_lambdas, self.base_lrs)]
@@ -163,11 +163,6 @@ class LambdaLR(_LambdaState, LRScheduler):
 
 class MultiplicativeLR(_LambdaState, LRScheduler):
     """lr *= lr_lambda(epoch) at each step after the first."""
-
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1, verbose=False):
-        self.optimizer = optimizer
-        self.lr_lambdas = _lambdas(optimizer, lr_lambda)
-        super().__init__(optimizer, last_epoch, verbose)
 
     def get_lr(self):
         self._warn_outside_step()
@@ -567,7 +562,24 @@ class OneCycleLR(LRScheduler):
         return lrs
 
 
-class SequentialLR(LRScheduler):
+class _Composite:
+    """state_dict / load_state_dict of schedules made of other schedules: each one's state is
+    saved under "_schedulers"."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        saved = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for s, st in zip(self._schedulers, saved):
+            s.load_state_dict(st)
+
+
+class SequentialLR(_Composite, LRScheduler):
     """Runs schedulers one after the other: schedulers[i + 1] takes over at milestones[i]
     (restarting from its epoch 0)."""
 
@@ -602,20 +614,8 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
 
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, st in zip(self._schedulers, saved):
-            s.load_state_dict(st)
-
-
-class ChainedScheduler(LRScheduler):
+class ChainedScheduler(_Composite, LRScheduler):
     """Steps every scheduler on each step(): their effects multiply (chainable forms)."""
 
     def __init__(self, schedulers, optimizer=None):
@@ -634,18 +634,6 @@ class ChainedScheduler(LRScheduler):
         for s in self._schedulers:
             s.step()
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
-
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        state_dict = dict(state_dict)
-        saved = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        for s, st in zip(self._schedulers, saved):
-            s.load_state_dict(st)
 
 
 class ReduceLROnPlateau:
