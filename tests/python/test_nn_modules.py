@@ -376,3 +376,33 @@ def test_embedding_from_pretrained(device):
         assert trainable(lib.tensor([2, 0])).tolist() == [[5.0, 6.0], [1.0, 2.0]]
         bag = lib.nn.EmbeddingBag.from_pretrained(weights, mode="sum")
         assert bag(lib.tensor([[0, 1]])).tolist() == [[4.0, 6.0]]
+
+
+def test_pytorch_import_paths():
+    """Programs import classes from torch.nn.modules.<family>, torch.nn.parameter and
+    torch.utils.data.<module>: the same paths hold them in loom."""
+    from loom.nn.modules.activation import MultiheadAttention
+    from loom.nn.modules.batchnorm import BatchNorm2d, _BatchNorm
+    from loom.nn.modules.container import ParameterList
+    from loom.nn.modules.linear import Linear, NonDynamicallyQuantizableLinear
+    from loom.nn.modules.module import Module
+    from loom.nn.modules.rnn import LSTM, RNNBase
+    from loom.nn.modules.transformer import TransformerEncoderLayer
+    from loom.nn.parameter import Parameter
+    from loom.utils.data._utils.collate import default_collate
+    from loom.utils.data.dataloader import DataLoader
+    from loom.utils.data.sampler import BatchSampler
+
+    assert Module is loom.nn.Module and Parameter is loom.nn.Parameter and Linear is loom.nn.Linear
+    assert issubclass(BatchNorm2d, _BatchNorm) and issubclass(LSTM, RNNBase)
+    assert MultiheadAttention is loom.nn.MultiheadAttention and issubclass(NonDynamicallyQuantizableLinear, Linear)
+    assert ParameterList is loom.nn.ParameterList and TransformerEncoderLayer is loom.nn.TransformerEncoderLayer
+    assert DataLoader is loom.utils.data.DataLoader and BatchSampler is loom.utils.data.BatchSampler
+    assert default_collate is loom.utils.data.default_collate
+
+
+def test_backward_hooks_say_they_are_not_available():
+    m = loom.nn.Linear(2, 2)
+    for register in (m.register_full_backward_hook, m.register_backward_hook):
+        with pytest.raises(NotImplementedError, match="no tensor hooks yet"):
+            register(lambda *a: None)

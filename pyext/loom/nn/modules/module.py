@@ -99,6 +99,16 @@ class Module:
         with_kwargs=True: hook(module, args, kwargs, output)."""
         return self._add_hook(self._forward_hooks, hook, prepend, with_kwargs)
 
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Not available: a backward hook runs when the module's input gradients are computed,
+        which needs hooks on tensors (or Python autograd functions) that loom's autograd does
+        not have yet. Raises instead of never calling `hook`."""
+        raise NotImplementedError("Module.register_full_backward_hook: loom's autograd has no tensor hooks yet; "
+                                  "inspect gradients after backward() (p.grad, or loom.autograd.grad) instead")
+
+    register_backward_hook = register_full_backward_hook
+    register_full_backward_pre_hook = register_full_backward_hook
+
     # ---- registration ----
 
     def __setattr__(self, name, value):
