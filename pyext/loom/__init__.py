@@ -52,6 +52,6 @@ def reset_peak_memory_stats(device="cpu"):
 
 
 from loom.serialization import load, save  # noqa: E402
-from loom import nn, optim  # noqa: E402  (they import loom)
+from loom import nn, optim, utils  # noqa: E402  (they import loom)
 
 __all__ = [name for name in dir() if not name.startswith("_")]
