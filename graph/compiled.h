@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 
 #include "lazy/executor.h"
@@ -20,20 +21,31 @@ struct CompiledOptions {
   bool fuse = true;  // LOOM_FUSION=0 turns this off: one kernel per op, same path
 };
 
+// Thread safety: run() may be called by several threads at once (syncs run without the GIL):
+// the plan cache is guarded by a mutex, a plan is shared by the runs that use it (each with an
+// arena of its own), and kernels split their loops over the thread pool, which runs one job at a
+// time (the other callers run theirs alone, runtime/thread_pool.h).
+//
+// Failures and interrupts (lazy/sync.h): a run allocates everything it needs before its first
+// write into a destination, and results are written straight into destinations only after the
+// last step that can fail; until that first write it checks for an interrupt between steps (and
+// between slices of a long kernel). So a run that throws has written no destination.
 class CompiledExecutor final : public Executor {
  public:
   explicit CompiledExecutor(CompiledOptions options);
   ~CompiledExecutor() override;
   std::vector<Array> run(const Trace& trace) override;
+  bool thread_safe() const noexcept override { return true; }
   void synchronize(Device) override {}
 
   struct Plan;
 
  private:
-  const Plan& plan_for(const Trace& trace);
+  std::shared_ptr<const Plan> plan_for(const Trace& trace);
 
   CompiledOptions options_;
-  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+  std::mutex cache_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Plan>> cache_;
 };
 
 // The options of the environment: LOOM_FUSION=0 disables fusion.

@@ -61,7 +61,7 @@ void sgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::vec
     if (o.weight_decay != 0) d_p = ops::add(Arg(d_p), Arg(ops::mul(Arg(params[i]), param(o.weight_decay))));
     if (o.momentum != 0) {
       Tensor& buf = momentum_buffers[i];
-      if (!buf) {
+      if (!buf || buf->is_errored()) {  // errored: made by a step whose sync failed (lazy/sync.h)
         buf = ops::clone(d_p);
       } else {
         // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)

@@ -67,6 +67,7 @@ class SharedExecutor final : public Executor {
  public:
   explicit SharedExecutor(std::shared_ptr<Executor> e) : e_(std::move(e)) {}
   std::vector<Array> run(const Trace& t) override { return e_->run(t); }
+  bool thread_safe() const noexcept override { return e_->thread_safe(); }
   void synchronize(Device d) override { e_->synchronize(d); }
   Array run_op(OpId op, std::span<const Operand> in, const Attrs& attrs, const OutputMeta& meta, Device d) override {
     return e_->run_op(op, in, attrs, meta, d);
