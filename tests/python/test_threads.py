@@ -33,15 +33,16 @@ def run_threads(fns):
 
 # ---- threads training models of their own ----
 
-def make_run(k, steps, barrier=None, warmup=2):
+def make_run(k, steps, barrier=None, midstep=None, warmup=2):
     """Model k (its own seed and data) and a function training it for `steps` steps on lazy; at the
-    barrier (if any) after `warmup` steps."""
+    barrier (if any) after `warmup` steps, and at `midstep` (if any) in the middle of every step."""
     loom.manual_seed(100 + k)
-    model = loom.nn.Sequential(loom.nn.Linear(16, 32), loom.nn.Tanh(), loom.nn.Linear(32, 4)).to("lazy")
+    nn = loom.nn
+    model = nn.Sequential(nn.Linear(32, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 4)).to("lazy")
     opt = loom.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     rng = np.random.default_rng(k)
-    batches = [(loom.tensor(rng.standard_normal((8, 16)).astype(np.float32), device="lazy"),
-                loom.tensor(rng.standard_normal((8, 4)).astype(np.float32), device="lazy")) for _ in range(steps)]
+    batches = [(loom.tensor(rng.standard_normal((64, 32)).astype(np.float32), device="lazy"),
+                loom.tensor(rng.standard_normal((64, 4)).astype(np.float32), device="lazy")) for _ in range(steps)]
 
     def train():
         losses = []
@@ -52,18 +53,21 @@ def make_run(k, steps, barrier=None, warmup=2):
             opt.zero_grad()
             loss = ((model(x) - y) ** 2).mean()
             loss.backward()
+            if midstep is not None:
+                midstep.wait()  # every thread has half a step recorded when the first one syncs
             opt.step()
             losses.append(loss.item())
         return losses, [p.detach().numpy().copy() for p in model.parameters()]
 
+    loom.sync()
     return train
 
 
 def test_threads_training_their_own_models_replay_cached_plans_and_match_one_thread():
     n, steps = 4, 12
     alone = [make_run(k, steps)() for k in range(n)]  # the same runs, one after another
-    barrier = threading.Barrier(n + 1)
-    runs = [make_run(k, steps, barrier) for k in range(n)]
+    barrier, midstep = threading.Barrier(n + 1), threading.Barrier(n)
+    runs = [make_run(k, steps, barrier, midstep) for k in range(n)]
     outcome = {}
 
     def coordinator():
@@ -137,6 +141,34 @@ def test_reading_a_tensor_another_thread_recorded_computes_it():
     assert fresh == [0.0, 10.0, 20.0, 30.0] and derived == [1.0, 11.0, 21.0, 31.0]
     assert written == [1.0, 2.0, 3.0, 4.0]
     assert read == [0.0, 1.0, 2.0, 3.0] and after == [2.0, 4.0, 6.0, 8.0] and left == 0
+
+
+def test_an_op_on_a_tensor_another_thread_recorded_reads_it_as_it_was_then():
+    # The other thread's write lands before this thread's sync: this thread's op must have
+    # computed the value it read (as it was when read), not recorded the other's pending graph.
+    p = loom.arange(3.0, device="lazy")
+    loom.sync()
+    handed = {}
+    recorded, used, landed = threading.Event(), threading.Event(), threading.Event()
+
+    def writer():
+        handed["doubled"] = p * 2  # reads p's storage
+        p.add_(1)  # then writes it, pending
+        recorded.set()
+        used.wait()
+        loom.sync()  # the write lands
+        landed.set()
+
+    def user():
+        recorded.wait()
+        z = handed["doubled"] + 1
+        used.set()
+        landed.wait()
+        return z.tolist()
+
+    _, z = run_threads([writer, user])
+    assert z == [1.0, 3.0, 5.0]
+    assert p.tolist() == [1.0, 2.0, 3.0]
 
 
 def test_pending_work_of_a_thread_that_ended_is_computed_when_needed():
