@@ -3,7 +3,9 @@
 // One module per graph (DESIGN decision 7), compiled by the system C++ compiler ($LOOM_CXX,
 // default `c++`) with -O2 -fPIC -shared for the native architecture, cached in memory and on
 // disk (rtc/disk_cache.h), loaded with dlopen. Modules stay loaded for the life of the process:
-// cached graphs hold pointers into them.
+// cached graphs hold pointers into them. Thread safety: any thread may compile; the memory cache
+// is locked for the whole compile, so two threads compile one at a time (syncs compile without
+// the GIL, lazy/sync.h).
 #pragma once
 
 #include <memory>
