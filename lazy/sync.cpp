@@ -2,6 +2,8 @@
 
 #include "lazy/dispatch.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -34,6 +36,7 @@ struct ThreadRegistries;
 struct Registry {
   Device device;
   ThreadRegistries* owner;  // null once the thread ended (its tensors may live on in others)
+  pthread_t thread;         // the owner (compared without a thread-local lookup: every op asks)
   TensorImpl* head = nullptr;
   int64_t count = 0;
   std::vector<OrphanWrite> orphans;
@@ -77,7 +80,8 @@ AllRegistries& all_registries() {
 thread_local ThreadRegistries* mine = nullptr;  // this thread's, made on first use
 thread_local bool thread_ended = false;
 
-bool is_mine(const Registry& r) noexcept { return mine && r.owner == mine; }
+// A live registry's thread is alive, so its id is no other live thread's.
+bool is_mine(const Registry& r) noexcept { return r.owner && pthread_equal(r.thread, pthread_self()); }
 
 bool holds_nothing(const Registry& r) noexcept {
   return !r.head && r.orphans.empty() && r.in_flight == 0 && r.orphans_in_flight.empty();
@@ -118,7 +122,7 @@ Registry& my_registry(Device d) {
   }
   Registry*& r = mine->slots[slot_of(d)];
   if (!r) [[unlikely]] {
-    r = new Registry{d, mine};
+    r = new Registry{d, mine, pthread_self()};
     std::lock_guard lock(all_registries().mu);
     all_registries().list.push_back(r);
   }
