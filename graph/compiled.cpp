@@ -154,24 +154,32 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
   }
   // An in-place result's step also waits for the steps that read its destination's old values
   // (an optimizer update after the backward product that reads the old weight), unless they
-  // need its result: it can then be written in place. And for the library steps that need no
-  // in-place result (they can fail, and no step may fail after a destination was written:
-  // plan_donations), so an update is written in place after the last product of the backward.
+  // need its result: it can then be written in place. And writes into destinations come last,
+  // as a transaction commits, so that no step that can fail (a library step: plan_donations)
+  // runs after one, and a run can be interrupted until then: each "late" writer (one that no
+  // library step needs, directly or not) waits for every step that needs no late writer.
+  std::vector<bool> needed_by_library(n, false);
+  for (size_t s = n; s-- > 0;) {
+    needed_by_library[s] = can_fail(p.steps[s]);
+    for (int32_t u : users[s]) needed_by_library[s] = needed_by_library[s] || needed_by_library[u];
+  }
   std::vector<int32_t> stack;
-  std::vector<bool> after(n);
-  std::vector<bool> needs_result(n, false);  // the step needs an in-place result, directly or not
+  std::vector<bool> needs_late(n, false);  // the step needs a late writer's result, directly or not
+  std::vector<bool> late(n, false);
   for (const Trace::Output& o : t.outputs) {
     int32_t w = o.destination ? writer[o.node] : -1;
-    if (w < 0) continue;
+    if (w < 0 || needed_by_library[w]) continue;
+    late[w] = true;
     stack.assign(users[w].begin(), users[w].end());
     while (!stack.empty()) {
       int32_t u = stack.back();
       stack.pop_back();
-      if (needs_result[u]) continue;
-      needs_result[u] = true;
+      if (needs_late[u]) continue;
+      needs_late[u] = true;
       stack.insert(stack.end(), users[u].begin(), users[u].end());
     }
   }
+  std::vector<bool> after(n);
   for (const Trace::Output& o : t.outputs) {
     int32_t w = o.destination ? writer[o.node] : -1;
     if (w < 0) continue;
@@ -189,7 +197,7 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
       if (static_cast<int32_t>(r) == w || after[r] || std::ranges::find(users[r], w) != users[r].end()) continue;
       bool reads_old = false;
       for_each_read(p, p.steps[r], [&](int32_t b) { reads_old = reads_old || old_values[b]; });
-      if (!reads_old && !(can_fail(p.steps[r]) && !needs_result[r])) continue;
+      if (!reads_old && !(late[w] && !needs_late[r])) continue;
       users[r].push_back(w);
       ++waiting[w];
     }

@@ -127,8 +127,8 @@ PyObject* f_nvrtc_available(PyObject*, PyObject*) { return PyBool_FromLong(rtc::
 
 PyMethodDef lazy_functions[] = {
     {"sync", f_sync, METH_NOARGS,
-     "sync(): materialize every live pending lazy tensor of every device (one trace per device); does not wait "
-     "for the device"},
+     "sync(): materialize every live pending lazy tensor this thread recorded, of every device (one trace per "
+     "device); does not wait for the device. A failed sync raises and changes no tensor it would have written"},
     {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
@@ -141,7 +141,8 @@ PyMethodDef lazy_functions[] = {
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
-    {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},
+    {"_pending_count", f_pending_count, METH_O,
+     "_pending_count(device): live pending lazy tensors this thread recorded on a backend device"},
     {nullptr, nullptr, 0, nullptr},
 };
 
