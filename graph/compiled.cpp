@@ -126,10 +126,24 @@ std::vector<bool> inputs_on(const fusion::Program& p, const Trace& t, const Stor
   return on;
 }
 
+// Marks every step that needs step `from`'s results, directly or not (`users`: each step's
+// direct users); steps marked already are not walked again.
+void mark_users(const std::vector<std::vector<int32_t>>& users, int32_t from, std::vector<bool>& marked) {
+  std::vector<int32_t> stack(users[from].begin(), users[from].end());
+  while (!stack.empty()) {
+    int32_t u = stack.back();
+    stack.pop_back();
+    if (marked[u]) continue;
+    marked[u] = true;
+    stack.insert(stack.end(), users[u].begin(), users[u].end());
+  }
+}
+
 // Reorders the steps so that those that can fail on their data, and the steps they need, run
 // before all others (each group keeping its order), and in-place results after the reads of
-// the old values: the in-place results computed after the last fallible step and after those
-// reads can be written straight into their destinations (plan_donations). Otherwise steps depend
+// the old values and after every library step that does not need them: the in-place results
+// computed after the last step that can fail and after those reads can be written straight
+// into their destinations (plan_donations). Otherwise steps depend
 // on each other only through the values they read (intermediates get memory after ordering;
 // inputs are not written).
 void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
@@ -163,35 +177,20 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
     needed_by_library[s] = can_fail(p.steps[s]);
     for (int32_t u : users[s]) needed_by_library[s] = needed_by_library[s] || needed_by_library[u];
   }
-  std::vector<int32_t> stack;
   std::vector<bool> needs_late(n, false);  // the step needs a late writer's result, directly or not
   std::vector<bool> late(n, false);
   for (const Trace::Output& o : t.outputs) {
     int32_t w = o.destination ? writer[o.node] : -1;
     if (w < 0 || needed_by_library[w]) continue;
     late[w] = true;
-    stack.assign(users[w].begin(), users[w].end());
-    while (!stack.empty()) {
-      int32_t u = stack.back();
-      stack.pop_back();
-      if (needs_late[u]) continue;
-      needs_late[u] = true;
-      stack.insert(stack.end(), users[u].begin(), users[u].end());
-    }
+    mark_users(users, w, needs_late);
   }
   std::vector<bool> after(n);
   for (const Trace::Output& o : t.outputs) {
     int32_t w = o.destination ? writer[o.node] : -1;
     if (w < 0) continue;
     after.assign(n, false);  // the steps that need w's result, directly or not
-    stack.assign(users[w].begin(), users[w].end());
-    while (!stack.empty()) {
-      int32_t u = stack.back();
-      stack.pop_back();
-      if (after[u]) continue;
-      after[u] = true;
-      stack.insert(stack.end(), users[u].begin(), users[u].end());
-    }
+    mark_users(users, w, after);
     std::vector<bool> old_values = inputs_on(p, t, o.destination->storage.get());
     for (size_t r = 0; r < n; ++r) {
       if (static_cast<int32_t>(r) == w || after[r] || std::ranges::find(users[r], w) != users[r].end()) continue;
