@@ -19,11 +19,21 @@ struct CompiledOptions {
   bool fuse = true;  // LOOM_FUSION=0 turns this off: one kernel per op, same path
 };
 
+// Thread safety: run() may be called by several threads at once (syncs run without the GIL):
+// plans live in the plan cache (graph/plan_cache.h, guarded by its mutex), a plan is shared by
+// the runs that use it at once (each with an arena of its own: its runs are not exclusive), and kernels split their loops over the thread pool, which runs one job at a
+// time (the other callers run theirs alone, runtime/thread_pool.h).
+//
+// Failures and interrupts (lazy/sync.h): a run allocates everything it needs before its first
+// write into a destination, and results are written straight into destinations only after the
+// last step that can fail; until that first write it checks for an interrupt between steps (and
+// between slices of a long kernel). So a run that throws has written no destination.
 class CompiledExecutor final : public Executor {
  public:
   explicit CompiledExecutor(CompiledOptions options);
   ~CompiledExecutor() override;
   std::vector<Array> run(const Trace& trace) override;
+  bool thread_safe() const noexcept override { return true; }
   void synchronize(Device) override {}
 
   struct Plan;

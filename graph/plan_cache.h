@@ -40,9 +40,11 @@
 //
 // Threads. One mutex guards the entries, never held while lowering (compiles take seconds) nor
 // while destroying plans (a GPU plan waits for its stream). Two threads that miss the same key
-// both lower it; the first insertion wins and both run the winner. A plan's runs take turns on
-// its run lock (they share its arena and its table); runs of different plans do not wait for
-// each other.
+// both lower it; the first insertion wins and both run the winner. The runs of a GPU plan take
+// turns on its run lock (they share its table and graph); a CPU plan gives each run at once an
+// arena of its own (graph/compiled.cpp), so its runs overlap (the extra arenas come from the
+// plan's pool, but the cache counts the bytes the plan held when inserted). Runs of different
+// plans never wait for each other.
 //
 // Metrics (runtime/metrics.h): graph_cache_hits and graph_cache_misses per lookup,
 // plan_cache_entries and plan_cache_bytes (what the cache holds now), plan_cache_evictions
@@ -68,14 +70,21 @@ struct CachedPlan {
   CachedPlan& operator=(const CachedPlan&) = delete;
   virtual ~CachedPlan() = default;
 
-  std::mutex running;  // held by the run that uses the plan (Pin)
+  // Whether a run of the plan uses state that other runs of it also use (a GPU plan's argument
+  // table and graph): then its runs take turns. A plan type whose runs each take their own memory
+  // sets this to false (the CPU plan: an arena per run).
+  static constexpr bool kExclusiveRuns = true;
+  std::mutex running;  // held by the run that uses the plan (Pin), for exclusive plans
 };
 
-// A plan for the time of one run: alive, and no other run of it in progress.
+// A plan for the time of one run: alive, and for a plan whose runs are exclusive, no other run of
+// it in progress.
 template <typename P>
 class Pin {
  public:
-  explicit Pin(std::shared_ptr<P> plan) : plan_(std::move(plan)), lock_(plan_->running) {}
+  explicit Pin(std::shared_ptr<P> plan) : plan_(std::move(plan)), lock_(plan_->running, std::defer_lock) {
+    if constexpr (P::kExclusiveRuns) lock_.lock();
+  }
   P& operator*() const noexcept { return *plan_; }
   P* operator->() const noexcept { return plan_.get(); }
 

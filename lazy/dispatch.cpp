@@ -31,7 +31,7 @@ void refresh_view(TensorImpl& t) {
   Ref<Node> node = Node::make(OpId::View, {base.dtype(), Dims(info->relative.sizes)}, std::move(attrs), {&in, 1});
   ViewInfo fresh = *info;
   fresh.base_generation = base.generation();
-  t.rebind(std::move(node));
+  t.rebind(std::move(node), /*write=*/false);
   t.set_view_info(std::move(fresh));
 }
 
@@ -72,10 +72,8 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
     // A read of memory that a pending in-place op will overwrite must see the write: sync
     // first (rare: it takes an alias of a tensor modified in place).
     for (const Arg& a : args)
-      if (a.tensor && !a.tensor->is_pending() && pending_write_overlaps(a.tensor->array())) {
-        sync(device);
-        break;
-      }
+      if (a.tensor && !a.tensor->is_pending() && pending_write_overlaps(a.tensor->array()))
+        sync_writes_into(a.tensor->array());
     for (const Arg& a : args)
       if (a.tensor) refresh_view(*a.tensor);
   }
@@ -166,14 +164,24 @@ namespace {
 void sync_before_aliased_write(TensorImpl& self) {
   const auto& info = self.view_info();
   TensorImpl& target = info && info->base->target ? *info->base->target : self;
-  if (!target.is_pending() && pending_write_overlaps(target.array())) sync(self.device());
+  if (!target.is_pending() && pending_write_overlaps(target.array())) sync_writes_into(target.array());
 }
 
 }  // namespace
 
 void write_into(TensorImpl& self, const Tensor& value, const InplaceWrite::Kind& kind) {
+  // An errored tensor overwritten whole (zero_, fill_, copy_) reads nothing of its old value: it
+  // is usable again (a .grad errored by a failed step, zeroed by zero_grad(set_to_none=False)).
+  if (self.is_errored() && kind.overwrite && !self.is_view() && self.is_lazy() && !value->is_errored())
+    self.revive(ops::full(self.sizes(), Scalar(int64_t{0}), self.dtype(), {self.device(), true})->read_node());
   self.check_usable();
   value->check_usable();
+  // A tensor another thread recorded, or that a sync computes now, is settled first (lazy/sync.h).
+  if (self.is_lazy()) {
+    if (self.is_pending()) prepare_foreign_read(self);
+    if (TensorImpl* base = self.view_info() ? self.view_info()->base->target : nullptr; base && base->is_pending())
+      prepare_foreign_read(*base);
+  }
   LOOM_CHECK(same_placement(self, *value), Runtime, "Expected all tensors to be on the same device, but found at "
              "least two devices, ", placement_name(self), " and ", placement_name(*value), "!");
   Dims target(self.sizes());

@@ -82,7 +82,7 @@ void sgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::vec
     Tensor d_p = direction(grads[i], params[i], o.maximize, o.weight_decay);
     if (o.momentum != 0) {
       Tensor& buf = momentum_buffers[i];
-      if (!buf) {
+      if (!buf || buf->is_errored()) {  // errored: made by a step whose sync failed (lazy/sync.h)
         buf = ops::clone(d_p);
       } else {
         // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)

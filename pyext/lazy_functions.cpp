@@ -74,6 +74,7 @@ class SharedExecutor final : public Executor {
  public:
   explicit SharedExecutor(std::shared_ptr<Executor> e) : e_(std::move(e)) {}
   std::vector<Array> run(const Trace& t) override { return e_->run(t); }
+  bool thread_safe() const noexcept override { return e_->thread_safe(); }
   void synchronize(Device d) override { e_->synchronize(d); }
   Array run_op(OpId op, std::span<const Operand> in, const Attrs& attrs, const OutputMeta& meta, Device d) override {
     return e_->run_op(op, in, attrs, meta, d);
@@ -154,8 +155,8 @@ PyObject* f_nvrtc_available(PyObject*, PyObject*) { return PyBool_FromLong(rtc::
 
 PyMethodDef lazy_functions[] = {
     {"sync", f_sync, METH_NOARGS,
-     "sync(): materialize every live pending lazy tensor of every device (one trace per device); does not wait "
-     "for the device"},
+     "sync(): materialize every live pending lazy tensor this thread recorded, of every device (one trace per "
+     "device); does not wait for the device. A failed sync raises and changes no tensor it would have written"},
     {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
@@ -177,7 +178,8 @@ PyMethodDef lazy_functions[] = {
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
-    {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},
+    {"_pending_count", f_pending_count, METH_O,
+     "_pending_count(device): live pending lazy tensors this thread recorded on a backend device"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -144,9 +144,13 @@ PyObject* wrap(Tensor tensor, PyTypeObject* type) {
 }
 
 const Array& array_of(PyObject* obj) {
-  TensorImpl& t = impl_of(obj);
-  materialize(t);
-  return t.array();
+  // A sync releases the GIL: another thread may give obj other data meanwhile (_set_data), so
+  // the array returned is that of obj's tensor once one is found up to date.
+  for (;;) {
+    TensorImpl* t = &impl_of(obj);
+    materialize(*t);
+    if (t == &impl_of(obj) && !t->is_pending()) return t->array();
+  }
 }
 
 const Array& array_arg(PyObject* obj, const char* what) {

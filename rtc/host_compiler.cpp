@@ -16,6 +16,7 @@
 
 #include "rtc/disk_cache.h"
 #include "rtc/process.h"
+#include "runtime/blocking.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/warning.h"
@@ -193,7 +194,16 @@ std::string compile(const std::string& text, const std::string& key, const DiskC
   for (std::string w : {work.path_of(name + ".cpp"), std::string("-o"), work.path_of(name + ".so")}) argv.push_back(w);
   if (*libraries()) argv.push_back(libraries());
   double limit = compile_timeout_seconds();
-  ProcessResult r = run_process(argv, limit);
+  ProcessResult r;
+  try {
+    // Ctrl-C stops a compile too (runtime/blocking.h): the compiler's group is killed and nothing
+    // of it stays.
+    r = run_process(argv, limit, [] { check_interrupt(); });
+  } catch (...) {
+    work.remove(name + ".cpp");
+    work.remove(name + ".so");
+    throw;
+  }
   work.remove(name + ".cpp");
   std::string binary, why;
   TrustedDir::Read out = r.started && !r.timed_out && r.exit_code == 0 ? work.read_output(name + ".so", binary, why)

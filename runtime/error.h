@@ -21,6 +21,7 @@ enum class ErrorKind : uint8_t {
   Index,           // IndexError: indices and dims out of range
   NotImplemented,  // NotImplementedError
   OutOfMemory,     // MemoryError, with the allocator's statistics in the message
+  Interrupted,     // KeyboardInterrupt: the user stopped long work (runtime/blocking.h)
 };
 
 class Error : public std::runtime_error {

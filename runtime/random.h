@@ -4,7 +4,8 @@
 // one. Element i (in row-major order) of that op's result takes the Philox4x32-10 block
 //     counter = {lo(i), hi(i), lo(offset), hi(offset)},  key = {lo(seed), hi(seed)}
 // so a tensor's values depend only on the seed, the number of random ops before it and its shape,
-// never on the backend, the thread count or the kernel's launch shape.
+// never on the backend, the thread count or the kernel's launch shape. Thread safety: any thread
+// may draw or reseed (the state is atomic; a draw racing a reseed gets either seed).
 #pragma once
 
 #include <atomic>
@@ -50,17 +51,19 @@ inline constexpr uint64_t kDefaultSeed = 67280421310721ull;
 class Generator {
  public:
   explicit Generator(uint64_t seed = kDefaultSeed) : seed_(seed) {}
-  uint64_t seed() const noexcept { return seed_; }
+  uint64_t seed() const noexcept { return seed_.load(std::memory_order_relaxed); }
   uint64_t offset() const noexcept { return offset_.load(std::memory_order_relaxed); }
   void manual_seed(uint64_t seed) noexcept {
-    seed_ = seed;
+    seed_.store(seed, std::memory_order_relaxed);
     offset_.store(0, std::memory_order_relaxed);
   }
   // The state for one random op; advances the offset.
-  PhiloxState draw() noexcept { return {seed_, offset_.fetch_add(1, std::memory_order_relaxed)}; }
+  PhiloxState draw() noexcept {
+    return {seed_.load(std::memory_order_relaxed), offset_.fetch_add(1, std::memory_order_relaxed)};
+  }
 
  private:
-  uint64_t seed_;
+  std::atomic<uint64_t> seed_;
   std::atomic<uint64_t> offset_{0};
 };
 
