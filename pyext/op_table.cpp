@@ -2,16 +2,12 @@
 
 #include <array>
 #include <cstring>
+#include <deque>
 #include <stdexcept>
 
 #include "runtime/error.h"
 
 namespace loom::py {
-
-Tensor Result::take_tensor() {
-  LOOM_CHECK(!object_, Runtime, "internal: an in-place form's body returned no tensor");
-  return std::move(tensor_);
-}
 
 namespace {
 
@@ -39,22 +35,15 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
 // CPython passes a C function no closure: binding i is reached through entry point i, one of
 // kSlots instantiations that each find their binding by index.
 constexpr size_t kSlots = 512;
-std::vector<Binding>& bindings() {
-  static std::vector<Binding> all = [] {
-    std::vector<Binding> v;
-    v.reserve(kSlots);  // never reallocated: PyMethodDefs point into the bindings' strings
-    return v;
-  }();
-  return all;
-}
+const Binding* g_bindings[kSlots];
 
 template <size_t I>
 PyObject* fast_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  return call(bindings()[I], self, args, nargs, kwnames);
+  return call(*g_bindings[I], self, args, nargs, kwnames);
 }
 template <size_t I>
 PyObject* noargs_entry(PyObject* self, PyObject*) {
-  return call(bindings()[I], self, nullptr, 0, nullptr);
+  return call(*g_bindings[I], self, nullptr, 0, nullptr);
 }
 
 using FastFn = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
@@ -76,9 +65,10 @@ PyCFunction as_cfunction(auto f) { return reinterpret_cast<PyCFunction>(reinterp
 // alone: CPython then checks that nothing else was passed).
 void bind(Variant form, const std::string& name, std::vector<Signature> signatures, const Row& row,
           std::vector<PyMethodDef>& defs) {
-  std::vector<Binding>& all = bindings();
+  static std::deque<Binding> all;  // for the process: PyMethodDefs point into their strings
   if (all.size() == kSlots) throw std::logic_error("the op table has more bindings than entry points (kSlots)");
   Binding& b = all.emplace_back();
+  g_bindings[all.size() - 1] = &b;
   b.form = form;
   b.name = name;
   for (const Signature& s : signatures) b.doc += (b.doc.empty() ? "" : "\n") + s.describe(true);

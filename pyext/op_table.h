@@ -13,6 +13,7 @@
 #pragma once
 
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,10 +38,10 @@ class Result {
  public:
   Result(Tensor t) : tensor_(std::move(t)) {}
   Result(const std::vector<Tensor>& ts) : object_(PyRef::steal(tensor_tuple(ts))) {}
-  Result(PyObject* new_reference) : object_(PyRef::steal(new_reference)) {}
+  Result(PyObject* new_reference) : object_(PyRef::checked(new_reference)) {}  // null: a Python error
 
   PyObject* release() { return object_ ? object_.release() : wrap(std::move(tensor_)); }
-  Tensor take_tensor();  // internal error unless the body returned a tensor
+  Tensor take_tensor() { return object_ ? throw std::logic_error("in-place body: no tensor") : std::move(tensor_); }
 
  private:
   Tensor tensor_;

@@ -279,6 +279,7 @@ bool Signature::parse_call(PyObject* self, PyObject* const* args, Py_ssize_t nar
                            bool raise) const {
   const int n = static_cast<int>(params_.size());
   out.signature = this;
+  out.params = params_.data();
   out.self = self;
   out.varargs_slot = -1;
   for (int i = 0; i < n; ++i) out.v[i] = nullptr;
@@ -457,40 +458,26 @@ void Parser::invalid_combination(PyObject* self, PyObject* const* args, Py_ssize
 
 // ---- converting parsed arguments ----
 
-const Param& Parsed::param(int i) const { return signature->params()[static_cast<size_t>(i)]; }
-
-Tensor Parsed::tensor(int i) const { return v[i] ? tensor_of(v[i]) : Tensor(); }
-
 Arg Parsed::arg(int i) const { return is_tensor(v[i]) ? Arg(&impl_of(v[i])) : Arg(*scalar_of(v[i])); }
 
 std::optional<Arg> Parsed::optional_arg(int i) const { return v[i] ? std::optional<Arg>(arg(i)) : std::nullopt; }
 
 Scalar Parsed::scalar(int i) const {
-  if (!v[i]) return param(i).default_value;
-  if (is_tensor(v[i])) return scalar_from_py(v[i], param(i).name.c_str());  // its value (a sync when lazy)
+  if (!v[i]) return params[i].default_value;
+  if (is_tensor(v[i])) return scalar_from_py(v[i], params[i].name.c_str());  // its value (a sync when lazy)
   return *scalar_of(v[i]);
 }
 
-int64_t Parsed::int64(int i) const {
-  return v[i] ? to_int64(v[i], param(i).name.c_str()) : param(i).default_value.as_int();
-}
-
-std::optional<int64_t> Parsed::optional_int64(int i) const {
-  return v[i] ? std::optional<int64_t>(int64(i)) : std::nullopt;
-}
-
 double Parsed::real(int i) const {
-  return v[i] ? to_double(v[i], param(i).name.c_str()) : param(i).default_value.as_double();
+  return v[i] ? to_double(v[i], params[i].name.c_str()) : params[i].default_value.as_double();
 }
 
 std::optional<double> Parsed::optional_real(int i) const {
   return v[i] ? std::optional<double>(real(i)) : std::nullopt;
 }
 
-bool Parsed::boolean(int i) const { return v[i] ? v[i] == Py_True : param(i).default_value.as_int() != 0; }
-
 std::string Parsed::string(int i) const {
-  if (!v[i]) return param(i).default_string;
+  if (!v[i]) return params[i].default_string;
   Py_ssize_t len = 0;
   const char* s = PyUnicode_AsUTF8AndSize(v[i], &len);
   if (!s) throw PythonError{};
@@ -498,7 +485,7 @@ std::string Parsed::string(int i) const {
 }
 
 Dims Parsed::int_list(int i) const {
-  const Param& p = param(i);
+  const Param& p = params[i];
   Dims out;
   if (i == varargs_slot) {
     for (Py_ssize_t k = 0; k < n_varargs; ++k) out.push_back(to_int64(varargs[k], p.name.c_str()));
@@ -509,12 +496,8 @@ Dims Parsed::int_list(int i) const {
   return to_dims(v[i], p.name.c_str());
 }
 
-ops::DimList Parsed::dims(int i) const {
+ops::DimList Parsed::given_dims(int i) const {
   ops::DimList out;
-  if (!v[i] && i != varargs_slot) {  // the default, without a copy (sum() on the hot path)
-    for (int64_t d : param(i).default_ints) out.push_back(d);
-    return out;
-  }
   for (int64_t d : int_list(i)) out.push_back(d);
   return out;
 }
@@ -526,9 +509,7 @@ std::vector<Tensor> Parsed::tensors(int i) const {
   return out;
 }
 
-std::optional<DType> Parsed::optional_dtype(int i) const {
-  return v[i] ? std::optional<DType>(dtype_from_py(v[i])) : std::nullopt;
-}
+DType Parsed::dtype(int i) const { return dtype_from_py(v[i]); }
 
 Placement Parsed::placement(int i) const { return placement_from_py(v[i]); }
 

@@ -36,6 +36,7 @@
 
 #include "lazy/ops.h"
 #include "pyext/common.h"
+#include "pyext/tensor_object.h"
 
 namespace loom::py {
 
@@ -68,40 +69,46 @@ class Signature;
 
 // The arguments of one call, matched to one signature: borrowed references, in the signature's
 // parameter order (the method's self included), nullptr where the default applies (left out, or
-// None for a `?` type). The typed accessors convert, taking the default from the signature.
+// None for a `?` type). Every member is set by the parse. The typed accessors convert, taking
+// the default from the signature (the cheap ones inline, for the hot path).
 struct Parsed {
   static constexpr int kMaxParams = 16;
 
-  const Signature* signature = nullptr;
-  int index = 0;               // which of the parser's signatures matched (the overload)
-  PyObject* self = nullptr;    // the tensor a method was called on
-  PyObject* v[kMaxParams];     // [0, the signature's parameter count) is set by the parse
-  // An int list given as varargs (view(2, 3)): its slot and the ints.
-  int varargs_slot = -1;
-  PyObject* const* varargs = nullptr;
-  Py_ssize_t n_varargs = 0;
+  const Signature* signature;
+  const Param* params;         // the signature's
+  int index;                   // which of the parser's signatures matched (the overload)
+  PyObject* self;              // the tensor a method was called on
+  PyObject* v[kMaxParams];     // [0, the signature's parameter count)
+  int varargs_slot;            // an int list given as varargs (view(2, 3)): its slot, and the ints
+  PyObject* const* varargs;
+  Py_ssize_t n_varargs;
 
   bool has(int i) const noexcept { return v[i] != nullptr; }
   PyObject* object(int i) const noexcept { return v[i]; }  // nullptr when absent or None
 
-  Tensor tensor(int i) const;                   // a null Tensor when absent (Tensor?)
+  Tensor tensor(int i) const { return v[i] ? tensor_of(v[i]) : Tensor(); }  // null when absent (Tensor?)
   Arg arg(int i) const;
   std::optional<Arg> optional_arg(int i) const;
   Scalar scalar(int i) const;
-  int64_t int64(int i) const;
-  std::optional<int64_t> optional_int64(int i) const;
+  int64_t int64(int i) const {
+    return v[i] ? to_int64(v[i], params[i].name.c_str()) : params[i].default_value.as_int();
+  }
+  std::optional<int64_t> optional_int64(int i) const { return v[i] ? std::optional<int64_t>(int64(i)) : std::nullopt; }
   double real(int i) const;
   std::optional<double> optional_real(int i) const;
-  bool boolean(int i) const;
+  bool boolean(int i) const { return v[i] ? v[i] == Py_True : params[i].default_value.as_int() != 0; }
   std::string string(int i) const;
   Dims int_list(int i) const;
-  ops::DimList dims(int i) const;              // an int list as dims; none (all dims) when absent
+  ops::DimList dims(int i) const {  // an int list as dims; none (all dims) when absent
+    return !v[i] && i != varargs_slot && params[i].default_ints.empty() ? ops::DimList() : given_dims(i);
+  }
   std::vector<Tensor> tensors(int i) const;
-  std::optional<DType> optional_dtype(int i) const;
-  Placement placement(int i) const;            // absent or None: the CPU, eager
+  std::optional<DType> optional_dtype(int i) const { return v[i] ? std::optional<DType>(dtype(i)) : std::nullopt; }
+  Placement placement(int i) const;  // absent or None: the CPU, eager
 
  private:
-  const Param& param(int i) const;
+  DType dtype(int i) const;
+  ops::DimList given_dims(int i) const;
 };
 
 class Signature {
@@ -119,7 +126,6 @@ class Signature {
   const std::string& source() const noexcept { return source_; }  // the text it was parsed from
   const std::vector<Param>& params() const noexcept { return params_; }
   int self_param() const noexcept { return self_param_; }  // -1 for a function
-  int index_of_self() const;                                // the parameter a method binds
 
   // Matches a call. On a mismatch returns false, or with `raise` throws PythonError with
   // PyTorch's TypeError for this signature set. A call with no arguments where none is required
@@ -128,6 +134,7 @@ class Signature {
              bool raise) const {
     if (nargs || kwnames || min_args_) return parse_call(self, args, nargs, kwnames, out, raise);
     out.signature = this;
+    out.params = params_.data();
     out.self = self;
     out.varargs_slot = -1;
     for (size_t i = 0; i < params_.size(); ++i) out.v[i] = nullptr;
@@ -153,6 +160,7 @@ class Signature {
   [[noreturn]] void missing(size_t from) const;
 
   Signature() = default;
+  int index_of_self() const;  // the parameter a method binds: `input` or `self`, else the first
 
   std::string source_;
   std::string name_;
