@@ -30,11 +30,7 @@ PyObject* created(Tensor t, bool requires_grad) {
 
 // The options every creation function ends with: (*, ScalarType? dtype=None, Device? device=None,
 // bool? requires_grad=False), from parameter `first` on.
-struct Options {
-  std::optional<DType> dtype;
-  Placement where;
-  bool requires_grad;
-};
+struct Options { std::optional<DType> dtype; Placement where; bool requires_grad; };
 
 Options options_of(const Parsed& p, int first) {
   return {p.optional_dtype(first), p.placement(first + 1), p.boolean(first + 2)};
@@ -44,6 +40,12 @@ DType floating_dtype(std::optional<DType> requested, const char* fname) {
   DType d = requested.value_or(default_float_dtype());
   LOOM_CHECK(is_floating(d), Type, fname, "(): expected a floating-point dtype, got ", dtype_name(d));
   return d;
+}
+
+// PyTorch has no bool ranges: arange and linspace refuse the dtype, as its kernels do.
+void check_not_bool(DType dtype, Placement where, const char* op) {
+  LOOM_CHECK(dtype != DType::Bool, Runtime, "\"", op, where.device.is_cuda() ? "_cuda" : "_cpu",
+             "\" not implemented for 'Bool'");
 }
 
 // The dtype of full(size, value) without an explicit dtype: as loom.tensor(value) would infer.
@@ -91,6 +93,7 @@ Result arange(const Parsed& p) {
   LOOM_CHECK((st > 0 && s1 >= s0) || (st < 0 && s1 <= s0), Runtime,
              "upper bound and larger bound inconsistent with step sign");
   DType dtype = o.dtype.value_or(all_int ? DType::Int64 : default_float_dtype());
+  check_not_bool(dtype, o.where, "arange");
   if (all_int) {
     // Integer ranges are sized in integers: doubles lose exactness beyond 2^53.
     int64_t i0 = start ? to_int64(start, "start") : 0, i1 = to_int64(end, "end"), is = step ? to_int64(step, "step") : 1;
@@ -105,6 +108,7 @@ Result linspace(const Parsed& p) {
   int64_t steps = p.int64(2);
   LOOM_CHECK(steps >= 0, Runtime, "number of steps must be non-negative");
   Options o = options_of(p, 3);
+  check_not_bool(o.dtype.value_or(default_float_dtype()), o.where, "linspace");
   Array out = empty(Dims{steps}, o.dtype.value_or(default_float_dtype()), o.where.device);
   linspace_(out, p.real(0), p.real(1));
   return created(made(std::move(out), o.where), o.requires_grad);
@@ -112,9 +116,9 @@ Result linspace(const Parsed& p) {
 
 Result eye(const Parsed& p) {
   int64_t n = p.int64(0);
-  int64_t m = p.optional_int64(1).value_or(n);
+  int64_t m = p.index ? p.int64(1) : n;  // eye(n) or eye(n, m)
   LOOM_CHECK(n >= 0 && m >= 0, Runtime, "eye(): n and m must be non-negative, got n=", n, ", m=", m);
-  Options o = options_of(p, 2);
+  Options o = options_of(p, 1 + p.index);
   Array out = empty(Dims{n, m}, o.dtype.value_or(default_float_dtype()), o.where.device);
   fill_(out, Scalar(int64_t{0}));
   // The diagonal is a view with stride m + 1.
@@ -134,12 +138,7 @@ Result randint(const Parsed& p) {
 
 // *_like(input, <extra>, *, dtype=None, device=None, requires_grad=False): input's shape and dim
 // order (PyTorch's preserve_format), and by default its dtype and device.
-struct Like {
-  Tensor input;
-  DType dtype;
-  Placement where;
-  bool requires_grad;
-};
+struct Like { Tensor input; DType dtype; Placement where; bool requires_grad; };
 
 Like like_of(const Parsed& p, int first_option) {
   Options o = options_of(p, first_option);
@@ -251,7 +250,7 @@ const Row kRows[] = {
     {{"arange(Scalar end, " LOOM_OPTIONS ")", "arange(Scalar start, Scalar end, Scalar step=1, " LOOM_OPTIONS ")"},
      kFunction, arange},
     {{"linspace(Scalar start, Scalar end, int steps, " LOOM_OPTIONS ")"}, kFunction, linspace},
-    {{"eye(int n, int? m=None, " LOOM_OPTIONS ")"}, kFunction, eye},
+    {{"eye(int n, " LOOM_OPTIONS ")", "eye(int n, int m, " LOOM_OPTIONS ")"}, kFunction, eye},
     {{"zeros_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction,
      LOOM_BODY(filled_like(like_of(p, 1), Scalar(int64_t{0})))},
     {{"ones_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction,

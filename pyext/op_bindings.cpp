@@ -21,9 +21,9 @@ Result binary(const Parsed& p) {
   return ops::binary(op, p.arg(0), p.arg(1));
 }
 
-template <auto fn>  // a reduction over dims: fn(x, dims, keepdim)
+template <auto fn>  // a reduction over dims: fn(x, dims, keepdim), or over all (an overload without dim)
 Result over_dims(const Parsed& p) {
-  return fn(p.tensor(0), p.dims(1), p.boolean(2));
+  return p.signature->params().size() == 1 ? fn(p.tensor(0), {}, false) : fn(p.tensor(0), p.dims(1), p.boolean(2));
 }
 
 // The (values, indices) result of max(dim) / min(dim), like torch.return_types.max.
@@ -116,17 +116,17 @@ const Row kRows[] = {
     {{"floor_divide(Arg input, Arg other)"}, kAll, binary<OpId::FloorDiv>},
     {{"remainder(Arg input, Arg other)"}, kAll, binary<OpId::Remainder>},
     {{"pow(Arg input, Arg exponent)"}, kAll, LOOM_BODY(ops::pow(p.arg(0), p.arg(1)))},
-    {{"maximum(Tensor input, Tensor other)"}, kBoth, binary<OpId::Maximum>},
-    {{"minimum(Tensor input, Tensor other)"}, kBoth, binary<OpId::Minimum>},
+    {{"maximum(Tensor input, Arg other)"}, kBoth, binary<OpId::Maximum>},
+    {{"minimum(Tensor input, Arg other)"}, kBoth, binary<OpId::Minimum>},
     {{"eq(Tensor input, Arg other)"}, kBoth, binary<OpId::Eq>},
     {{"ne(Tensor input, Arg other)"}, kBoth, binary<OpId::Ne>},
     {{"lt(Tensor input, Arg other)"}, kBoth, binary<OpId::Lt>},
     {{"le(Tensor input, Arg other)"}, kBoth, binary<OpId::Le>},
     {{"gt(Tensor input, Arg other)"}, kBoth, binary<OpId::Gt>},
     {{"ge(Tensor input, Arg other)"}, kBoth, binary<OpId::Ge>},
-    {{"logical_and(Tensor input, Tensor other)"}, kBoth, binary<OpId::LogicalAnd>},
-    {{"logical_or(Tensor input, Tensor other)"}, kBoth, binary<OpId::LogicalOr>},
-    {{"logical_xor(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logical_xor(p.arg(0), p.arg(1)))},
+    {{"logical_and(Tensor input, Arg other)"}, kBoth, binary<OpId::LogicalAnd>},
+    {{"logical_or(Tensor input, Arg other)"}, kBoth, binary<OpId::LogicalOr>},
+    {{"logical_xor(Tensor input, Arg other)"}, kBoth, LOOM_BODY(ops::logical_xor(p.arg(0), p.arg(1)))},
     {{"bitwise_and(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseAnd>},
     {{"bitwise_or(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseOr>},
     {{"bitwise_xor(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseXor>},
@@ -146,8 +146,10 @@ const Row kRows[] = {
      LOOM_BODY(ops::sum(p.tensor(0), p.dims(1), p.boolean(2), p.optional_dtype(3)))},
     {{"mean(Tensor input, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"}, kBoth,
      LOOM_BODY(ops::mean(p.tensor(0), p.dims(1), p.boolean(2), p.optional_dtype(3)))},
-    {{"prod(Tensor input, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"}, kBoth,
-     LOOM_BODY(ops::prod(p.tensor(0), p.optional_int64(1), p.boolean(2), p.optional_dtype(3)))},
+    {{"prod(Tensor input, *, ScalarType? dtype=None)",
+      "prod(Tensor input, int dim, bool keepdim=False, *, ScalarType? dtype=None)"}, kBoth,
+     LOOM_BODY(p.index ? ops::prod(p.tensor(0), p.int64(1), p.boolean(2), p.optional_dtype(3))
+                       : ops::prod(p.tensor(0), std::nullopt, false, p.optional_dtype(1)))},
     {{"amax(Tensor input, int[1]? dim=[], bool keepdim=False)"}, kBoth, over_dims<ops::amax>},
     {{"amin(Tensor input, int[1]? dim=[], bool keepdim=False)"}, kBoth, over_dims<ops::amin>},
     {{"argmax(Tensor input, int? dim=None, bool keepdim=False)"}, kBoth,
@@ -167,8 +169,8 @@ const Row kRows[] = {
       "std(Tensor input, bool unbiased=True)"},
      kBoth, variance<ops::std>},
     {{"logsumexp(Tensor input, int[1] dim, bool keepdim=False)"}, kBoth, over_dims<ops::logsumexp>},
-    {{"all(Tensor input, int[1]? dim=None, bool keepdim=False)"}, kBoth, over_dims<ops::all>},
-    {{"any(Tensor input, int[1]? dim=None, bool keepdim=False)"}, kBoth, over_dims<ops::any>},
+    {{"all(Tensor input)", "all(Tensor input, int[1] dim, bool keepdim=False)"}, kBoth, over_dims<ops::all>},
+    {{"any(Tensor input)", "any(Tensor input, int[1] dim, bool keepdim=False)"}, kBoth, over_dims<ops::any>},
     {{"norm(Tensor input, Scalar? p=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)",
       "norm(Tensor input, str p, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"},
      kBoth, norm, "p='fro' is the 2-norm."},

@@ -178,16 +178,16 @@ Result to(const Parsed& p) {
 }
 
 const Row kRows[] = {
-    {{"size(Tensor input, int? dim=None)"}, kMethod, [](const Parsed& p) -> Result {
+    {{"size(Tensor input)", "size(Tensor input, int dim)"}, kMethod, [](const Parsed& p) -> Result {
        const TensorImpl& t = impl_of(p.self);
-       if (!p.has(1)) return size_object(t.sizes());
+       if (p.index == 0) return size_object(t.sizes());
        return check(PyLong_FromLongLong(t.sizes()[dim_of(t.ndim(), p.int64(1))]));
      },
      "The shape, or the size of one dimension."},
     // Strides, offsets and addresses describe memory: a pending tensor is materialized first.
-    {{"stride(Tensor input, int? dim=None)"}, kMethod, [](const Parsed& p) -> Result {
+    {{"stride(Tensor input)", "stride(Tensor input, int dim)"}, kMethod, [](const Parsed& p) -> Result {
        const Array& arr = array_of(p.self);
-       if (p.has(1)) return check(PyLong_FromLongLong(arr.strides()[dim_of(arr.ndim(), p.int64(1))]));
+       if (p.index == 1) return check(PyLong_FromLongLong(arr.strides()[dim_of(arr.ndim(), p.int64(1))]));
        PyRef t = PyRef::checked(PyTuple_New(arr.ndim()));
        for (int64_t i = 0; i < arr.ndim(); ++i)
          PyTuple_SET_ITEM(t.get(), i, check(PyLong_FromLongLong(arr.strides()[i])));
@@ -211,8 +211,8 @@ const Row kRows[] = {
     {{"transpose(Tensor input, int dim0, int dim1)"}, kMethod,
      LOOM_BODY(ops::transpose(p.tensor(0), p.int64(1), p.int64(2))),
      "Swaps two dimensions (a view)."},
-    {{"squeeze(Tensor input, int[1]? dim=None)"}, kMethod,
-     LOOM_BODY(p.has(1) ? ops::squeeze(p.tensor(0), p.dims(1)) : ops::squeeze(p.tensor(0))),
+    {{"squeeze(Tensor input)", "squeeze(Tensor input, int[1] dim)"}, kMethod,
+     LOOM_BODY(p.index ? ops::squeeze(p.tensor(0), p.dims(1)) : ops::squeeze(p.tensor(0))),
      "Drops size-1 dimensions (a view)."},
     {{"unsqueeze(Tensor input, int dim)"}, kMethod, LOOM_BODY(ops::unsqueeze(p.tensor(0), p.int64(1))),
      "Inserts a size-1 dimension (a view)."},

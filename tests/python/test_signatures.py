@@ -285,6 +285,19 @@ def test_none_only_where_the_signature_has_a_question_mark():
     assert loom.clamp(x, None, 0.5).tolist() == [[0.5, 0.5], [0.5, 0.5]]  # Arg? min
 
 
+@pytest.mark.parametrize("call", [lambda m, x: m.eye(3, None), lambda m, x: m.prod(x, None),
+                                  lambda m, x: m.all(x > 0, None), lambda m, x: x.squeeze(None),
+                                  lambda m, x: x.size(None), lambda m, x: x.stride(None)],
+                         ids=["eye", "prod", "all", "squeeze", "size", "stride"])
+def test_none_is_no_dim_only_where_torch_says_so(call):
+    # torch refuses these Nones (some through its named-dims overloads, a RuntimeError): loom's
+    # overloads have a dim that is not `?`, so its parser refuses them with a TypeError.
+    with pytest.raises((TypeError, RuntimeError)):
+        call(torch, torch.ones(2, 1))
+    with pytest.raises(TypeError, match="NoneType"):
+        call(loom, loom.ones(2, 1))
+
+
 def test_missing_arguments_name_the_function_and_the_argument():
     x = loom.ones(2, 2)
     with pytest.raises(TypeError, match=r'^narrow\(\) missing 2 required positional argument: "start", "length"$'):
@@ -339,3 +352,18 @@ def test_docstrings_come_from_the_row():
 def test_methods_of_self_alone_take_no_arguments():
     with pytest.raises(TypeError, match=r"exp\(\) takes no arguments \(1 given\)"):
         loom.ones(2).exp(1)
+
+
+# ---- what the creation rows refuse, as torch does ----
+
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+@pytest.mark.parametrize("call", [lambda m, d: m.arange(3, dtype=m.bool, device=d),
+                                  lambda m, d: m.arange(0.0, 1.0, 0.5, dtype=m.bool, device=d),
+                                  lambda m, d: m.linspace(0, 1, 3, dtype=m.bool, device=d)],
+                         ids=["arange", "arange_float", "linspace"])
+def test_no_bool_ranges(call, device):
+    with pytest.raises(RuntimeError, match="not implemented for 'Bool'") as torch_error:
+        call(torch, "cpu")
+    with pytest.raises(RuntimeError) as loom_error:
+        call(loom, device)
+    assert str(loom_error.value) == str(torch_error.value)
