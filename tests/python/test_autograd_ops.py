@@ -173,6 +173,9 @@ case("pow_zero_base_tensor", lambda m, a, b: a.detach() ** b, [N(2, 3), U(0.5, 2
 case("pow_zero_base_tensor_values", lambda m, b, c: c ** b, [U(0.5, 2, 2, 3), C([[0.0, 1.5, 0.0], [2.0, 0.0, 0.5]])],
      gradcheck=False)
 case("pow_zero_base_scalar", lambda m, b: 0.0 ** b, [U(0.5, 2, 2, 3)], gradcheck=False)
+# d/da a^b at b = 0 is 0, also at a = 0 (PyTorch), not 0 * 0^-1 = nan.
+case("pow_zero_exponent_tensor", lambda m, a, b: a ** b,
+     [np.array([[0.0, 2.0, 0.0], [0.0, 1.5, 3.0]]), np.array([[0.0, 0.0, 1.5], [2.0, 0.0, 0.0]])], gradcheck=False)
 case("pow_zero_base_scalar_negative_exponent", lambda m, b: 0.0 ** b, [np.array([[0.5, -1.0, 0.0], [2.0, -0.5, 1.0]])],
      gradcheck=False)
 case("maximum", lambda m, a, b: m.maximum(a, b), [distinct(3, 4), distinct(3, 4) + 0.05], expand=True)
