@@ -429,6 +429,20 @@ case("cross_entropy_sum", lambda m, x, t: m.nn.functional.cross_entropy(x, t, re
 case("cross_entropy_none", lambda m, x, t: m.nn.functional.cross_entropy(x, t, reduction="none"), [N(5, 4), _TARGET])
 case("cross_entropy_3d", lambda m, x, t: m.nn.functional.cross_entropy(x, t), [N(2, 4, 3), C([[0, 3, 1], [2, 2, 0]])],
      layouts=("contiguous", "strided"))
+# Class probabilities: a floating target shaped like the input (it gets gradients too).
+def _probs(*shape, dim=1):
+    e = np.exp(N(*shape))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+_W = C([0.5, 1.0, 2.0, 1.5])
+case("cross_entropy_probs", lambda m, x, t: m.nn.functional.cross_entropy(x, t), [N(5, 4), _probs(5, 4)])
+case("cross_entropy_probs_weight_smoothing", lambda m, x, t, w: m.nn.functional.cross_entropy(
+    x, t, weight=w, label_smoothing=0.2), [N(5, 4), C(_probs(5, 4)), _W])
+case("cross_entropy_probs_3d_none", lambda m, x, t, w: m.nn.functional.cross_entropy(x, t, weight=w, reduction="none"),
+     [N(2, 4, 3), C(_probs(2, 4, 3)), _W], layouts=("contiguous", "strided"))
+case("cross_entropy_probs_unbatched_sum", lambda m, x, t: m.nn.functional.cross_entropy(
+    x, t, reduction="sum", label_smoothing=0.1), [N(4), C(_probs(4, dim=0))])
 case("nll_loss", lambda m, x, t: m.nn.functional.nll_loss(x, t), [N(5, 4), _TARGET])
 case("nll_loss_of_log_softmax", lambda m, x, t: m.nn.functional.nll_loss(x.log_softmax(1), t, ignore_index=1,
                                                                          reduction="sum"), [N(5, 4), _TARGET])
