@@ -155,13 +155,15 @@ DERIVATIVE(Div) {
   if (c.needs_grad[0]) g[0] = div(c.grad, in(c, 1));
   if (c.needs_grad[1]) g[1] = unary(OpId::Neg, div(mul(c.grad, in(c, 0)), mul(in(c, 1), in(c, 1))));
 }
-// d/da a^b = b a^(b-1); d/db a^b = a^b ln a (0 where a = 0 and b >= 0, as PyTorch).
+// d/da a^b = b a^(b-1) (0 where b = 0, even at a = 0 where the formula is 0 * inf, as PyTorch);
+// d/db a^b = a^b ln a (0 where a = 0 and b >= 0, as PyTorch).
 DERIVATIVE(Pow) {
   Arg a = in(c, 0), b = in(c, 1);
   if (c.needs_grad[0]) {
     if (!b.is_tensor() && b.scalar.as_double() == 0.0) g[0] = zeros(c.out_shape, c.out_dtype, c.grad);
     else g[0] = mul(c.grad, mul(b, ops::pow(a, b.is_tensor() ? Arg(sub(b, Scalar(int64_t{1})))
                                                              : Arg(Scalar(b.scalar.as_double() - 1.0)))));
+    if (b.is_tensor()) g[0] = ops::where(binary(OpId::Eq, b, Scalar(int64_t{0})), Scalar(int64_t{0}), g[0]);
   }
   if (c.needs_grad[1]) {
     Tensor value = mul(result(c), a.is_tensor() ? Arg(unary(OpId::Log, Tensor(a.tensor)))

@@ -92,17 +92,4 @@ Dims to_dims(PyObject* obj, const char* what) {
   return out;
 }
 
-Dims sizes_from_args(PyObject* const* args, Py_ssize_t nargs, const char* fname) {
-  if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) return to_dims(args[0], "size");
-  Dims out;
-  for (Py_ssize_t i = 0; i < nargs; ++i) {
-    if (!is_index_like(args[i])) {
-      LOOM_FAIL(Type, fname, "(): argument 'size' must be a tuple of ints, but found element of type ",
-                type_name(args[i]), " at pos ", i);
-    }
-    out.push_back(to_int64(args[i], "size"));
-  }
-  return out;
-}
-
 }  // namespace loom::py

@@ -173,6 +173,9 @@ case("pow_zero_base_tensor", lambda m, a, b: a.detach() ** b, [N(2, 3), U(0.5, 2
 case("pow_zero_base_tensor_values", lambda m, b, c: c ** b, [U(0.5, 2, 2, 3), C([[0.0, 1.5, 0.0], [2.0, 0.0, 0.5]])],
      gradcheck=False)
 case("pow_zero_base_scalar", lambda m, b: 0.0 ** b, [U(0.5, 2, 2, 3)], gradcheck=False)
+# d/da a^b at b = 0 is 0, also at a = 0 (PyTorch), not 0 * 0^-1 = nan.
+case("pow_zero_exponent_tensor", lambda m, a, b: a ** b,
+     [np.array([[0.0, 2.0, 0.0], [0.0, 1.5, 3.0]]), np.array([[0.0, 0.0, 1.5], [2.0, 0.0, 0.0]])], gradcheck=False)
 case("pow_zero_base_scalar_negative_exponent", lambda m, b: 0.0 ** b, [np.array([[0.5, -1.0, 0.0], [2.0, -0.5, 1.0]])],
      gradcheck=False)
 case("maximum", lambda m, a, b: m.maximum(a, b), [distinct(3, 4), distinct(3, 4) + 0.05], expand=True)
@@ -426,6 +429,20 @@ case("cross_entropy_sum", lambda m, x, t: m.nn.functional.cross_entropy(x, t, re
 case("cross_entropy_none", lambda m, x, t: m.nn.functional.cross_entropy(x, t, reduction="none"), [N(5, 4), _TARGET])
 case("cross_entropy_3d", lambda m, x, t: m.nn.functional.cross_entropy(x, t), [N(2, 4, 3), C([[0, 3, 1], [2, 2, 0]])],
      layouts=("contiguous", "strided"))
+# Class probabilities: a floating target shaped like the input (it gets gradients too).
+def _probs(*shape, dim=1):
+    e = np.exp(N(*shape))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+_W = C([0.5, 1.0, 2.0, 1.5])
+case("cross_entropy_probs", lambda m, x, t: m.nn.functional.cross_entropy(x, t), [N(5, 4), _probs(5, 4)])
+case("cross_entropy_probs_weight_smoothing", lambda m, x, t, w: m.nn.functional.cross_entropy(
+    x, t, weight=w, label_smoothing=0.2), [N(5, 4), C(_probs(5, 4)), _W])
+case("cross_entropy_probs_3d_none", lambda m, x, t, w: m.nn.functional.cross_entropy(x, t, weight=w, reduction="none"),
+     [N(2, 4, 3), C(_probs(2, 4, 3)), _W], layouts=("contiguous", "strided"))
+case("cross_entropy_probs_unbatched_sum", lambda m, x, t: m.nn.functional.cross_entropy(
+    x, t, reduction="sum", label_smoothing=0.1), [N(4), C(_probs(4, dim=0))])
 case("nll_loss", lambda m, x, t: m.nn.functional.nll_loss(x, t), [N(5, 4), _TARGET])
 case("nll_loss_of_log_softmax", lambda m, x, t: m.nn.functional.nll_loss(x.log_softmax(1), t, ignore_index=1,
                                                                          reduction="sum"), [N(5, 4), _TARGET])

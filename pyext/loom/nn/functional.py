@@ -361,9 +361,33 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction="mean"):
     return _unflatten(_reduce(loss, reduction), shape, reduction)
 
 
+_TORCH_DTYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int32": "Int", "int64": "Long"}
+
+
+def _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing):
+    """Cross-entropy against class probabilities (a target shaped like the input): each row's
+    -sum_c weight_c target_c log_softmax(input)_c, the target smoothed towards uniform; the mean is
+    over rows, unweighted, as PyTorch's."""
+    if not target.is_floating_point():
+        name = _TORCH_DTYPE_NAMES.get(str(target.dtype).split(".")[-1], str(target.dtype))
+        raise RuntimeError(f"Expected floating point type for target with class probabilities, got {name}")
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    dim = 1 if input.dim() > 1 else 0
+    classes = input.shape[dim]
+    if label_smoothing > 0.0:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    terms = input.log_softmax(dim) * target
+    if weight is not None:
+        terms = terms * weight.reshape([classes] + [1] * (input.dim() - dim - 1))
+    return _reduce(-terms.sum(dim), reduction)
+
+
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean", label_smoothing=0.0):
     """Cross-entropy of logits against class indices, with PyTorch's ignore_index, class weights
-    and label smoothing."""
+    and label smoothing; or against class probabilities when the target is shaped like the input."""
+    if tuple(target.shape) == tuple(input.shape):
+        return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing)
     shape = tuple(target.shape)
     logits, target = _classes_last(input, target)
     logp = logits.log_softmax(-1)
