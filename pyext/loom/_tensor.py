@@ -58,9 +58,7 @@ def deepcopy(t, memo):
     """copy.deepcopy(t), as PyTorch's Tensor.__deepcopy__."""
     if not t.is_leaf:
         raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the deepcopy "
-                           "protocol at the moment.  If you were attempting to deepcopy a module, this may be "
-                           "because of a torch.nn.utils.weight_norm usage, see "
-                           "https://github.com/pytorch/pytorch/pull/103001")
+                           "protocol at the moment")
     if id(t) in memo:
         return memo[id(t)]
     with loom.no_grad():

@@ -28,6 +28,7 @@ one trusts, such as whole modules saved with loom.save.
 import _compat_pickle
 import collections
 import io
+import math
 import pickle
 import pickletools
 import warnings
@@ -146,7 +147,12 @@ class Unpickler(pickle.Unpickler):
             raise self.error(f"a storage id {pid!r} must have a string key and location")
         if not _is_int(numel) or numel < 0:
             raise self.error(f"storage {key!r} has {numel!r} elements: a count must be a non-negative integer")
-        storage = self.storages(key, storage_type, location, numel)
+        try:
+            storage = self.storages(key, storage_type, location, numel)
+        except InvalidFileError:
+            raise
+        except Exception as e:  # noqa: BLE001  map_location's own errors reach the caller as they are
+            raise _Passthrough(e) from e
         if id(storage) not in self.storage_ids:
             self.storage_ids.add(id(storage))
             self.made[id(storage)] = (storage, storage, 0, (storage.numel(),), (1,))
@@ -164,6 +170,8 @@ class Unpickler(pickle.Unpickler):
                 or not _is_int(offset) or offset < 0):
             raise self.error(f"a tensor has size {size!r}, stride {stride!r} and storage offset {offset!r}: they "
                              f"must be non-negative integers, as many strides as sizes (at most {_MAX_DIMS})")
+        if math.prod(size) >= 2 ** 63:
+            raise self.error(f"a tensor has size {list(size)}: more elements than loom can count")
         n = storage.numel()
         end = offset if 0 in size else offset + 1 + sum((a - 1) * b for a, b in zip(size, stride))
         if end > n:
@@ -264,6 +272,15 @@ def _scan(data, error):
         raise error(f"its pickle is malformed ({type(e).__name__}: {e})") from None
 
 
+class _Passthrough(Exception):
+    """Carries an error that is not the file's (map_location's, a missing GPU) out of the
+    unpickler unchanged."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
+
+
 _MALFORMED = (pickle.UnpicklingError, EOFError, ValueError, TypeError, AttributeError, KeyError, IndexError,
               OverflowError, UnicodeDecodeError, RecursionError)
 
@@ -276,6 +293,8 @@ def load(data, storages, error, weights_only):
         return unpickler.load(), unpickler
     except InvalidFileError:
         raise
+    except _Passthrough as p:
+        raise p.error from None
     except _MALFORMED as e:
         if not weights_only and not isinstance(e, (pickle.UnpicklingError, EOFError)):
             raise  # the objects of a trusted file raised: their error, as pickle gives it
