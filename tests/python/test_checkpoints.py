@@ -707,6 +707,25 @@ def test_zip64_archives(monkeypatch):
     assert all(offset % 64 == 0 for offset in local_data_offsets(data).values())
 
 
+@pytest.mark.parametrize("protocol", [2, 3, 4, 5])
+def test_pickle_protocols(protocol):
+    src = {"w": loom.arange(4.0).reshape(2, 2).T, "p": loom.nn.Parameter(loom.ones(1)), "d": loom.float16, "n": 0.5}
+    data = loom_bytes(src, pickle_protocol=protocol)
+    for loaded in (loom_load(data), torch_load(data)):
+        assert loaded["w"].tolist() == [[0.0, 2.0], [1.0, 3.0]] and loaded["w"].stride() == (1, 2)
+        assert loaded["p"].requires_grad and loaded["n"] == 0.5
+    assert loom_load(data)["d"] is loom.float16
+
+
+def test_an_object_that_cannot_be_pickled_leaves_the_file_as_it_was(tmp_path):
+    path = tmp_path / "ck.pt"
+    loom.save({"w": loom.ones(2)}, path)
+    before = path.read_bytes()
+    with pytest.raises((pickle.PicklingError, AttributeError, TypeError)):
+        loom.save({"w": loom.zeros(2), "f": lambda: 0}, path)
+    assert path.read_bytes() == before
+
+
 def test_saving_to_a_stream_that_cannot_seek():
     class Pipe(io.RawIOBase):
         def __init__(self):

@@ -32,7 +32,7 @@ __all__ = ["save", "load", "save_safetensors", "InvalidFileError", "UnsafeFileEr
 DEFAULT_PROTOCOL = 2  # torch.save's: PyTorch 1.13's weights_only reader knows protocol 2's opcodes only
 
 
-def save(obj, f, pickle_protocol=DEFAULT_PROTOCOL, *, format="torch"):
+def save(obj, f, *, pickle_protocol=DEFAULT_PROTOCOL, format="torch"):
     """Writes obj to a path or a binary file.
 
     format="torch" (the default): PyTorch's zip format, which torch.load reads (a `.pt` file).
@@ -41,16 +41,20 @@ def save(obj, f, pickle_protocol=DEFAULT_PROTOCOL, *, format="torch"):
     loom.load(f, weights_only=False) whole modules and other objects.
 
     format="safetensors": the safetensors format, for tensors in nested dicts, lists and tuples
-    with numbers, strings and None (save_safetensors)."""
+    with numbers, strings and None (save_safetensors).
+
+    The object is pickled before the file is opened: an object that cannot be pickled leaves an
+    existing file as it was."""
     if format == "safetensors":
         return save_safetensors(obj, f)
     if format != "torch":
         raise ValueError(f"loom.save: format must be 'torch' or 'safetensors', not {format!r}")
+    pickled = torch_zip.pickled(obj, pickle_protocol)
     if hasattr(f, "write"):
-        torch_zip.save(obj, f, pickle_protocol)
+        torch_zip.save(f, pickled)
     else:
         with open(f, "wb") as out:
-            torch_zip.save(obj, out, pickle_protocol)
+            torch_zip.save(out, pickled)
 
 
 def save_safetensors(obj, f):

@@ -24,8 +24,14 @@ from loom.serialization.zip_archive import ArchiveReader, ArchiveWriter
 _FOLDER = "archive"
 
 
-def save(obj, f, protocol):
-    data, storages = pickler.dumps(obj, protocol)
+def pickled(obj, protocol):
+    """What save writes: data.pkl and the storages (pickling can fail; nothing is written yet)."""
+    return pickler.dumps(obj, protocol)
+
+
+def save(f, pickled):
+    """Writes the archive of pickled(...) to a binary file."""
+    data, storages = pickled
     writer = ArchiveWriter(f, _FOLDER)
     writer.add("data.pkl", data)
     writer.add("byteorder", sys.byteorder.encode())
