@@ -603,6 +603,20 @@ def test_hostile_checkpoints_raise_naming_the_file_and_problem(name, monkeypatch
         loom.load(path)
 
 
+def test_as_strided_refuses_views_past_the_storage():
+    """The C++ check under the unpickler's own: a view never addresses memory outside its storage."""
+    s = loom.arange(4.0)
+    assert s._as_strided((2, 2), (1, 2), 0).tolist() == [[0.0, 2.0], [1.0, 3.0]]
+    assert s[2:]._as_strided((2,), (1,), 1).tolist() == [1.0, 2.0]  # storage offsets, not the view's
+    assert s._as_strided((0, 5), (100, 100), 4).shape == (0, 5)
+    for size, stride, offset in [((3,), (2,), 0), ((1,), (1,), 4), ((2 ** 62, 4), (2 ** 62, 1), 0), ((2,), (-1,), 1),
+                                 ((1,), (1,), -1), ((2, 2), (1,), 0), ((0,), (1,), 5), ((3,), (2 ** 63 - 1,), 0)]:
+        with pytest.raises(RuntimeError):
+            s._as_strided(size, stride, offset)
+    with pytest.raises(RuntimeError, match="records no autograd"):
+        loom.ones(2, requires_grad=True)._as_strided((2,), (1,), 0)
+
+
 def test_valid_crafted_checkpoint_loads():
     """The crafting above makes loadable files when the numbers are right."""
     pid = Pid("storage", torch.FloatStorage, "0", "cpu", 4)
