@@ -26,6 +26,7 @@ import pytest
 
 import loom
 from loom.serialization import InvalidFileError, UnsafeFileError
+from test_serialization import _Evil as Evil, no_marker  # noqa: F401  (the payload; its never-ran check)
 
 torch = pytest.importorskip("torch")
 
@@ -415,25 +416,6 @@ def test_allowed_builtins_load_with_weights_only():
 
 
 # ---- the restricted unpickler ----
-
-MARKER = "/tmp/loom_test_checkpoints_marker"
-
-
-class Evil:
-    def __reduce__(self):
-        return (os.system, (f"touch {MARKER}",))
-
-
-@pytest.fixture
-def no_marker():
-    if os.path.exists(MARKER):
-        os.remove(MARKER)
-    yield
-    ran = os.path.exists(MARKER)
-    if ran:
-        os.remove(MARKER)
-    assert not ran, "loading ran code from the file"
-
 
 @pytest.mark.parametrize("fmt", ["zip", "legacy"])
 def test_an_os_system_payload_never_runs(no_marker, tmp_path, fmt):
