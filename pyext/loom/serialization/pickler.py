@@ -63,51 +63,50 @@ class Storages:
         return self.places[id(t)]
 
     def plan(self):
-        members = []  # (first byte address, end address, order, host tensor, location)
-        standalone = []
+        """Groups the collected tensors into storages and places each in its storage."""
+        shared, alone = [], []
         for order, t in enumerate(self.tensors.values()):
-            host, location = t.detach(), _location(t)
-            if not memory.on_host(host):
-                host = host.cpu()
-                standalone.append((order, host, location))
-            elif host.numel() == 0:
-                standalone.append((order, host, location))
+            host = t.detach() if memory.on_host(t) else t.detach().cpu()  # a GPU tensor's copy: its own storage
+            begin = host.data_ptr() if host.numel() else 0
+            member = _Member(begin, begin + memory.element_span(host) * host.element_size(), order, host, _location(t))
+            if memory.on_host(t) and host.numel():
+                shared.append(member)
             else:
-                lo = host.data_ptr()
-                members.append((lo, lo + memory.element_span(host) * host.element_size(), order, host, location))
-        groups = []  # each: [first order, members]
-        members.sort(key=lambda m: (m[0], -m[1]))
-        for m in members:
-            if groups and m[0] < groups[-1][2]:
-                group = groups[-1]
-                group[1].append(m)
-                group[2] = max(group[2], m[1])
-                group[0] = min(group[0], m[2])
-            else:
-                groups.append([m[2], [m], m[1]])
-        for order, host, location in standalone:
-            lo = host.data_ptr() if host.numel() else 0
-            groups.append([order, [(lo, lo + host.numel() * host.element_size(), order, host, location)], None])
-        groups.sort(key=lambda g: g[0])
-
+                alone.append([member])
+        groups = sorted(_overlapping(shared) + alone, key=lambda g: min(m.order for m in g))
         self.places = {}
         ids = list(self.tensors)
-        for key, (_, group, _) in enumerate(groups):
-            base, first = group[0][0], group[0][3]
-            dtype = first.dtype
-            size = first.element_size()
-            end = max(m[1] for m in group)
-            for _, _, _, host, _ in group:
-                if host.dtype is not dtype:
+        for key, group in enumerate(groups):
+            first = min(group, key=lambda m: m.begin)
+            dtype, size = first.host.dtype, first.host.element_size()
+            for m in group:
+                if m.host.dtype is not dtype:
                     raise RuntimeError("Cannot save multiple tensors or storages that view the same data as different "
-                                       f"types ({dtype} and {host.dtype})")
-            ref = StorageRef(str(key), group[0][4], dtype, (end - base) // size)
-            for lo, _, order, host, _ in group:
-                if (lo - base) % size:
+                                       f"types ({dtype} and {m.host.dtype})")
+                if (m.begin - first.begin) % size:
                     raise RuntimeError(f"cannot save tensors of dtype {dtype} whose memory overlaps at an offset that "
                                        "is not a whole number of elements")
-                self.places[ids[order]] = (ref, (lo - base) // size, host)
-            self.records.append((ref.key, memory.read_view(first, ref.numel)))
+            ref = StorageRef(str(key), first.location, dtype, (max(m.end for m in group) - first.begin) // size)
+            for m in group:
+                self.places[ids[m.order]] = (ref, (m.begin - first.begin) // size, m.host)
+            self.records.append((ref.key, memory.read_view(first.host, ref.numel)))
+
+
+# A tensor to place: the byte range its elements span, when it was met, its host copy, device tag.
+_Member = collections.namedtuple("_Member", "begin end order host location")
+
+
+def _overlapping(members):
+    """The members in groups whose byte ranges intersect (transitively): one storage each."""
+    groups, end = [], 0
+    for m in sorted(members, key=lambda m: m.begin):
+        if groups and m.begin < end:
+            groups[-1].append(m)
+            end = max(end, m.end)
+        else:
+            groups.append([m])
+            end = m.end
+    return groups
 
 
 def _location(t):
