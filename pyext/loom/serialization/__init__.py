@@ -44,7 +44,9 @@ def save(obj, f, *, pickle_protocol=DEFAULT_PROTOCOL, format="torch"):
     with numbers, strings and None (save_safetensors).
 
     The object is pickled before the file is opened: an object that cannot be pickled leaves an
-    existing file as it was."""
+    existing file as it was. Where loom differs from PyTorch: a tensor that views part of a
+    larger storage saves only the span it addresses, not the whole storage; GPU tensors that
+    share memory are saved as separate storages (host tensors share one, as in PyTorch)."""
     if format == "safetensors":
         return save_safetensors(obj, f)
     if format != "torch":

@@ -17,7 +17,7 @@ class UnsafeFileError(InvalidFileError, pickle.UnpicklingError):
 class Errors:
     """Makes the errors of loading one source: `error(what)` says what is wrong with it."""
 
-    def __init__(self, source, kind="loom / PyTorch / safetensors file"):
+    def __init__(self, source, kind="checkpoint"):
         self.source, self.kind = source, kind
 
     def __call__(self, what, cls=InvalidFileError):
