@@ -165,6 +165,7 @@ void register_tensor_type(PyObject* module) {
     std::vector<PyMethodDef> all;
     for (PyMethodDef* m = tensor_methods; m->ml_name; ++m) all.push_back(*m);
     for (PyMethodDef* m = autograd_methods; m->ml_name; ++m) all.push_back(*m);
+    for (PyMethodDef* m = serialization_methods; m->ml_name; ++m) all.push_back(*m);
     for (const PyMethodDef& m : op_methods()) all.push_back(m);
     all.push_back({nullptr, nullptr, 0, nullptr});
     return all;

@@ -38,6 +38,7 @@ extern PyMethodDef tensor_methods[];
 extern PyGetSetDef tensor_getset[];
 extern PyMethodDef autograd_methods[];  // autograd_bindings.cpp
 extern PyGetSetDef autograd_getset[];
+extern PyMethodDef serialization_methods[];  // tensor_serialization.cpp
 extern PyBufferProcs tensor_buffer_procs;
 PyObject* tensor_getitem(PyObject* self, PyObject* index);
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value);
