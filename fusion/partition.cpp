@@ -30,7 +30,7 @@ bool is_leaf(const Node& n) { return op_def(n.op()).cls == OpClass::Leaf; }
 // has kMaxKernelExprs expressions or stores: such kernels cost one store and one load per few
 // hundred ops, which is noise beside their arithmetic. Real models' kernels stay far below both.
 constexpr int64_t kMaxInlinedOps = 256;
-constexpr size_t kMaxKernelExprs = 2048;
+constexpr size_t kMaxKernelExprs = 1024;
 constexpr size_t kMaxKernelStores = 256;
 
 // Ops run by their own implementation instead of inside a kernel: library calls and irregular

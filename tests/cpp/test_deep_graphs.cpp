@@ -120,11 +120,11 @@ BOOST_AUTO_TEST_CASE(a_long_elementwise_chain_partitions_and_renders) {
     BOOST_TEST(first_value(x) == static_cast<double>(kDepth));
   });
   // One trace, whose kernels are bounded in size: a value is stored every 256 ops, and a kernel
-  // takes no more values once it has 2,048 expressions (fusion/partition.cpp).
+  // takes no more values once it has 1,024 expressions (fusion/partition.cpp).
   BOOST_TEST_REQUIRE(executor->programs.size() == 1u);
   const fusion::Program& p = executor->programs.back();
-  BOOST_TEST(p.kernels.size() >= static_cast<size_t>(kDepth / 4096));
-  for (const fusion::Kernel& k : p.kernels) BOOST_TEST(k.exprs.size() <= 4096u);
+  BOOST_TEST(p.kernels.size() >= static_cast<size_t>(kDepth / 2048));
+  for (const fusion::Kernel& k : p.kernels) BOOST_TEST(k.exprs.size() <= 2048u);
 }
 
 BOOST_AUTO_TEST_CASE(a_long_chain_through_views_partitions) {
