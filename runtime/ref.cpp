@@ -37,26 +37,33 @@ bool push(Queue& q, Doomed d) noexcept {
   return true;
 }
 
-}  // namespace
-
-void delete_iteratively(const RefCounted* p, void (*deleter)(const RefCounted*)) noexcept {
-  Queue& q = queue;
-  if (q.deleting) {
-    // Out of memory for the queue (a few bytes): delete at once, deeper on the stack.
-    if (!push(q, {p, deleter})) deleter(p);
-    return;
-  }
-  q.deleting = true;
-  deleter(p);
-  while (q.size > 0) {
-    Doomed d = q.items[--q.size];
+// Deletes what deleting the outermost object queued, and what that queues, until none is left.
+[[gnu::noinline]] void drain(Queue* q) noexcept {
+  while (q->size > 0) {
+    Doomed d = q->items[--q->size];
     d.deleter(d.object);
   }
-  q.deleting = false;
-  if (q.capacity > kKeptCapacity) {
-    std::free(q.items);
-    q = Queue{};
+  if (q->capacity > kKeptCapacity) {
+    std::free(q->items);
+    q->items = nullptr;
+    q->capacity = 0;
   }
+}
+
+}  // namespace
+
+// The common case (nothing else dies with the object) costs one flag set and one check.
+void delete_iteratively(const RefCounted* p, void (*deleter)(const RefCounted*)) noexcept {
+  Queue* q = &queue;
+  if (q->deleting) [[unlikely]] {
+    // Out of memory for the queue (a few bytes): delete at once, deeper on the stack.
+    if (!push(*q, {p, deleter})) deleter(p);
+    return;
+  }
+  q->deleting = true;
+  deleter(p);
+  if (q->size > 0) [[unlikely]] drain(q);
+  q->deleting = false;
 }
 
 }  // namespace loom::detail
