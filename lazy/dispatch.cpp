@@ -99,10 +99,12 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   bool lazy = first ? first->is_lazy() : placement->lazy;
   Device device = first ? first->device() : placement->device;
 
+  int64_t* recorded = nullptr;  // this thread's count of the device's nodes (read once: a TLS access)
   if (lazy) {
     // A trace past the limit is synced now, as it stands, and recording goes on on top of its
-    // results (dispatch.h, max_trace_nodes).
-    if (recorded_since_sync[slot_of(device)] >= max_trace_nodes()) sync(device);
+    // results (dispatch.h, note_synced).
+    recorded = &recorded_since_sync[slot_of(device)];
+    if (*recorded >= max_trace_nodes()) sync(device);
     // A read of memory that a pending in-place op will overwrite must see the write: sync
     // first (rare: it takes an alias of a tensor modified in place).
     for (const Arg& a : args)
@@ -122,7 +124,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
   // Eager mode raises this when it allocates the result; lazy mode may never allocate it (a fused
   // ones(2**62).sum() would run for years), so it raises here, at the same line.
-  if (lazy) check_allocatable(meta.shape, meta.dtype, device);
+  if (lazy && !allocatable(meta.shape, meta.dtype)) check_allocatable(meta.shape, meta.dtype, device);
   // Autograd needs the attributes after the node took them.
   std::optional<Attrs> grad_attrs;
   if (def.backward && grad_enabled())
@@ -145,7 +147,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
       throw;
     }
     for (Node* in : inputs) Ref<Node>::adopt(in);
-    ++recorded_since_sync[slot_of(device)];
+    ++*recorded;
     Tensor out = make_ref<TensorImpl>(std::move(node), device);
     if (grad_attrs) record_op(op, *grad_attrs, args, *out);
     return out;
