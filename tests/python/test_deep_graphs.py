@@ -50,8 +50,9 @@ sys.exit(1 if failed else 0)
 """
 
 
-def run_deep(body, n=N, env=None, timeout=900):
+def run_deep(body, n=N, env=None):
     """Runs `body` (Python source using the name N) in a child process on a small-stack thread."""
+    timeout = 900 + n // 100  # generous: the limit only stops a hang
     code = HARNESS.format(stack=STACK_BYTES, body=textwrap.indent(f"N = {n}\n" + textwrap.dedent(body), " " * 8))
     full_env = dict(os.environ)
     full_env.update(env or {})
