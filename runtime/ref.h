@@ -13,10 +13,12 @@
 // (`for _ in range(10**6): x = x * w`). Releasing such a chain through nested destructors would
 // overflow the stack, so a type that can form one declares
 //     static constexpr bool kReleaseIteratively = true;
-// and its objects are deleted by delete_iteratively: an object whose last reference goes while
-// another such object is being deleted on the same thread is queued, and the outermost call
-// deletes the queue in a loop. Any chain through these types (node -> node, function -> edge ->
-// function, tensor -> grad_fn -> saved tensor -> ...) then takes constant stack. The rule for a
+// and its objects are deleted by delete_iteratively: deletions of such objects nest (a tensor's
+// node dies inside the tensor's destructor) up to a small depth on each thread; past it, an object
+// whose last reference goes is queued, and the outermost call deletes the queue in a loop. Any
+// chain through these types (node -> node, function -> edge -> function, tensor -> grad_fn ->
+// saved tensor -> ...) then takes constant stack, and the common release, a few objects deep,
+// costs no queueing. The rule for a
 // new owner type: if it can end up owning (transitively) another object of its own kind, either
 // own it through one of these types or declare the trait.
 #pragma once
@@ -46,8 +48,9 @@ class RefCounted {
 };
 
 namespace detail {
-// Deletes `p` with `deleter` now, or after the object being deleted on this thread (see above).
-// When it returns from the outermost call, every object it queued is gone.
+// Deletes `p` with `deleter` now, or, nested too deep in other such deletions on this thread,
+// queues it for the outermost call (see above). When the outermost call returns, every object it
+// queued is gone.
 void delete_iteratively(const RefCounted* p, void (*deleter)(const RefCounted*)) noexcept;
 }  // namespace detail
 
