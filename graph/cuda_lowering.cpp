@@ -205,7 +205,7 @@ class Lowering {
     for (const fusion::Store& s : kernel.stores) bufs.push_back(stored(s.access.value).address);
     std::vector<int64_t> ip = rendered.int_params[k];
     if (ip.empty()) ip.push_back(0);
-    Launch& l = launch(CudaModule::Fused, rendered.symbols[k], rows, ip, sp, bufs, rendered.symbols[k]);
+    Launch& l = launch(CudaModule::Fused, rendered.symbols[k], rows, ip, sp, bufs, kernel.name);
     if (kernel.row) l.row_inner = inner;
   }
 
