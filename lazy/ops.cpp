@@ -601,13 +601,6 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return apply(OpId::MatMul, {Arg(a), Arg(b)});
 }
 
-Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  Tensor prod = mm(a, b);
-  if (!is_one(alpha)) prod = mul(prod, alpha);
-  if (beta.as_double() == 0.0) return prod;
-  return add(is_one(beta) ? input : mul(input, beta), prod);
-}
-
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
   Tensor out = matmul(x, weight->ndim() == 2 ? t(weight) : weight);
   return bias ? add(out, *bias) : out;

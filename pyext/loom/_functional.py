@@ -50,6 +50,9 @@ def einsum(equation, *operands):
     contract pairwise, the pair with the smallest result first."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = operands[0]
+    if not operands:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, or at least one "
+                         "operand and its subscripts list")
     return _C._einsum(equation, list(operands))
 
 
@@ -64,10 +67,7 @@ def tensordot(a, b, dims=2, out=None):
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
         return _C._tensordot(a, b, list(range(-dims, 0)), list(range(dims)))
     if isinstance(dims, (list, tuple)) and len(dims) == 2:
-        first, second = dims
-        first = [first] if isinstance(first, int) else list(first)
-        second = [second] if isinstance(second, int) else list(second)
-        return _C._tensordot(a, b, first, second)
+        return _C._tensordot(a, b, dims[0], dims[1])
     raise RuntimeError(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}")
 
 
