@@ -268,9 +268,17 @@ DERIVATIVE(IndexPut) {
 DERIVATIVE(Gather) {
   g[0] = ops::scatter_add(zeros(c.shapes[0], c.dtypes[0], c.grad), c.attrs[0], saved(c, 1), c.grad);
 }
+// The gradient of a scatter's src (input 2), which may be larger than its index: `at_index` (the
+// index's shape) at the index's positions, 0 elsewhere.
+Tensor src_gradient(const BackwardContext& c, const Tensor& at_index) {
+  IntSpan src = c.shapes[2];
+  if (Dims(at_index->sizes()) == Dims(src)) return at_index;
+  Layout corner{Dims(at_index->sizes()), contiguous_strides(src), 0};
+  return ops::view_scatter(zeros(src, c.dtypes[2], c.grad), corner, at_index);
+}
 DERIVATIVE(ScatterAdd) {
   g[0] = c.grad;
-  if (c.needs_grad[2]) g[2] = ops::gather(c.grad, c.attrs[0], saved(c, 1));
+  if (c.needs_grad[2]) g[2] = src_gradient(c, ops::gather(c.grad, c.attrs[0], saved(c, 1)));
 }
 // base with a region replaced by src: the region's gradient goes to src, the rest to base.
 DERIVATIVE(ViewScatter) {
@@ -290,7 +298,7 @@ DERIVATIVE(ViewScatter) {
 DERIVATIVE(Scatter) {
   const Tensor& index = saved(c, 1);
   if (c.needs_grad[0]) g[0] = ops::scatter(c.grad, c.attrs[0], index, Arg(Scalar(int64_t{0})));
-  if (c.needs_grad[2]) g[2] = ops::gather(c.grad, c.attrs[0], index);
+  if (c.needs_grad[2]) g[2] = src_gradient(c, ops::gather(c.grad, c.attrs[0], index));
 }
 // ScatterReduce: amax / amin share the gradient evenly among the elements equal to the result;
 // prod divides the result by each factor, with the zeros handled apart (the product of the
@@ -327,7 +335,7 @@ DERIVATIVE(ScatterReduce) {
   }
   if (!include_self) grad_self = ops::scatter(grad_self, dim, index, Arg(Scalar(int64_t{0})));
   if (c.needs_grad[0]) g[0] = grad_self;
-  if (c.needs_grad[2]) g[2] = grad_src;
+  if (c.needs_grad[2]) g[2] = src_gradient(c, grad_src);
 }
 
 #undef DERIVATIVE

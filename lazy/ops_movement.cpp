@@ -271,8 +271,9 @@ Tensor diag_embed(const Tensor& x, int64_t offset, int64_t dim1, int64_t dim2) {
   Tensor on = binary(OpId::Eq, sub(c, r), Scalar(offset));
   Tensor values = offset >= 0 ? unsqueeze(v, -1) : unsqueeze(v, -2);
   Tensor plane = cast(where(on, values, Scalar(int64_t{0})), x->dtype());  // [..., m, m]
-  // The plane's dims go to (d1, d2), the others keep their order.
-  return movedim(plane, Dims{n - 2, n - 1}, Dims{d1, d2});
+  // The plane's dims go to (d1, d2), the others keep their order; the result is dense, as PyTorch's.
+  if (d1 == n - 2 && d2 == n - 1) return plane;
+  return contiguous(movedim(plane, Dims{n - 2, n - 1}, Dims{d1, d2}));
 }
 
 Tensor trace(const Tensor& x) {
