@@ -215,7 +215,7 @@ const Row kRows[] = {
      LOOM_BODY(ops::gather(p.tensor(0), p.int64(1), p.tensor(2)))},
     {{"take_along_dim(Tensor input, Tensor indices, int? dim=None)"}, kBoth,
      LOOM_BODY(ops::take_along_dim(p.tensor(0), p.tensor(1), p.optional_int64(2)))},
-    {{"scatter_add(Tensor input, int dim, Tensor index, Tensor src)"}, kBoth,
+    {{"scatter_add(Tensor input, int dim, Tensor index, Tensor src)"}, kAll,
      LOOM_BODY(ops::scatter_add(p.tensor(0), p.int64(1), p.tensor(2), p.tensor(3)))},
     {{"tril(Tensor input, int diagonal=0)"}, kAll | kWritesSome, LOOM_BODY(ops::tril(p.tensor(0), p.int64(1)))},
     {{"triu(Tensor input, int diagonal=0)"}, kAll | kWritesSome, LOOM_BODY(ops::triu(p.tensor(0), p.int64(1)))},
