@@ -59,7 +59,7 @@ Result scatter(const Parsed& p) {
 }
 
 Result nonzero(const Parsed& p) {
-  if (p.boolean(1)) return ops::nonzero_tuple(p.tensor(0));
+  if (p.signature->params().size() > 1 && p.boolean(1)) return ops::nonzero_tuple(p.tensor(0));
   return ops::nonzero(p.tensor(0));
 }
 
@@ -135,7 +135,7 @@ const Row kRows[] = {
      "The legacy type name ('torch.FloatTensor'), or this tensor converted to a dtype or such a name."},
 
     // ---- copies ----
-    {{"narrow_copy(Tensor input, int dim, int start, int length)"}, kBoth,
+    {{"narrow_copy(Tensor input, int dim, SymInt start, SymInt length)"}, kBoth,
      LOOM_BODY(ops::narrow_copy(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
     {{"diag(Tensor input, int diagonal=0)"}, kBoth, LOOM_BODY(ops::diag(p.tensor(0), p.int64(1)))},
     {{"diag_embed(Tensor input, int offset=0, int dim1=-2, int dim2=-1)"}, kBoth,
@@ -155,8 +155,8 @@ const Row kRows[] = {
     {{"repeat_interleave(Tensor input, Tensor repeats, int? dim=None, *, int? output_size=None)",
       "repeat_interleave(Tensor input, int repeats, int? dim=None, *, int? output_size=None)"},
      kMethod, repeat_interleave, "With a tensor of repeats, a sync point on the lazy device (the size depends on them)."},
-    {{"meshgrid(Tensor[] tensors, *, str? indexing=None)"}, kFunction,
-     LOOM_BODY(ops::meshgrid(p.tensors(0), p.has(1) ? p.string(1) : "ij"))},
+    {{"meshgrid(Tensor[] tensors)", "meshgrid(Tensor[] tensors, *, str indexing)"}, kFunction,
+     LOOM_BODY(ops::meshgrid(p.tensors(0), p.index ? p.string(1) : "ij"))},
     {{"cartesian_prod(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::cartesian_prod(p.tensors(0)))},
     {{"combinations(Tensor input, int r=2, bool with_replacement=False)"}, kFunction,
      LOOM_BODY(ops::combinations(p.tensor(0), p.int64(1), p.boolean(2)))},
@@ -203,7 +203,10 @@ const Row kRows[] = {
      LOOM_BODY(ops::put(p.tensor(0), p.tensor(1), p.tensor(2), p.boolean(3)))},
 
     // ---- sizes that depend on the data: sync points on the lazy device ----
-    {{"nonzero(Tensor input, *, bool as_tuple=False)"}, kBoth, nonzero,
+    // PyTorch's function has one signature, its method two (their errors differ so).
+    {{"nonzero(Tensor input, *, bool as_tuple=False)"}, kFunction, nonzero,
+     "A sync point on the lazy device: the result's size depends on the values."},
+    {{"nonzero(Tensor input)", "nonzero(Tensor input, *, bool as_tuple)"}, kMethod, nonzero,
      "A sync point on the lazy device: the result's size depends on the values."},
     {{"argwhere(Tensor input)"}, kBoth, LOOM_BODY(ops::nonzero(p.tensor(0))),
      "A sync point on the lazy device: the result's size depends on the values."},

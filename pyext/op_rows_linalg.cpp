@@ -1,7 +1,8 @@
 // The linear-algebra family as Python: the op table's rows (pyext/op_table.h) of
-// lazy/ops_linalg.h. loom.linalg (pyext/loom/linalg.py) names the `_linalg_*` rows as PyTorch's
-// torch.linalg does; einsum(equation, *operands), tensordot's dims forms and
-// chain_matmul(*matrices) wrap rows in pyext/loom/_functional.py.
+// lazy/ops_linalg.h, named as PyTorch's C++ functions are (so their TypeErrors are the same):
+// loom.linalg (pyext/loom/linalg.py) names the `linalg_*` rows as torch.linalg does, and
+// einsum(equation, *operands), tensordot's dims forms and chain_matmul(*matrices) wrap rows in
+// pyext/loom/_functional.py.
 #include <cmath>
 
 #include "lazy/ops_linalg.h"
@@ -51,8 +52,8 @@ int64_t compute_mode(const Parsed& p, int i) {
 }
 
 const Row kRows[] = {
-    {{"_einsum(str equation, Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::einsum(p.string(0), p.tensors(1)))},
-    {{"_tensordot(Tensor input, Tensor other, int[] dims_self, int[] dims_other)"}, kFunction,
+    {{"einsum(str equation, Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::einsum(p.string(0), p.tensors(1)))},
+    {{"tensordot(Tensor input, Tensor other, int[] dims_self, int[] dims_other)"}, kFunction,
      LOOM_BODY(ops::tensordot(p.tensor(0), p.tensor(1), p.int_list(2), p.int_list(3)))},
     {{"kron(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::kron(p.tensor(0), p.tensor(1)))},
     {{"outer(Tensor input, Tensor vec2)"}, kBoth, LOOM_BODY(ops::outer(p.tensor(0), p.tensor(1)))},
@@ -69,7 +70,7 @@ const Row kRows[] = {
      LOOM_BODY(ops::addmv(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
     {{"addr(Tensor input, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1)"}, kAll,
      LOOM_BODY(ops::addr(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
-    {{"_chain_matmul(Tensor[] matrices)"}, kFunction, [](const Parsed& p) -> Result {
+    {{"chain_matmul(Tensor[] matrices)"}, kFunction, [](const Parsed& p) -> Result {
        std::vector<Tensor> ms = p.tensors(0);
        if (ms.size() == 1) return ops::clone(ms[0]);
        return ops::multi_dot(ms, "chain_matmul");
@@ -83,13 +84,13 @@ const Row kRows[] = {
      LOOM_BODY(ops::pairwise_distance(p.tensor(0), p.tensor(1), p.real(2), p.real(3), p.boolean(4)))},
 
     // ---- loom.linalg ----
-    {{"_linalg_vector_norm(Tensor input, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
+    {{"linalg_vector_norm(Tensor input, Scalar ord=2, int[1]? dim=None, bool keepdim=False, *, "
       "ScalarType? dtype=None)"},
      kFunction, LOOM_BODY(ops::vector_norm(p.tensor(0), p.scalar(1).as_double(), p.dims(2), p.boolean(3),
                                            p.optional_dtype(4)))},
-    {{"_linalg_matrix_norm(Tensor input, Scalar ord, int[] dim=[-2,-1], bool keepdim=False, *, "
+    {{"linalg_matrix_norm(Tensor input, Scalar ord, int[] dim=[-2,-1], bool keepdim=False, *, "
       "ScalarType? dtype=None)",
-      "_linalg_matrix_norm(Tensor input, str ord='fro', int[] dim=[-2,-1], bool keepdim=False, *, "
+      "linalg_matrix_norm(Tensor input, str ord='fro', int[] dim=[-2,-1], bool keepdim=False, *, "
       "ScalarType? dtype=None)"},
      kFunction, [](const Parsed& p) -> Result {
        std::string ord = p.index ? p.string(1) : "";
@@ -97,11 +98,11 @@ const Row kRows[] = {
                                p.optional_dtype(4));
      },
      "ord 'nuc', 2 and -2 need singular values: NotImplementedError."},
-    {{"_linalg_norm(Tensor input, Scalar? ord=None, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)",
-      "_linalg_norm(Tensor input, str ord, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"},
+    {{"linalg_norm(Tensor input, Scalar? ord=None, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)",
+      "linalg_norm(Tensor input, str ord, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"},
      kFunction, linalg_norm},
-    {{"_linalg_multi_dot(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::multi_dot(p.tensors(0)))},
-    {{"_linalg_vecdot(Tensor x, Tensor y, *, int dim=-1)"}, kFunction,
+    {{"linalg_multi_dot(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::multi_dot(p.tensors(0)))},
+    {{"linalg_vecdot(Tensor x, Tensor y, *, int dim=-1)"}, kFunction,
      LOOM_BODY(ops::vecdot(p.tensor(0), p.tensor(1), p.int64(2)))},
 };
 

@@ -15,6 +15,8 @@ def _tensors(name, tensors):
 def meshgrid(*tensors, indexing=None):
     """Grids of the 1-d inputs' values; indexing "ij" (the default) or "xy" (the first two
     outputs' dims swapped)."""
+    if indexing is None:
+        return _C.meshgrid(_tensors("meshgrid", tensors))
     return _C.meshgrid(_tensors("meshgrid", tensors), indexing=indexing)
 
 
@@ -53,7 +55,7 @@ def einsum(equation, *operands):
     if not operands:
         raise ValueError("einsum(): must specify the equation string and at least one operand, or at least one "
                          "operand and its subscripts list")
-    return _C._einsum(equation, list(operands))
+    return _C.einsum(equation, list(operands))
 
 
 def tensordot(a, b, dims=2, out=None):
@@ -65,12 +67,12 @@ def tensordot(a, b, dims=2, out=None):
     if isinstance(dims, int):
         if dims < 0:
             raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
-        return _C._tensordot(a, b, list(range(-dims, 0)), list(range(dims)))
+        return _C.tensordot(a, b, list(range(-dims, 0)), list(range(dims)))
     if isinstance(dims, (list, tuple)) and len(dims) == 2:
-        return _C._tensordot(a, b, dims[0], dims[1])
+        return _C.tensordot(a, b, dims[0], dims[1])
     raise RuntimeError(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}")
 
 
 def chain_matmul(*matrices):
     """The product of the matrices, in the cheapest order (as linalg.multi_dot)."""
-    return _C._chain_matmul(_tensors("chain_matmul", matrices))
+    return _C.chain_matmul(_tensors("chain_matmul", matrices))

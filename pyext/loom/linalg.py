@@ -4,10 +4,10 @@ singular values, so matrix norms that need them (ord 'nuc', 2, -2) raise NotImpl
 
 from loom import _C
 
-vector_norm = _C._linalg_vector_norm
-matrix_norm = _C._linalg_matrix_norm
-norm = _C._linalg_norm
-multi_dot = _C._linalg_multi_dot
-vecdot = _C._linalg_vecdot
+vector_norm = _C.linalg_vector_norm
+matrix_norm = _C.linalg_matrix_norm
+norm = _C.linalg_norm
+multi_dot = _C.linalg_multi_dot
+vecdot = _C.linalg_vecdot
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot"]

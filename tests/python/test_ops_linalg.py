@@ -82,17 +82,26 @@ def test_add_products(device, name):
     shapes = {"addbmm": [(3, 5), (2, 3, 4), (2, 4, 5)], "baddbmm": [(2, 3, 5), (2, 3, 4), (2, 4, 5)],
               "addmv": [(3,), (3, 4), (4,)], "addr": [(3, 4), (3,), (4,)], "addmm": [(3, 5), (3, 4), (4, 5)]}[name]
     sub = SubChecks()
+
+    def reference(beta, alpha, nan=False):
+        # torch 1.13's baddbmm with beta=0 now and then returns NaN (about 1 call in 2000: it scales
+        # uninitialized memory by 0): its reference is then alpha * bmm, which is what beta=0 means.
+        if name == "baddbmm" and beta == 0:
+            return lambda m, i, a, b: m.bmm(a, b) * alpha
+        return lambda m, i, a, b: getattr(m, name)(i * math.nan if nan else i, a, b, beta=beta, alpha=alpha)
+
     for beta, alpha in [(1, 1), (0.5, -2.0), (0, 1.5), (2, 0)]:
         with sub(f"beta={beta} alpha={alpha}"):
             check(device, lambda m, i, a, b: getattr(m, name)(i, a, b, beta=beta, alpha=alpha), _r(shapes[0], seed=1),
-                  _r(shapes[1], seed=2), _r(shapes[2], seed=3), layouts=["contiguous", "transposed", "strided"])
+                  _r(shapes[1], seed=2), _r(shapes[2], seed=3), layouts=["contiguous", "transposed", "strided"],
+                  torch_fn=reference(beta, alpha))
             check(device, lambda m, i, a, b: getattr(i, name)(a, b, beta=beta, alpha=alpha), _r(shapes[0], seed=1),
                   _r(shapes[1], seed=2), _r(shapes[2], seed=3))
             check(device, lambda m, i, a, b: getattr(i.clone(), name + "_")(a, b, beta=beta, alpha=alpha),
                   _r(shapes[0], seed=1), _r(shapes[1], seed=2), _r(shapes[2], seed=3))
     with sub("beta 0 ignores NaN"):
         check(device, lambda m, i, a, b: getattr(m, name)(i * math.nan, a, b, beta=0), _r(shapes[0], seed=1),
-              _r(shapes[1], seed=2), _r(shapes[2], seed=3))
+              _r(shapes[1], seed=2), _r(shapes[2], seed=3), torch_fn=reference(0, 1, nan=True))
     with sub("broadcast input"):
         check(device, lambda m, i, a, b: getattr(m, name)(i, a, b), _r(shapes[0][-1:], seed=1), _r(shapes[1], seed=2),
               _r(shapes[2], seed=3))
