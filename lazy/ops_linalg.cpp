@@ -30,9 +30,11 @@ Tensor scaled_sum(const Tensor& input, const Tensor& product, Scalar beta, Scala
     alpha = Scalar(alpha.as_int());
   }
   Tensor p = alpha.as_double() == 1.0 ? product : mul(product, alpha);
-  Tensor shaped = expand(input, p->sizes());  // input broadcasts to the product, not the other way
+  // input broadcasts to the product, not the other way: checked with expand's words, without the
+  // view node an expand would record (the add broadcasts it).
+  if (!(Dims(input->sizes()) == Dims(p->sizes()))) (void)loom::expand(Layout::contiguous(input->sizes()), p->sizes());
   if (beta.as_double() == 0.0) return p;
-  return add(beta.as_double() == 1.0 ? shaped : mul(shaped, beta), p);
+  return add(beta.as_double() == 1.0 ? input : mul(input, beta), p);
 }
 
 void require_1d(const Tensor& t, const char* op, const char* what) {

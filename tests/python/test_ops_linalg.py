@@ -242,6 +242,15 @@ def test_similarities_and_normalize(device):
     sub.finish()
 
 
+def test_distance_modules(device):
+    """nn.CosineSimilarity and nn.PairwiseDistance: the functions with their arguments stored."""
+    check(device, lambda m, a, b: m.nn.CosineSimilarity(dim=0, eps=0.1)(a, b), _r((3, 4), seed=1), _r((3, 4), seed=2),
+          **F64)
+    check(device, lambda m, a, b: m.nn.PairwiseDistance(p=1.0, keepdim=True)(a, b), _r((3, 4), seed=1),
+          _r((4,), seed=2), **F64)
+    assert repr(loom.nn.CosineSimilarity()) == repr(torch.nn.CosineSimilarity())
+
+
 def _program(m, a, b, v):
     F = m.nn.functional
     return (m.tensordot(a, b, 1), m.kron(a, b[:2, :2]), m.outer(v, v) + m.addr(a[:, :3], v, v, beta=0.5),
