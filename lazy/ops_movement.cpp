@@ -118,7 +118,7 @@ Tensor masked_select(const Tensor& x, const Tensor& mask) {
              "masked_select: expected BoolTensor or ByteTensor for mask");
   Dims shape = broadcast_shapes(x->sizes(), mask->sizes());
   if (shape.empty()) shape.push_back(1);
-  Tensor m = expand(reshape(mask, mask->ndim() ? Dims(mask->sizes()) : Dims{1}), shape);
+  Tensor m = expand(as_1d(mask), shape);
   Tensor values = expand(as_1d(x), shape);
   return index(values, 0, nonzero_tuple(m, "masked_select"));
 }
@@ -412,6 +412,12 @@ Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
   LOOM_CHECK(r >= 0, Runtime, "Expect a non-negative number, but got ", r);
   if (r == 0) return full(Dims{0}, Scalar(int64_t{0}), x->dtype(), placement_of(x));
   int64_t n = x->sizes()[0];
+  // The tuples are listed on the host (PyTorch's op is for small inputs too): refuse what would
+  // not fit rather than run for hours.
+  double count = 1;
+  for (int64_t k = 0; k < r; ++k) count = count * static_cast<double>(with_replacement ? n + k : n - k) / (k + 1);
+  LOOM_CHECK(count <= 1e8, Runtime, "combinations: ", n, " elements taken ", r, " at a time make about ", count,
+             " tuples, more than loom lists (1e8)");
   // Every non-decreasing (with replacement) or increasing tuple of indices, in lexicographic order.
   std::vector<int64_t> picks, current(static_cast<size_t>(r));
   auto fill = [&](auto&& self, int64_t position, int64_t from) -> void {
