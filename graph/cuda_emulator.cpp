@@ -38,6 +38,7 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
 static inline float atomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }
 static inline double atomicAdd(double* p, double v) { double o = *p; *p = o + v; return o; }
 static inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned v) { unsigned o = *p; if (o == expected) *p = v; return o; }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) { unsigned long long o = *p; if (o == expected) *p = v; return o; }
 )";
 
 using CudaAbi = void (*)(const int64_t*, const int64_t*, void* const*);

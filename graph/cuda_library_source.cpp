@@ -86,6 +86,79 @@ LOOM_KERNEL loom_scatter_add(const i64* ip, const i64* sp, void* const* bufs) {
   }
 }
 
+// Scatter and ScatterReduce (lazy/ops_data.cpp): src's element e combined into out at index e's
+// target along dim, by `kind`: 0 replaces, 1 multiplies, 2 keeps the larger, 3 the smaller (NaN
+// wins, as on the CPU). The pass of an include_self=False reduction first sets every target to the
+// reduction's identity (`reset`). Any element of the word holding the target is updated with
+// compare-and-swap, so 8- and 16-bit types work as the others.
+LOOM_FN loom_value loom_scatter_identity(int type, i64 kind) {
+  if (kind == 1) return type >= 4 ? loom_float(1.0) : loom_int(1);
+  const bool larger = kind == 2;  // amax starts from the lowest value, amin from the highest
+  switch (type) {
+    case 0: return loom_int(larger ? 0 : 1);
+    case 1: return loom_int(larger ? 0 : 255);
+    case 2: return loom_int(larger ? -2147483647ll - 1 : 2147483647ll);
+    case 3: return loom_int(larger ? (i64)(1ull << 63) : (i64)((1ull << 63) - 1));
+    default: return loom_float(larger ? -loom_inf() : loom_inf());
+  }
+}
+LOOM_FN loom_value loom_scatter_combine(i64 kind, loom_value a, loom_value b) {
+  if (a.is_float) {
+    const double x = a.d, y = b.is_float ? b.d : (double)b.i;
+    if (kind == 1) return loom_float(x * y);
+    if (x != x) return a;
+    if (y != y) return loom_float(y);
+    return loom_float(kind == 2 ? (x > y ? x : y) : (x < y ? x : y));
+  }
+  const i64 x = a.i, y = b.is_float ? (i64)b.d : b.i;
+  if (kind == 1) return loom_int((i64)((u64)x * (u64)y));
+  return loom_int(kind == 2 ? (x > y ? x : y) : (x < y ? x : y));
+}
+static __device__ __noinline__ void loom_atomic_combine(void* base, i64 at, int type, i64 kind, loom_value v) {
+  const int size = type <= 1 ? 1 : (type == 4 || type == 5) ? 2 : (type == 2 || type == 6) ? 4 : 8;
+  if (size == 8) {
+    unsigned long long* word = (unsigned long long*)base + at;
+    unsigned long long old = *word, assumed;
+    do {
+      assumed = old;
+      unsigned long long next = assumed;
+      loom_store(&next, 0, type, loom_scatter_combine(kind, loom_load(&assumed, 0, type), v));
+      old = atomicCAS(word, assumed, next);
+    } while (old != assumed);
+    return;
+  }
+  char* p = (char*)base + at * size;
+  unsigned int* word = (unsigned int*)((unsigned long long)p & ~3ull);
+  const int byte = (int)((unsigned long long)p & 3ull);
+  unsigned int old = *word, assumed;
+  do {
+    assumed = old;
+    unsigned int next = assumed;
+    loom_store((char*)&next + byte, 0, type, loom_scatter_combine(kind, loom_load((char*)&assumed + byte, 0, type), v));
+    old = atomicCAS(word, assumed, next);
+  } while (old != assumed);
+}
+LOOM_KERNEL loom_scatter_reduce(const i64* ip, const i64* sp, void* const* bufs) {
+  const int r = (int)ip[1];
+  const i64* sizes = ip + 2; const i64* os = sizes + r; const i64* is = os + r; const i64* ss = is + r;
+  const i64 dim = ss[r], dim_size = ss[r + 1], type = ss[r + 2], kind = ss[r + 3], reset = ss[r + 4], code = ss[r + 5];
+  LOOM_FOR_EACH(e, ip[0]) {
+    i64 rest = e, oo = 0, io = 0, so = 0;
+    for (int d = r - 1; d >= 0; --d) {
+      const i64 c = rest % sizes[d]; rest /= sizes[d];
+      io += c * is[d];
+      so += c * ss[d];
+      if (d != dim) oo += c * os[d];
+    }
+    const i64 i = ((const i64*)bufs[0])[io];
+    if (i < 0 || i >= dim_size) { loom_report(bufs[3], code); continue; }
+    if (r > 0) oo += i * os[dim];
+    if (reset) loom_store(bufs[2], oo, (int)type, loom_scatter_identity((int)type, kind));
+    else if (kind == 0) loom_store(bufs[2], oo, (int)type, loom_load(bufs[1], so, (int)type));
+    else loom_atomic_combine(bufs[2], oo, (int)type, kind, loom_load(bufs[1], so, (int)type));
+  }
+}
+
 // The element offset in the indexed tensor of position e of the index space (out or region):
 // the strided part plus each index's pick, negative indices wrapped when allowed. Returns false
 // (having reported) when an index is out of range.
@@ -123,10 +196,11 @@ LOOM_KERNEL loom_index_put(const i64* ip, const i64* sp, void* const* bufs) {
   const int R = (int)ip[1], k = (int)ip[2];
   const i64* sizes = ip + 3;
   const i64* vs = ip + 3 + 2 * R + k * (R + 3);
-  const i64 has_values = vs[R], accumulate = vs[R + 1], type = vs[R + 2], value_type = vs[R + 3], code = vs[R + 4];
+  const i64 has_values = vs[R], accumulate = vs[R + 1], type = vs[R + 2], value_type = vs[R + 3], wrap = vs[R + 4];
+  const i64 code = vs[R + 5];
   LOOM_FOR_EACH(e, ip[0]) {
     i64 oo;
-    if (!loom_indexed_offset(ip, bufs, e, 1, code, bufs[k + 2], &oo)) continue;
+    if (!loom_indexed_offset(ip, bufs, e, wrap, code, bufs[k + 2], &oo)) continue;
     loom_value v;
     if (has_values) {
       i64 rest = e, at = 0;

@@ -249,6 +249,9 @@ class Lowering {
       case OpId::Index: return index(step, out, what);
       case OpId::IndexPut: return index_put(step, out, what);
       case OpId::Cumsum: return cumsum(step, out, what);
+      case OpId::Scatter:
+      case OpId::ScatterReduce: return scatter(step, out, what);
+      case OpId::ViewDtype: return view_dtype(step, out, what);
       case OpId::FloorDiv:
       case OpId::Remainder: return int_divmod(step, out, what);
       default: break;
@@ -384,6 +387,44 @@ class Lowering {
                                        " with size " + std::to_string(dim_size));
   }
 
+  // Scatter and ScatterReduce: out is x, then (include_self=False) a pass that resets the
+  // targets, then src combined into them (loom_scatter_reduce; its ip: the header and strides of
+  // loom_scatter_add, then kind, reset, the error code).
+  void scatter(const fusion::Step& step, const View& out, const std::string& what) {
+    View x = operand(step.operands[0]), idx = operand(step.operands[1]), src = operand(step.operands[2]);
+    copy(out, x, what);
+    int64_t n = numel_of(idx.sizes);
+    if (n == 0) return;
+    const Node& nd = node(step.node);
+    const Attrs& a = nd.attrs();
+    int64_t dim = a[0], kind = nd.op() == OpId::Scatter ? 0 : a[1];
+    bool include_self = kind == 0 || a[2] != 0;
+    auto r = static_cast<int64_t>(idx.sizes.size());
+    int64_t dim_size = out.sizes.empty() ? 1 : out.sizes[dim];
+    std::string message = "scatter(): index out of bounds for dimension " + std::to_string(dim) + " with size " +
+                          std::to_string(dim_size);
+    for (int64_t reset : {int64_t{1}, int64_t{0}}) {
+      if (reset && include_self) continue;
+      std::vector<int64_t> ip{n, r};
+      ip.insert(ip.end(), idx.sizes.begin(), idx.sizes.end());
+      ip.insert(ip.end(), out.strides.begin(), out.strides.end());
+      ip.insert(ip.end(), idx.strides.begin(), idx.strides.end());
+      ip.insert(ip.end(), src.strides.begin(), src.strides.begin() + r);  // src is read at index's positions
+      ip.insert(ip.end(), {dim, dim_size, cuda::dtype_code(out.dtype), kind, reset, 0});
+      Launch& l = launch(CudaModule::Library, "loom_scatter_reduce", n, ip, {},
+                         {idx.address, src.address, out.address, error()}, what);
+      reports(l, ErrorKind::Runtime, message);
+    }
+  }
+
+  // ViewDtype: the input's bytes copied dense into the output, whose buffer seen in the input's
+  // dtype and shape receives them unchanged.
+  void view_dtype(const fusion::Step& step, const View& out, const std::string& what) {
+    View in = operand(step.operands[0]);
+    LOOM_CHECK(out.strides == contiguous_strides(out.sizes), Runtime, "internal: ViewDtype into a strided buffer");
+    copy(View{out.address, in.dtype, in.sizes, contiguous_strides(in.sizes)}, in, what);
+  }
+
   // The ip of loom_index / loom_index_put from its header to the index blocks: the index space
   // `sizes` (pre dims, broadcast index dims, post dims), the indexed tensor's strides over it,
   // then per index its strides over it, the indexed dim's stride and size, and its width.
@@ -460,10 +501,11 @@ class Lowering {
     } else {
       ip.insert(ip.end(), space.size(), 0);
     }
-    ip.insert(ip.end(), {has_values, a[1] != 0, cuda::dtype_code(out.dtype), cuda::dtype_code(value_type), 0});
+    bool select = a.size() > 2 && a[2] != 0;  // index_select's rule: negative indices are out of range
+    ip.insert(ip.end(), {has_values, a[1] != 0, cuda::dtype_code(out.dtype), cuda::dtype_code(value_type), !select, 0});
     std::vector<Word> sp{has_values ? constant(0) : scalar(values.value, Patch::ScalarIn, out.dtype)};
     Launch& l = launch(CudaModule::Library, "loom_index_put", numel_of(space), ip, sp, bufs, what);
-    reports(l, ErrorKind::Index, "index out of bounds of the indexed dimension");
+    reports(l, ErrorKind::Index, select ? "index out of range in self" : "index out of bounds of the indexed dimension");
   }
 
   void cumsum(const fusion::Step& step, const View& out, const std::string& what) {

@@ -12,6 +12,7 @@
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
+#include "lazy/ops_movement.h"
 #include "runtime/error.h"
 
 namespace loom {
@@ -267,9 +268,17 @@ DERIVATIVE(IndexPut) {
 DERIVATIVE(Gather) {
   g[0] = ops::scatter_add(zeros(c.shapes[0], c.dtypes[0], c.grad), c.attrs[0], saved(c, 1), c.grad);
 }
+// The gradient of a scatter's src (input 2), which may be larger than its index: `at_index` (the
+// index's shape) at the index's positions, 0 elsewhere.
+Tensor src_gradient(const BackwardContext& c, const Tensor& at_index) {
+  IntSpan src = c.shapes[2];
+  if (Dims(at_index->sizes()) == Dims(src)) return at_index;
+  Layout corner{Dims(at_index->sizes()), contiguous_strides(src), 0};
+  return ops::view_scatter(zeros(src, c.dtypes[2], c.grad), corner, at_index);
+}
 DERIVATIVE(ScatterAdd) {
   g[0] = c.grad;
-  if (c.needs_grad[2]) g[2] = ops::gather(c.grad, c.attrs[0], saved(c, 1));
+  if (c.needs_grad[2]) g[2] = src_gradient(c, ops::gather(c.grad, c.attrs[0], saved(c, 1)));
 }
 // base with a region replaced by src: the region's gradient goes to src, the rest to base.
 DERIVATIVE(ViewScatter) {
@@ -282,6 +291,51 @@ DERIVATIVE(ViewScatter) {
       r.offset += l.offset;
       return r;
     });
+}
+
+// ---- scatters by replacement and by reduction (lazy/ops_movement.h), PyTorch's formulas ----
+// Scatter: the written positions take nothing back to x; src gets the gradient at its targets.
+DERIVATIVE(Scatter) {
+  const Tensor& index = saved(c, 1);
+  if (c.needs_grad[0]) g[0] = ops::scatter(c.grad, c.attrs[0], index, Arg(Scalar(int64_t{0})));
+  if (c.needs_grad[2]) g[2] = src_gradient(c, ops::gather(c.grad, c.attrs[0], index));
+}
+// ScatterReduce: amax / amin share the gradient evenly among the elements equal to the result;
+// prod divides the result by each factor, with the zeros handled apart (the product of the
+// others, computed with the zero replaced by 1).
+DERIVATIVE(ScatterReduce) {
+  int64_t dim = c.attrs[0], kind = c.attrs[1];
+  bool include_self = c.attrs[2] != 0;
+  const Tensor &self = x(c), &index = saved(c, 1), &src = saved(c, 2), &out = result(c);
+  DType dtype = c.dtypes[0];
+  auto reduce_again = [&](const Tensor& s, const Tensor& t) {
+    return ops::scatter_reduce(s, dim, index, t, kind == ops::kScatterProd ? "prod" : kind == ops::kScatterAmax ? "amax" : "amin",
+                               include_self);
+  };
+  Tensor grad_self, grad_src;
+  if (kind == ops::kScatterProd) {
+    Tensor self_zero = binary(OpId::Eq, self, Scalar(int64_t{0}));
+    Tensor masked_self = ops::where(self_zero, Scalar(int64_t{1}), self);
+    grad_self = div(mul(c.grad, reduce_again(masked_self, src)), masked_self);
+    Tensor src_zero = binary(OpId::Eq, src, Scalar(int64_t{0}));
+    Tensor zeros_at = ops::gather(ops::scatter_add(zeros(c.shapes[0], dtype, c.grad), dim, index, ops::cast(src_zero, dtype)),
+                                  dim, index);
+    Tensor single_zero = binary(OpId::LogicalAnd, src_zero, binary(OpId::Eq, zeros_at, Scalar(int64_t{1})));
+    Tensor masked_src = ops::where(single_zero, Scalar(int64_t{1}), src);
+    Tensor others = ops::gather(mul(c.grad, reduce_again(self, masked_src)), dim, index);
+    Tensor divided = div(ops::gather(mul(c.grad, out), dim, index), ops::where(src_zero, Scalar(int64_t{1}), src));
+    grad_src = ops::where(single_zero, others, divided);
+  } else {
+    Tensor value = ops::gather(out, dim, index);
+    Tensor self_is = binary(OpId::Eq, self, out), src_is = binary(OpId::Eq, src, value);
+    Tensor count = ops::scatter_add(ops::cast(self_is, dtype), dim, index, ops::cast(src_is, dtype));
+    Tensor share = div(c.grad, count);
+    grad_self = mask(self_is, share);
+    grad_src = mask(src_is, ops::gather(share, dim, index));
+  }
+  if (!include_self) grad_self = ops::scatter(grad_self, dim, index, Arg(Scalar(int64_t{0})));
+  if (c.needs_grad[0]) g[0] = grad_self;
+  if (c.needs_grad[2]) g[2] = src_gradient(c, grad_src);
 }
 
 #undef DERIVATIVE
@@ -367,6 +421,10 @@ const bool registered = [] {
       {OpId::Gather, d_Gather, {.inputs_for = {kIn1}}},                                 // the index
       {OpId::ScatterAdd, d_ScatterAdd, {.inputs_for = {0, 0, kIn1}}},                   // the index
       {OpId::ViewScatter, d_ViewScatter, kNothing},
+      // scatters by replacement and by reduction
+      {OpId::Scatter, d_Scatter, {.inputs_for = {kIn1, 0, kIn1}}},  // the index
+      {OpId::ScatterReduce, d_ScatterReduce,
+       {.inputs_for = {kIn0 | kIn1 | input_bit(2), 0, kIn0 | kIn1 | input_bit(2)}, .result_for = 1 | 4}},
   };
   for (const Entry& e : entries) define_backward(e.op, e.fn, e.saves);
   return true;

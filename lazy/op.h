@@ -40,6 +40,8 @@ namespace loom {
   X(Sum) X(Prod) X(Amax) X(Amin) X(Argmax) X(Argmin)                                                \
   /* data movement */                                                                               \
   X(View) X(Cat) X(Cumsum) X(Index) X(Gather) X(ScatterAdd) X(IndexPut) X(ViewScatter)        \
+  /* data movement: scatters by replacement and by reduction, bytes read as another dtype */       \
+  X(Scatter) X(ScatterReduce) X(ViewDtype)                                                          \
   /* matrix products */                                                                             \
   X(MatMul)                                                                                         \
   /* creation */                                                                                    \

@@ -76,16 +76,6 @@ Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::
   return viewed(x, std::move(out), name, std::move(backward));
 }
 
-// The backward of a view that selects a region of its input: the gradient lands in that region
-// of zeros of the input's shape.
-std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region) {
-  Dims shape(x->sizes());
-  DType dtype = x->dtype();
-  return [shape, dtype, region](const Tensor& g) {
-    return view_scatter(full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()}), region, g);
-  };
-}
-
 std::function<Tensor(const Tensor&)> reshape_backward(const Tensor& x) {
   Dims shape(x->sizes());
   return [shape](const Tensor& g) { return reshape(g, shape); };
@@ -140,6 +130,21 @@ bool is_bool(const Arg& a) {
 }
 
 }  // namespace
+
+// The backward of a view that selects a region of its input: the gradient lands in that region
+// of zeros of the input's shape.
+std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region) {
+  Dims shape(x->sizes());
+  DType dtype = x->dtype();
+  return [shape, dtype, region](const Tensor& g) {
+    return view_scatter(full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()}), region, g);
+  };
+}
+
+Tensor strided_view(const Tensor& x, const std::function<std::optional<Layout>(const Layout&)>& layout_of,
+                    const char* name, std::function<Tensor(const Tensor&)> backward) {
+  return make_view(x, layout_of, name, std::move(backward));
+}
 
 Tensor sum_to(const Tensor& grad, IntSpan shape) {
   Tensor g = grad;
@@ -594,13 +599,6 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              "Expected size for first two dimensions of batch2 tensor to be: [", a->sizes()[0], ", ", a->sizes()[2],
              "] but got: [", b->sizes()[0], ", ", b->sizes()[1], "].");
   return apply(OpId::MatMul, {Arg(a), Arg(b)});
-}
-
-Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  Tensor prod = mm(a, b);
-  if (!is_one(alpha)) prod = mul(prod, alpha);
-  if (beta.as_double() == 0.0) return prod;
-  return add(is_one(beta) ? input : mul(input, beta), prod);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
