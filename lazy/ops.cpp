@@ -1009,7 +1009,7 @@ Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy) {
   if (same_place && x->dtype() == dtype && !copy) return x;
   if (same_place && lazy) return x->dtype() == dtype ? clone(x) : cast(x, dtype);
   // Leaving or entering lazy mode, or changing device: materialize, then copy.
-  materialize(*x);
+  sync_for(SyncCause::Host, *x);
   Tensor out = make_tensor(copy_to(x->array(), dtype, device, MemoryFormat::Preserve), lazy);
   DType from = x->dtype();
   Device from_device = x->device();
