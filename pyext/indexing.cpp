@@ -57,7 +57,7 @@ Tensor index_tensor(PyObject* item, const TensorImpl& self) {
 // depends on the data, so a lazy mask is materialized first (a sync point, as in other lazy
 // tensor systems).
 std::vector<Tensor> nonzero(const Tensor& mask) {
-  materialize(*mask);
+  sync_for(SyncCause::DataDependentShape, *mask);
   Array host = copy_to(mask->array(), DType::Bool, kCPU);
   const bool* p = static_cast<const bool*>(host.data());
   int64_t n = host.numel(), nd = host.ndim();
