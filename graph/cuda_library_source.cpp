@@ -143,19 +143,32 @@ LOOM_KERNEL loom_index_put(const i64* ip, const i64* sp, void* const* bufs) {
   }
 }
 
-// One thread per line along dim; sums in double for floating dtypes, in int64 otherwise.
-LOOM_KERNEL loom_cumsum(const i64* ip, const i64* sp, void* const* bufs) {
+// The kernels over lines along a dim (cumsum, the scans, sort) read the ip cuda_lowering.cpp's
+// lines_ip writes: lines, r, sizes, x's strides, out's strides, then the tail: dim, x's dtype,
+// out's dtype and the kernel's own words. A line: where it starts in x and out, its length and
+// its steps along dim.
+struct loom_line { i64 xo, oo, n, xstep, ostep; };
+LOOM_FN const i64* loom_line_tail(const i64* ip) { return ip + 2 + 3 * ip[1]; }
+static __device__ __noinline__ loom_line loom_line_at(const i64* ip, i64 line) {
   const int r = (int)ip[1];
   const i64* sizes = ip + 2; const i64* xs = sizes + r; const i64* os = xs + r;
-  const i64 dim = os[r], xt = os[r + 1], ot = os[r + 2];
+  const i64 dim = os[r];
+  loom_line l = {0, 0, r > 0 ? sizes[dim] : 1, r > 0 ? xs[dim] : 0, r > 0 ? os[dim] : 0};
+  i64 rest = line;
+  for (int d = r - 1; d >= 0; --d) {
+    if (d == dim) continue;
+    const i64 c = rest % sizes[d]; rest /= sizes[d];
+    l.xo += c * xs[d]; l.oo += c * os[d];
+  }
+  return l;
+}
+
+// One thread per line along dim; sums in double for floating dtypes, in int64 otherwise.
+LOOM_KERNEL loom_cumsum(const i64* ip, const i64* sp, void* const* bufs) {
+  const i64 xt = loom_line_tail(ip)[1], ot = loom_line_tail(ip)[2];
   LOOM_FOR_EACH(line, ip[0]) {
-    i64 rest = line, xo = 0, oo = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      if (d == dim) continue;
-      const i64 c = rest % sizes[d]; rest /= sizes[d];
-      xo += c * xs[d]; oo += c * os[d];
-    }
-    const i64 n = r > 0 ? sizes[dim] : 1, xstep = r > 0 ? xs[dim] : 0, ostep = r > 0 ? os[dim] : 0;
+    const loom_line l = loom_line_at(ip, line);
+    const i64 n = l.n, xo = l.xo, oo = l.oo, xstep = l.xstep, ostep = l.ostep;
     double fsum = 0.0;
     i64 isum = 0;
     for (i64 j = 0; j < n; ++j) {
@@ -185,21 +198,15 @@ LOOM_FN bool loom_takes_over(loom_value x, loom_value best, bool is_max) {
   return is_max ? x.i >= best.i : x.i <= best.i;
 }
 
-// One thread per line along dim (ip as loom_cumsum's, then the kind): 0 cumprod (in double for
+// One thread per line along dim (a lines ip whose tail ends with the kind): 0 cumprod (in double for
 // floats, wrapping int64 otherwise), 1 logcumsumexp (double), 2 / 3 the index of the running
 // max / min.
 LOOM_KERNEL loom_scan(const i64* ip, const i64* sp, void* const* bufs) {
-  const int r = (int)ip[1];
-  const i64* sizes = ip + 2; const i64* xs = sizes + r; const i64* os = xs + r;
-  const i64 dim = os[r], xt = os[r + 1], ot = os[r + 2], kind = os[r + 3];
+  const i64* tail = loom_line_tail(ip);
+  const i64 xt = tail[1], ot = tail[2], kind = tail[3];
   LOOM_FOR_EACH(line, ip[0]) {
-    i64 rest = line, xo = 0, oo = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      if (d == dim) continue;
-      const i64 c = rest % sizes[d]; rest /= sizes[d];
-      xo += c * xs[d]; oo += c * os[d];
-    }
-    const i64 n = r > 0 ? sizes[dim] : 1, xstep = r > 0 ? xs[dim] : 0, ostep = r > 0 ? os[dim] : 0;
+    const loom_line l = loom_line_at(ip, line);
+    const i64 n = l.n, xo = l.xo, oo = l.oo, xstep = l.xstep, ostep = l.ostep;
     double f = kind == 1 ? -loom_inf() : 1.0;
     u64 product = 1;
     loom_value best = loom_load(bufs[0], xo, (int)xt);
@@ -234,24 +241,18 @@ LOOM_FN u64 loom_sort_key(loom_value v, bool descending) {
   return descending ? ~key : key;
 }
 
-// One block per line (ip as loom_cumsum's, then descending and the line's length padded to a
-// power of two): a bitonic sort of (key, index) pairs, in shared memory up to LOOM_SORT_SHARED
+// One block per line (a lines ip whose tail ends with descending and the line's length padded
+// to a power of two): a bitonic sort of (key, index) pairs, in shared memory up to LOOM_SORT_SHARED
 // elements, else in bufs[2] and bufs[3] (scratch, `padded` words per line); writes the indices.
 #define LOOM_SORT_SHARED 2048
 LOOM_KERNEL loom_sort(const i64* ip, const i64* sp, void* const* bufs) {
   __shared__ u64 shared_keys[LOOM_SORT_SHARED];
   __shared__ int shared_at[LOOM_SORT_SHARED];
-  const int r = (int)ip[1];
-  const i64* sizes = ip + 2; const i64* xs = sizes + r; const i64* os = xs + r;
-  const i64 dim = os[r], xt = os[r + 1], descending = os[r + 3], padded = os[r + 4];
-  const i64 n = r > 0 ? sizes[dim] : 1, xstep = r > 0 ? xs[dim] : 0, ostep = r > 0 ? os[dim] : 0;
+  const i64* tail = loom_line_tail(ip);
+  const i64 xt = tail[1], descending = tail[3], padded = tail[4];
   for (i64 line = blockIdx.x; line < ip[0]; line += gridDim.x) {
-    i64 rest = line, xo = 0, oo = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      if (d == dim) continue;
-      const i64 c = rest % sizes[d]; rest /= sizes[d];
-      xo += c * xs[d]; oo += c * os[d];
-    }
+    const loom_line l = loom_line_at(ip, line);
+    const i64 n = l.n, xo = l.xo, oo = l.oo, xstep = l.xstep, ostep = l.ostep;
     const bool shared = padded <= LOOM_SORT_SHARED;
     u64* keys = shared ? shared_keys : (u64*)bufs[2] + line * padded;
     int* at = shared ? shared_at : (int*)bufs[3] + line * padded;

@@ -18,18 +18,6 @@ Attrs attrs_of(std::initializer_list<int64_t> values) {
   return a;
 }
 
-int64_t size_along(const Tensor& x, int64_t d) { return x->ndim() == 0 ? 1 : x->sizes()[d]; }
-
-// f(x viewed as at least 1-d, wrapped dim) with its results viewed back as 0-d for a 0-d x, as
-// PyTorch's selections treat a 0-d tensor as one element along dim 0 or -1.
-template <typename F>
-std::pair<Tensor, Tensor> along(const Tensor& x, int64_t dim, F&& f) {
-  int64_t d = wrap_dim(dim, x->ndim());
-  if (x->ndim() > 0) return f(x, d);
-  auto [a, b] = f(reshape(x, Dims{1}), int64_t{0});
-  return {reshape(a, Dims{}), reshape(b, Dims{})};
-}
-
 }  // namespace
 
 // ---- sorting and selection ----
@@ -46,17 +34,17 @@ std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim, bool descending) {
 Tensor msort(const Tensor& x) { return sort(x, 0).first; }
 
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool largest) {
-  return along(x, dim, [&](const Tensor& v, int64_t d) {
-    LOOM_CHECK(k >= 0 && k <= size_along(v, d), Runtime, "selected index k out of range");
+  return detail::along(x, dim, [&](const Tensor& v, int64_t d) {
+    LOOM_CHECK(k >= 0 && k <= v->sizes()[d], Runtime, "selected index k out of range");
     Tensor indices = narrow(argsort(v, d, largest), d, 0, k);
     return std::pair{gather(v, d, indices), indices};
   });
 }
 
 std::pair<Tensor, Tensor> kthvalue(const Tensor& x, int64_t k, int64_t dim, bool keepdim) {
-  return along(x, dim, [&](const Tensor& v, int64_t d) {
-    LOOM_CHECK(size_along(v, d) > 0, Index, "kthvalue(): Expected reduction dim ", d, " to have non-zero size.");
-    LOOM_CHECK(k >= 1 && k <= size_along(v, d), Runtime, "kthvalue(): selected number k out of range for dimension ",
+  return detail::along(x, dim, [&](const Tensor& v, int64_t d) {
+    LOOM_CHECK(v->sizes()[d] > 0, Index, "kthvalue(): Expected reduction dim ", d, " to have non-zero size.");
+    LOOM_CHECK(k >= 1 && k <= v->sizes()[d], Runtime, "kthvalue(): selected number k out of range for dimension ",
                d);
     Tensor indices = narrow(argsort(v, d), d, k - 1, 1);
     Tensor values = gather(v, d, indices);

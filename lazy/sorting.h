@@ -47,4 +47,17 @@ struct Unique {
 Unique unique(const Tensor& x, std::optional<int64_t> dim = {});
 Unique unique_consecutive(const Tensor& x, std::optional<int64_t> dim = {});
 
+namespace detail {
+// f(x viewed as at least 1-d, wrapped dim) -> (values, indices), viewed back as 0-d for a 0-d x,
+// as PyTorch's selections treat a 0-d tensor as one element along dim 0 or -1 (the selections
+// here and the order statistics of lazy/statistics.h).
+template <typename F>
+std::pair<Tensor, Tensor> along(const Tensor& x, int64_t dim, F&& f) {
+  int64_t d = wrap_dim(dim, x->ndim());
+  if (x->ndim() > 0) return f(x, d);
+  auto [values, indices] = f(reshape(x, Dims{1}), int64_t{0});
+  return {reshape(values, Dims{}), reshape(indices, Dims{})};
+}
+}  // namespace detail
+
 }  // namespace loom::ops

@@ -18,16 +18,6 @@ Tensor apply_along(OpId op, const Tensor& x, int64_t dim) {
 
 Tensor isnan(const Tensor& x) { return unary(OpId::IsNan, x); }
 
-// f(x viewed as at least 1-d, wrapped dim) with its results viewed back as 0-d for a 0-d x, as
-// PyTorch's selections treat a 0-d tensor as one element along dim 0 or -1.
-template <typename F>
-std::pair<Tensor, Tensor> along(const Tensor& x, int64_t dim, F&& f) {
-  int64_t d = wrap_dim(dim, x->ndim());
-  if (x->ndim() > 0) return f(x, d);
-  auto [a, b] = f(reshape(x, Dims{1}), int64_t{0});
-  return {reshape(a, Dims{}), reshape(b, Dims{})};
-}
-
 void require_nonempty_dim(const char* name, const Tensor& x, int64_t d) {
   LOOM_CHECK(x->sizes()[d] > 0, Index, name, "(): Expected reduction dim ", d, " to have non-zero size.");
 }
@@ -119,7 +109,7 @@ std::pair<Tensor, Tensor> cummin(const Tensor& x, int64_t dim) {
 // ---- order statistics ----
 
 std::pair<Tensor, Tensor> median_dim(const Tensor& x, int64_t dim, bool keepdim, bool ignore_nan) {
-  return along(x, dim, [&](const Tensor& v, int64_t d) {
+  return detail::along(x, dim, [&](const Tensor& v, int64_t d) {
     require_nonempty_dim(ignore_nan ? "nanmedian" : "median", v, d);
     int64_t n = v->sizes()[d];
     Tensor order = argsort(v, d);
@@ -166,7 +156,7 @@ Tensor median(const Tensor& x, bool ignore_nan) {
 }
 
 std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
-  return along(x, dim, [&](const Tensor& v, int64_t d) {
+  return detail::along(x, dim, [&](const Tensor& v, int64_t d) {
     require_nonempty_dim("mode", v, d);
     int64_t n = v->sizes()[d], ndim = v->ndim();
     Tensor order = argsort(v, d);

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import loom
-from _ops_helpers import (FLOAT_DTYPES, INT_DTYPES, LAYOUTS, SubChecks, assert_close, check, device,  # noqa: F401
-                          random_array, torch)
+from _ops_helpers import (FLOAT_DTYPES, INT_DTYPES, LAYOUTS, SubChecks, check, device, random_array,  # noqa: F401
+                          results_by_name, torch)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -392,14 +392,6 @@ def family_program(m, x, q):
     return out
 
 
-def _flat(out):
-    flat = {}
-    for k, v in out.items():
-        for i, t in enumerate(v if isinstance(v, tuple) else (v,)):
-            flat[f"{k}.{i}"] = t.numpy()
-    return flat
-
-
 EXECUTORS = ["fused", "unfused", "interpreter", "cuda-emulated", "cuda-emulated-unfused"]
 
 
@@ -408,13 +400,13 @@ EXECUTORS = ["fused", "unfused", "interpreter", "cuda-emulated", "cuda-emulated-
 def test_family_through_every_executor(executor, dtype):
     x = random_array((4, 6, 5), dtype, seed=21)
     q = np.array([0.1, 0.5, 0.9], dtype=dtype)
-    eager = _flat(family_program(loom, loom.tensor(x), loom.tensor(q)))
+    eager = results_by_name(family_program(loom, loom.tensor(x), loom.tensor(q)))
     loom._C._set_executor(executor)
     try:
-        lazy = _flat(family_program(loom, loom.tensor(x, device="lazy"), loom.tensor(q, device="lazy")))
+        lazy = results_by_name(family_program(loom, loom.tensor(x, device="lazy"), loom.tensor(q, device="lazy")))
     finally:
         loom._C._set_executor("compiled")
-    reference = _flat(family_program(torch, torch.from_numpy(x), torch.from_numpy(q)))
+    reference = results_by_name(family_program(torch, torch.from_numpy(x), torch.from_numpy(q)))
     assert lazy.keys() == eager.keys() == reference.keys()
     for k in eager:
         np.testing.assert_allclose(lazy[k], eager[k], err_msg=k, **tol(dtype))

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import loom
-from _ops_helpers import LAYOUTS, SubChecks, assert_close, check, device, random_array, torch  # noqa: F401
+from _ops_helpers import (LAYOUTS, SubChecks, assert_close, check, device, random_array,  # noqa: F401
+                          results_by_name, torch)
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -319,14 +320,6 @@ def sort_program(m, x, s, v):
     }
 
 
-def flat(out):
-    res = {}
-    for k, v in out.items():
-        for i, t in enumerate(v if isinstance(v, tuple) else (v,)):
-            res[f"{k}.{i}"] = t.numpy()
-    return res
-
-
 @pytest.mark.parametrize("executor", ["fused", "unfused", "interpreter", "cuda-emulated", "cuda-emulated-unfused"])
 @pytest.mark.parametrize("columns", [7, 3000])
 def test_sorts_through_every_executor(executor, columns):
@@ -334,10 +327,10 @@ def test_sorts_through_every_executor(executor, columns):
     x[1, ::3] = NAN
     s = np.sort(random_array((5, 40), "float64", seed=13), axis=1)
     v = np.concatenate([random_array((5, 9), "float64", seed=14), s[:, 3:7]], axis=1)  # equal elements too
-    eager = flat(sort_program(loom, loom.tensor(x), loom.tensor(s), loom.tensor(v)))
+    eager = results_by_name(sort_program(loom, loom.tensor(x), loom.tensor(s), loom.tensor(v)))
     loom._C._set_executor(executor)
     try:
-        lazy = flat(sort_program(loom, loom.tensor(x, device="lazy"), loom.tensor(s, device="lazy"),
+        lazy = results_by_name(sort_program(loom, loom.tensor(x, device="lazy"), loom.tensor(s, device="lazy"),
                                  loom.tensor(v, device="lazy")))
     finally:
         loom._C._set_executor("compiled")
