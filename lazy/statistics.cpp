@@ -171,9 +171,10 @@ std::pair<Tensor, Tensor> mode(const Tensor& x, int64_t dim, bool keepdim) {
       starts = n == 1 ? first
                       : cat({first, binary(OpId::Ne, narrow(s, d, 1, n - 1), narrow(s, d, 0, n - 1))}, d);
       Tensor pos = positions(n, d, ndim, v);
+      // How far into its run each element is: largest at the end of the longest run.
       Tensor run_start = cummax(where(starts, pos, Scalar(int64_t{0})), d).first;
-      Tensor run_length = sub(pos, run_start);
-      best = argmax(run_length, d, true);  // the first maximum: the smallest of the most frequent values
+      Tensor into_run = sub(pos, run_start);
+      best = argmax(into_run, d, true);  // the first maximum: the smallest of the most frequent values
     }
     Tensor at = gather(order, d, best);  // the last occurrence (the sort is stable)
     return keep_or_squeeze(gather(v, d, at), at, d, keepdim);
