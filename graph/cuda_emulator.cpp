@@ -22,8 +22,8 @@
 namespace loom::graph {
 namespace {
 
-// CUDA's vocabulary for the host: a launch is one block of one thread, and atomics need no
-// atomicity on one thread.
+// CUDA's vocabulary for the host: a launch is one block of one thread, so atomics need no
+// atomicity, a barrier has no one to wait for, and a block's shared memory is a static array.
 constexpr const char* kShim = R"(// The host shim of loom's CUDA emulator (graph/cuda_emulator.cpp).
 #include <math.h>
 #define __global__
@@ -31,6 +31,8 @@ constexpr const char* kShim = R"(// The host shim of loom's CUDA emulator (graph
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(n)
+#define __shared__ static
+static inline void __syncthreads() {}
 struct loom_emu_dim { unsigned x; };
 static const loom_emu_dim blockIdx = {0}, threadIdx = {0}, gridDim = {1}, blockDim = {1};
 static inline int atomicAdd(int* p, int v) { int o = *p; *p = o + v; return o; }

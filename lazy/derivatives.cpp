@@ -8,11 +8,13 @@
 // ...; the input elsewhere), so that an in-place write after the op breaks its gradient exactly
 // where it breaks PyTorch's.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
 #include "lazy/ops_movement.h"
+#include "lazy/statistics.h"
 #include "runtime/error.h"
 
 namespace loom {
@@ -233,6 +235,55 @@ DERIVATIVE(Cumsum) {
   Tensor total = ops::sum(c.grad, ops::DimList{dim}, true);
   g[0] = add(sub(total, ops::cumsum(c.grad, dim)), c.grad);
 }
+// d out_j / d x_i = out_j / x_i for i <= j while no element up to j is 0 (PyTorch's formula:
+// the reversed cumulative sum of grad * out, over x). Past a slice's first zero every later
+// product is 0, so only the zero itself gets a gradient: the reversed cumulative sum of grad times
+// the products with that zero replaced by 1. Later elements get 0. Chosen per element with
+// where()s (a lazy trace has no branches on data).
+DERIVATIVE(Cumprod) {
+  int64_t dim = c.attrs[0];
+  const Tensor& v = x(c);
+  if (v->ndim() == 0) {
+    g[0] = c.grad;
+    return;
+  }
+  auto reversed_cumsum = [dim](const Tensor& t) {
+    return ops::flip(ops::cumsum(ops::flip(t, Dims{dim}), dim), Dims{dim});
+  };
+  Tensor zero = binary(OpId::Eq, v, Scalar(int64_t{0}));
+  Tensor zeros_so_far = ops::cumsum(ops::cast(zero, DType::Int64), dim);
+  Tensor before = binary(OpId::Eq, zeros_so_far, Scalar(int64_t{0}));
+  Tensor first_zero = binary(OpId::LogicalAnd, zero, binary(OpId::Eq, zeros_so_far, Scalar(int64_t{1})));
+  Tensor upto_zero = div(reversed_cumsum(mul(c.grad, result(c))), ops::where(zero, Scalar(int64_t{1}), v));
+  Tensor skipping = ops::cumprod(ops::where(first_zero, Scalar(int64_t{1}), v), dim);
+  Tensor at_zero = reversed_cumsum(mul(c.grad, skipping));
+  g[0] = ops::where(before, upto_zero, ops::where(first_zero, at_zero, Scalar(int64_t{0})));
+}
+// d out_j / d x_i = exp(x_i - out_j) for i <= j: the gradient is exp(x_i) times a reversed sum of
+// grad_j exp(-out_j), summed in log space (a reversed logcumsumexp) separately for the positive
+// and negative parts of grad, so nothing overflows. The dtype's lowest number stands for log(0)
+// (-inf would make -inf - -inf = nan where out is -inf).
+DERIVATIVE(Logcumsumexp) {
+  int64_t dim = c.attrs[0];
+  const Tensor& v = x(c);
+  if (v->ndim() == 0) {
+    g[0] = c.grad;
+    return;
+  }
+  auto reversed = [dim](const Tensor& t) {
+    return ops::flip(ops::logcumsumexp(ops::flip(t, Dims{dim}), dim), Dims{dim});
+  };
+  Scalar lowest(c.grad->dtype() == DType::Float64 ? std::numeric_limits<double>::lowest()
+                                                   : static_cast<double>(std::numeric_limits<float>::lowest()));
+  if (c.grad->dtype() == DType::Float16) lowest = Scalar(-65504.0);
+  if (c.grad->dtype() == DType::BFloat16) lowest = Scalar(-3.3895313892515355e38);
+  Tensor log_abs = unary(OpId::Log, unary(OpId::Abs, c.grad));
+  auto part = [&](OpId sign) {
+    Tensor log_part = ops::where(binary(sign, c.grad, Scalar(int64_t{0})), log_abs, lowest);
+    return unary(OpId::Exp, add(reversed(sub(log_part, result(c))), v));
+  };
+  g[0] = sub(part(OpId::Gt), part(OpId::Lt));
+}
 // The gradient of a column-major operand is computed as the transpose of a row-major product
 // (grad @ b^T = (b @ grad^T)^T), so it reaches the tensor the operand is a transpose of in that
 // tensor's own row-major order: the kernels that consume a weight's gradient (its accumulation,
@@ -414,6 +465,8 @@ const bool registered = [] {
       {OpId::Sum, d_Sum, kNothing}, {OpId::Prod, d_Prod, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::Amax, d_Amax, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::Amin, d_Amin, {.inputs_for = {kIn0}, .result_for = 1}}, {OpId::Cumsum, d_Cumsum, kNothing},
+      {OpId::Cumprod, d_Cumprod, {.inputs_for = {kIn0}, .result_for = 1}},
+      {OpId::Logcumsumexp, d_Logcumsumexp, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::MatMul, d_MatMul, {.inputs_for = {kIn1, kIn0}, .operand_layouts = true}},
       {OpId::Cat, d_Cat, kNothing},
       {OpId::Index, d_Index, {.inputs_for = {inputs_from(1)}}},                         // the indices

@@ -139,8 +139,9 @@ Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy = fa
 // ---- creation, eager or lazy ----
 Tensor full(IntSpan sizes, Scalar value, DType dtype, Placement where);
 Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype, Placement where);
-Tensor rand(IntSpan sizes, DType dtype, Placement where);
-Tensor randn(IntSpan sizes, DType dtype, Placement where);
+// Uniform on [low, high) and normal of mean and std, computed in double then rounded to dtype.
+Tensor rand(IntSpan sizes, DType dtype, Placement where, double low = 0, double high = 1);
+Tensor randn(IntSpan sizes, DType dtype, Placement where, double mean = 0, double std = 1);
 Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement where);
 
 // ---- in-place: self's value becomes op(self, ...) or a new value (see dispatch.h update) ----

@@ -66,9 +66,9 @@ Tensor put_along(const Tensor& x, int64_t dim, const Tensor& index, const Arg& v
 // ---- data-dependent sizes ----
 
 // Note [Syncs for data-dependent sizes]: every op whose result size depends on values reads them
-// here, so a count of such syncs by cause needs this one place.
+// here, so loom.metrics() counts each as a sync caused by a data-dependent shape.
 Array values_for_shape(const Tensor& t, [[maybe_unused]] const char* cause) {
-  materialize(*t);
+  sync_for(SyncCause::DataDependentShape, *t);
   const Array& a = t->array();
   return a.device().is_cpu() ? a : copy_to(a, a.dtype, kCPU);
 }
@@ -414,23 +414,26 @@ Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
   int64_t n = x->sizes()[0];
   // The tuples are listed on the host (PyTorch's op is for small inputs too): refuse what would
   // not fit rather than run for hours.
-  double count = 1;
-  for (int64_t k = 0; k < r; ++k) count = count * static_cast<double>(with_replacement ? n + k : n - k) / (k + 1);
-  LOOM_CHECK(count <= 1e8, Runtime, "combinations: ", n, " elements taken ", r, " at a time make about ", count,
+  double tuples = 1;
+  for (int64_t k = 0; k < r; ++k) tuples = tuples * static_cast<double>(with_replacement ? n + k : n - k) / (k + 1);
+  LOOM_CHECK(tuples <= 1e8, Runtime, "combinations: ", n, " elements taken ", r, " at a time make about ", tuples,
              " tuples, more than loom lists (1e8)");
-  // Every non-decreasing (with replacement) or increasing tuple of indices, in lexicographic order.
-  std::vector<int64_t> picks, current(static_cast<size_t>(r));
-  auto fill = [&](auto&& self, int64_t position, int64_t from) -> void {
-    if (position == r) {
+  // Every non-decreasing (with replacement) or increasing tuple of indices, in lexicographic order,
+  // stepped iteratively (r may be large when the tuples are few).
+  std::vector<int64_t> picks;
+  if (with_replacement ? n > 0 : r <= n) {
+    std::vector<int64_t> current(static_cast<size_t>(r));
+    for (int64_t p = 0; p < r; ++p) current[p] = with_replacement ? 0 : p;
+    auto last_at = [&](int64_t p) { return with_replacement ? n - 1 : n - r + p; };
+    for (;;) {
       picks.insert(picks.end(), current.begin(), current.end());
-      return;
+      int64_t p = r - 1;
+      while (p >= 0 && current[p] == last_at(p)) --p;
+      if (p < 0) break;
+      ++current[p];
+      for (int64_t q = p + 1; q < r; ++q) current[q] = with_replacement ? current[p] : current[q - 1] + 1;
     }
-    for (int64_t i = from; i < n; ++i) {
-      current[position] = i;
-      self(self, position + 1, with_replacement ? i : i + 1);
-    }
-  };
-  fill(fill, 0, 0);
+  }
   auto count = static_cast<int64_t>(picks.size()) / r;
   if (count == 0) return full(Dims{0, r}, Scalar(int64_t{0}), x->dtype(), placement_of(x));
   Tensor idx = int64_tensor(picks, Dims{count * r}, placement_of(x));

@@ -23,6 +23,11 @@
 
 namespace loom {
 
+namespace detail {
+thread_local SyncCause sync_reason = SyncCause::Other;
+thread_local int sync_reason_depth = 0;
+}  // namespace detail
+
 struct OrphanWrite {
   Ref<Node> node;
   Array destination;
@@ -436,7 +441,9 @@ void follow_base(TensorImpl& v, const std::shared_ptr<const Error>& error) {
 // then places `views` (derived views of roots) and lands `orphans` (r's orphan writes). On a
 // failure: the writes are undone, the fresh results computed from the failure are errored, the
 // others computed again without them; then the first failure (an interrupt: that one) is raised.
+// Note [Sync causes] (lazy/sync.h): every call is one sync, counted for the reason its thread gave.
 void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views, std::vector<OrphanWrite> orphans) {
+  if (!roots.empty() || !orphans.empty()) count_sync(detail::sync_reason);
   std::shared_ptr<const Error> raised;
   {
     Flight flight(r, roots, views, orphans);

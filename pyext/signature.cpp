@@ -435,7 +435,8 @@ void Parser::invalid_combination(PyObject* self, PyObject* const* args, Py_ssize
       out += std::string(k ? ", " : "") + (ok ? "" : "!") + (key ? std::string(PyUnicode_AsUTF8(key)) + "=" : "") +
              value_type_name(value) + (ok ? "" : "!");
     }
-    return out + ")";
+    // PyTorch's spelling of keywords alone: a trailing separator, "(dim=int, bogus=int, )".
+    return out + (nargs == 0 && n_kw > 0 ? ", )" : ")");
   };
   // The keywords `s` has no parameter for.
   auto unknown_keywords = [&](const Signature* s) {

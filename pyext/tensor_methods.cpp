@@ -97,7 +97,7 @@ PyObject* m_tolist(PyObject* self, PyObject*) {
 PyObject* m_item(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
   LOOM_CHECK(impl_of(self).numel() == 1, Value, "only one element tensors can be converted to Python scalars");
-  return scalar_to_py(item(array_of(self)));
+  return scalar_to_py(item(array_of(self, SyncCause::Item)));
   LOOM_PY_END(nullptr)
 }
 
@@ -105,7 +105,7 @@ PyObject* m_item(PyObject* self, PyObject*) {
 PyObject* m_format(PyObject* self, PyObject* spec) {
   LOOM_PY_BEGIN
   if (impl_of(self).ndim() == 0) {
-    PyRef value = PyRef::checked(scalar_to_py(item(array_of(self))));
+    PyRef value = PyRef::checked(scalar_to_py(item(array_of(self, SyncCause::Item))));
     return PyObject_Format(value.get(), spec);
   }
   PyRef text = PyRef::checked(PyObject_Str(self));

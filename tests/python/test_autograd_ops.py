@@ -299,6 +299,45 @@ case("log_softmax_dim0", lambda m, x: f("log_softmax")(m, x, dim=0), [N(2, 3, 4)
 case("cumsum", lambda m, x: x.cumsum(0), [N(3, 4)])
 case("cumsum_last", lambda m, x: m.cumsum(x, -1), [N(2, 3, 4)])
 case("cumsum_middle", lambda m, x: x.cumsum(dim=1), [N(2, 3, 4)])
+# scans, order statistics and NaN-aware reductions (lazy/statistics.h, lazy/sorting.h)
+case("cumprod", lambda m, x: x.cumprod(1), [U(0.5, 1.5, 3, 4) * np.sign(N(3, 4))])
+case("cumprod_dim0", lambda m, x: m.cumprod(x, 0), [N(3, 4)])
+# zeros: only the first zero of a line gets a gradient (the products past it are all 0)
+case("cumprod_with_zeros", lambda m, x: x.cumprod(1),
+     [np.array([[1.5, 0.0, 2.0, 0.0, 3.0], [0.5, 2.0, -1.0, 0.0, 2.0], [0.0, 0.0, 1.0, 2.0, 1.5]])],
+     layouts=("contiguous", "transposed"))
+case("logcumsumexp", lambda m, x: x.logcumsumexp(1), [N(3, 4, scale=3)])
+case("logcumsumexp_dim0", lambda m, x: m.logcumsumexp(x, 0), [N(3, 4)])
+case("cummax", lambda m, x: x.cummax(1).values, [distinct(3, 4)])
+case("cummin_dim0", lambda m, x: m.cummin(x, 0)[0], [distinct(3, 4)])
+case("sort", lambda m, x: x.sort(1, descending=True).values, [distinct(3, 4)])
+case("msort", lambda m, x: m.msort(x), [distinct(3, 4)])
+case("topk", lambda m, x: m.topk(x, 2).values, [distinct(3, 4)])
+case("kthvalue", lambda m, x: x.kthvalue(2, 0).values, [distinct(3, 4)])
+case("median", lambda m, x: x.median(), [distinct(3, 5)])
+case("median_dim", lambda m, x: x.median(1).values, [distinct(3, 5)])
+case("nanmedian_dim", lambda m, x, k: m.nanmedian(x.masked_fill(k, float("nan")), 1).values,
+     [distinct(3, 5), C([[True, False, False, False, True], [False] * 5, [True] * 4 + [False]])])
+# median() shares its gradient evenly among the elements equal to it (PyTorch's rule)
+case("median_ties", lambda m, x: x.median(), [np.array([[1.0, 2.0, 2.0], [2.0, 3.0, 0.0]])], gradcheck=False)
+case("mode_ties", lambda m, x: m.mode(x, 1).values, [np.array([[1.0, 2.0, 2.0, 3.0], [4.0, 4.0, 0.5, 0.5]])],
+     gradcheck=False, layouts=("contiguous", "transposed"))
+case("quantile", lambda m, x: m.quantile(x, 0.3, dim=1), [distinct(3, 5)])
+case("quantile_tensor_q",
+     lambda m, x: m.quantile(x, m.tensor([0.2, 0.9], dtype=m.float64, device=x.device), dim=0, keepdim=True),
+     [distinct(4, 3)])
+case("quantile_all_midpoint", lambda m, x: x.quantile(0.5, interpolation="midpoint"), [distinct(3, 4)])
+case("nanquantile", lambda m, x, k: m.nanquantile(x.masked_fill(k, float("nan")), 0.6, dim=1),
+     [distinct(3, 5), C([[True, False, False, False, True], [False] * 5, [True] * 4 + [False]])])
+case("nansum", lambda m, x, k: m.nansum(x.masked_fill(k, float("nan")), 1), [N(3, 4), C(N(3, 4) > 0.5)])
+case("nanmean", lambda m, x, k: x.masked_fill(k, float("nan")).nanmean((0, 1)), [N(3, 4), C(N(3, 4) > 0.5)])
+case("var_mean", lambda m, x: m.var_mean(x, 1), [N(3, 4)])
+case("std_mean", lambda m, x: m.std_mean(x, (0, 2), correction=0, keepdim=True), [N(2, 3, 4)])
+# torch 1.13 has no aminmax derivative; later versions' is amin's and amax's
+case("aminmax", lambda m, x: tuple(m.aminmax(x, dim=1)), [distinct(3, 4)],
+     torch_fn=lambda m, x: (x.amin(1), x.amax(1)))
+case("aminmax_all", lambda m, x: tuple(x.aminmax()), [distinct(3, 4)], torch_fn=lambda m, x: (x.amin(), x.amax()))
+case("logsumexp_all_dims", lambda m, x: m.logsumexp(x, (0, 1)), [N(3, 4)])
 
 # matrix products
 case("matmul", lambda m, a, b: a @ b, [N(3, 4), N(4, 2)], expand=True)

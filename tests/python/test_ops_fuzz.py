@@ -308,6 +308,14 @@ OPS = DATA_OPS + [
     _along_dim("softmax", lambda m, x, d, k: m.softmax(x, d) if k else m.log_softmax(x, d), floats_only=True,
                needs_nonempty=True),
     _along_dim("cumsum", lambda m, x, d, k: m.cumsum(x, d), keepdim_choices=(False,)),
+    # scans, order statistics and NaN-aware reductions (lazy/statistics.h, lazy/sorting.h)
+    _along_dim("cumprod", lambda m, x, d, k: m.cumprod(m.tanh(x), d), floats_only=True, keepdim_choices=(False,)),
+    _along_dim("logcumsumexp", lambda m, x, d, k: m.logcumsumexp(x, d), floats_only=True, keepdim_choices=(False,)),
+    _along_dim("cummax", lambda m, x, d, k: m.cummax(x, d).values if k else m.cummin(x, d).values),
+    _along_dim("sort", lambda m, x, d, k: m.sort(x, d, descending=k).values),
+    _along_dim("median", lambda m, x, d, k: m.median(x, d, keepdim=k).values, needs_nonempty=True),
+    _along_dim("nansum", lambda m, x, d, k: m.nansum(x, d, keepdim=k)),
+    _along_dim("aminmax", lambda m, x, d, k: m.aminmax(x, dim=d, keepdim=k).max, needs_nonempty=True),
     ("view", _view_cands, _view_run),
     ("view2", _view_cands, _view_run),  # views twice as often: chains of them
     ("matmul", _matmul_cands, _matmul_run),

@@ -135,6 +135,22 @@ SAMPLES.update({
     "addr": lambda inp: (inp.x, inp.x[:, 0] * 1, inp.x[0] * 1), "chain_matmul": lambda inp: ([inp.x, inp.xt],),
     "linalg_multi_dot": lambda inp: ([inp.x, inp.xt],),
 })
+# statistics, sorting and sampling (pyext/op_rows_reduce.cpp)
+SAMPLES.update({name: X for name in [
+    "aminmax", "sort", "argsort", "msort", "unique", "unique_consecutive", "uniform_", "normal_", "log_normal_",
+    "cauchy_", "exponential_", "random_"]})
+SAMPLES.update({name: X0 for name in [
+    "var_mean", "std_mean", "nansum", "nanmean", "count_nonzero", "median", "nanmedian", "mode", "cumprod",
+    "cumprod_", "logcumsumexp", "cummax", "cummin"]})
+SAMPLES.update({
+    "quantile": lambda inp: (inp.x, 0.5), "nanquantile": lambda inp: (inp.x, 0.5),
+    "topk": lambda inp: (inp.x, 1), "kthvalue": lambda inp: (inp.x, 1),
+    "searchsorted": lambda inp: (inp.m.tensor([0.0, 1.0, 2.0]), inp.x),
+    "bucketize": lambda inp: (inp.x, inp.m.tensor([0.0, 1.0, 2.0])),
+    "bernoulli": lambda inp: (inp.m.full((2, 3), 0.5),), "bernoulli_": lambda inp: (inp.x, 0.5),
+    "normal": lambda inp: (inp.x, inp.x.abs()), "poisson": lambda inp: (inp.x.abs(),),
+    "multinomial": lambda inp: (inp.x.abs(), 2), "randperm": lambda inp: (5,), "geometric_": lambda inp: (inp.x, 0.5),
+})
 
 # torch's C++-parsed function behind a row whose Python-level torch function (torch.functional,
 # torch.linalg) takes its arguments in another shape: compared with loom._C's row.
