@@ -44,23 +44,35 @@ std::vector<Array> bind_buffers(const fusion::Program& p, const Trace& t, const 
   return arrays;
 }
 
-std::vector<Array> collect_results(const fusion::Program& p, const Trace& t, const std::vector<Array>& arrays) {
-  std::vector<Array> results;
-  results.reserve(t.outputs.size());
+ResultPlan plan_results(const fusion::Program& p, const Trace& t, const std::vector<Array>& arrays) {
+  ResultPlan plan;
+  plan.arrays.reserve(t.outputs.size());
   std::vector<bool> handed_out(p.buffers.size(), false);
   for (const Trace::Output& o : t.outputs) {
     int32_t b = p.buffer_of[o.node];
     const Array& value = arrays[b];
     if (o.destination) {
-      results.push_back(*o.destination);
+      plan.arrays.push_back(*o.destination);
     } else if (p.buffers[b].kind != fusion::BufferKind::Output || handed_out[b]) {
-      results.push_back(copy_to(value, value.dtype, t.device));  // never alias an input or another output
+      // Never alias an input or another output: a copy.
+      plan.copies.emplace_back(b, plan.arrays.size());
+      plan.arrays.push_back(empty(value.sizes(), value.dtype, t.device));
     } else {
-      results.push_back(value);
+      plan.arrays.push_back(value);
       handed_out[b] = true;
     }
   }
-  return results;
+  return plan;
+}
+
+void fill_results(const ResultPlan& results, const std::vector<Array>& arrays) {
+  for (auto [buffer, output] : results.copies) copy_(results.arrays[output], arrays[buffer]);
+}
+
+std::vector<Array> collect_results(const fusion::Program& p, const Trace& t, const std::vector<Array>& arrays) {
+  ResultPlan results = plan_results(p, t, arrays);
+  fill_results(results, arrays);
+  return std::move(results.arrays);
 }
 
 std::vector<bool> write_backs_to_take_aside(const fusion::Program& p, const Trace& t) {

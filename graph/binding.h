@@ -33,6 +33,16 @@ std::vector<Array> bind_buffers(const fusion::Program& program, const Trace& tra
 // output would otherwise alias an input or another output.
 std::vector<Array> collect_results(const fusion::Program& program, const Trace& trace, const std::vector<Array>& arrays);
 
+// collect_results in two halves, for an executor that allocates nothing once it has written a
+// destination (graph/compiled.cpp): plan_results, before the run, picks the results and
+// allocates the copies; fill_results, after it, fills the copies.
+struct ResultPlan {
+  std::vector<Array> arrays;                        // per output
+  std::vector<std::pair<int32_t, size_t>> copies;  // (buffer, output): arrays[output] copies the buffer
+};
+ResultPlan plan_results(const fusion::Program& program, const Trace& trace, const std::vector<Array>& arrays);
+void fill_results(const ResultPlan& results, const std::vector<Array>& arrays);
+
 // Per output: whether its write-back must take its value aside first. In-place results are
 // written back after every step, but a result that is a tensor read as it was, on a storage
 // another in-place result is written into (a.copy_(x); x.add_(1)), would otherwise be read after

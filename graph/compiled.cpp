@@ -5,6 +5,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <optional>
 #include <queue>
 
 #include "fusion/program.h"
@@ -14,6 +16,7 @@
 #include "graph/memory_plan.h"
 #include "rtc/disk_cache.h"
 #include "rtc/host_compiler.h"
+#include "runtime/blocking.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -25,12 +28,16 @@ using KernelFn = void (*)(const int64_t* ip, const int64_t* sp, void* const* buf
 
 // Below this many elements a kernel runs on the calling thread: waking the workers costs more.
 constexpr int64_t kParallelElements = 1 << 15;
+// A kernel that may be interrupted runs in slices of about this much work (elements times work
+// per element), checking for an interrupt between them: tens of milliseconds each.
+constexpr int64_t kInterruptSliceWork = int64_t{1} << 24;
 
 // An in-place result computed straight into its destination (DESIGN decision 5) instead of into
 // fresh memory copied over the destination at the end.
 struct Donation {
   int32_t output;  // index into the trace's outputs
   int32_t buffer;  // the result's buffer, bound to the destination at every run
+  int32_t step;    // the step that writes it
   // Input buffers that the writing kernel reads element for element where it writes: the
   // destination's old values, read through a tensor that must start where the destination does
   // (checked at every run; otherwise the result goes to fresh memory and is copied, as without
@@ -38,7 +45,7 @@ struct Donation {
   std::vector<int32_t> same_start;
 };
 
-struct CompiledExecutor::Plan {
+struct CompiledExecutor::Plan : CachedPlan {
   fusion::Program program;
   std::vector<Donation> donations;
   std::vector<bool> take_aside;  // per output: write back a copy of its old value (binding.h)
@@ -47,8 +54,32 @@ struct CompiledExecutor::Plan {
   std::vector<std::vector<int64_t>> int_params;
   std::vector<fusion::Split> splits;
   MemoryPlan memory;  // where intermediates live in the arena
-  Array arena;
+
+  // The memory of its runs (graph/plan_cache.h PlanMemory), and their arenas: one per run at a
+  // time (threads may run one plan at once, as four threads training four copies of a model do);
+  // a run takes one and gives it back. So its runs need not take turns (Pin).
+  static constexpr bool kExclusiveRuns = false;
+  Array take_arena();
+  void give_back(Array arena);
+  std::optional<PlanMemory> pool;
+  std::mutex arenas_mu;
+  std::vector<Array> arenas;
 };
+
+Array CompiledExecutor::Plan::take_arena() {
+  std::lock_guard lock(arenas_mu);
+  if (!arenas.empty()) {
+    Array a = std::move(arenas.back());
+    arenas.pop_back();
+    return a;
+  }
+  return pool->allocate(Dims{memory.arena_bytes}, DType::UInt8);
+}
+
+void CompiledExecutor::Plan::give_back(Array arena) {
+  std::lock_guard lock(arenas_mu);
+  arenas.push_back(std::move(arena));
+}
 
 namespace {
 
@@ -70,6 +101,10 @@ bool same_elements(const fusion::Access& a, const fusion::Access& b) {
 bool fallible(const fusion::Step& step, const Trace& t) {
   return step.kind == fusion::Step::RunOp && !op_def(t.nodes[step.node]->op()).data_safe;
 }
+
+// Whether a step can fail at all: every library step can (running out of memory for its
+// temporaries, if not on its data); a generated kernel cannot.
+bool can_fail(const fusion::Step& step) { return step.kind == fusion::Step::RunOp; }
 
 // The step computing each value of the trace (-1: none, an input or a scalar).
 std::vector<int32_t> writers(const fusion::Program& p, const Trace& t) {
@@ -93,10 +128,24 @@ std::vector<bool> inputs_on(const fusion::Program& p, const Trace& t, const Stor
   return on;
 }
 
+// Marks every step that needs step `from`'s results, directly or not (`users`: each step's
+// direct users); steps marked already are not walked again.
+void mark_users(const std::vector<std::vector<int32_t>>& users, int32_t from, std::vector<bool>& marked) {
+  std::vector<int32_t> stack(users[from].begin(), users[from].end());
+  while (!stack.empty()) {
+    int32_t u = stack.back();
+    stack.pop_back();
+    if (marked[u]) continue;
+    marked[u] = true;
+    stack.insert(stack.end(), users[u].begin(), users[u].end());
+  }
+}
+
 // Reorders the steps so that those that can fail on their data, and the steps they need, run
 // before all others (each group keeping its order), and in-place results after the reads of
-// the old values: the in-place results computed after the last fallible step and after those
-// reads can be written straight into their destinations (plan_donations). Otherwise steps depend
+// the old values and after every library step that does not need them: the in-place results
+// computed after the last step that can fail and after those reads can be written straight
+// into their destinations (plan_donations). Otherwise steps depend
 // on each other only through the values they read (intermediates get memory after ordering;
 // inputs are not written).
 void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
@@ -121,27 +170,35 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
   }
   // An in-place result's step also waits for the steps that read its destination's old values
   // (an optimizer update after the backward product that reads the old weight), unless they
-  // need its result: it can then be written in place.
-  std::vector<int32_t> stack;
+  // need its result: it can then be written in place. And writes into destinations come last,
+  // as a transaction commits, so that no step that can fail (a library step: plan_donations)
+  // runs after one, and a run can be interrupted until then: each "late" writer (one that no
+  // library step needs, directly or not) waits for every step that needs no late writer.
+  std::vector<bool> needed_by_library(n, false);
+  for (size_t s = n; s-- > 0;) {
+    needed_by_library[s] = can_fail(p.steps[s]);
+    for (int32_t u : users[s]) needed_by_library[s] = needed_by_library[s] || needed_by_library[u];
+  }
+  std::vector<bool> needs_late(n, false);  // the step needs a late writer's result, directly or not
+  std::vector<bool> late(n, false);
+  for (const Trace::Output& o : t.outputs) {
+    int32_t w = o.destination ? writer[o.node] : -1;
+    if (w < 0 || needed_by_library[w]) continue;
+    late[w] = true;
+    mark_users(users, w, needs_late);
+  }
   std::vector<bool> after(n);
   for (const Trace::Output& o : t.outputs) {
     int32_t w = o.destination ? writer[o.node] : -1;
     if (w < 0) continue;
     after.assign(n, false);  // the steps that need w's result, directly or not
-    stack.assign(users[w].begin(), users[w].end());
-    while (!stack.empty()) {
-      int32_t u = stack.back();
-      stack.pop_back();
-      if (after[u]) continue;
-      after[u] = true;
-      stack.insert(stack.end(), users[u].begin(), users[u].end());
-    }
+    mark_users(users, w, after);
     std::vector<bool> old_values = inputs_on(p, t, o.destination->storage.get());
     for (size_t r = 0; r < n; ++r) {
       if (static_cast<int32_t>(r) == w || after[r] || std::ranges::find(users[r], w) != users[r].end()) continue;
       bool reads_old = false;
       for_each_read(p, p.steps[r], [&](int32_t b) { reads_old = reads_old || old_values[b]; });
-      if (!reads_old) continue;
+      if (!reads_old && !(late[w] && !needs_late[r])) continue;
       users[r].push_back(w);
       ++waiting[w];
     }
@@ -174,21 +231,22 @@ void run_fallible_steps_first(fusion::Program& p, const Trace& t) {
 //   - the writing step is a library op that does not read them, or a pointwise kernel that
 //     reads them only element for element where it writes (rendered loads-before-stores,
 //     without __restrict__ on the pair: fusion/program.h);
-//   - no step after it can fail on its data (OpDef::data_safe): a failed sync writes nothing.
+//   - no step after it can fail (a library step: on its data, or running out of memory): a
+//     failed sync writes nothing (lazy/sync.h).
 // Marks the donated buffers Destination and the kernels' in-place loads and stores.
 std::vector<Donation> plan_donations(fusion::Program& p, const Trace& t) {
   std::vector<Donation> donations;
   std::vector<int32_t> writer = writers(p, t);
-  int32_t last_fallible = -1;  // the last step that can fail on its data
+  int32_t last_fallible = -1;  // the last step that can fail
   for (size_t s = 0; s < p.steps.size(); ++s)
-    if (fallible(p.steps[s], t)) last_fallible = static_cast<int32_t>(s);
+    if (can_fail(p.steps[s])) last_fallible = static_cast<int32_t>(s);
   for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
     const Trace::Output& o = t.outputs[oi];
     if (!o.destination) continue;
     int32_t b = p.buffer_of[o.node];
     int32_t w = writer[o.node];
     const Array& dest = *o.destination;
-    if (b < 0 || p.buffers[b].kind != fusion::BufferKind::Intermediate || w < 0 || w < last_fallible) continue;
+    if (b < 0 || p.buffers[b].kind != fusion::BufferKind::Intermediate || w < 0 || w <= last_fallible) continue;
     if (!dest.is_contiguous() || dest.numel() == 0 || dest.dtype != p.buffers[b].dtype ||
         !std::ranges::equal(dest.sizes(), t.nodes[o.node]->shape()))
       continue;
@@ -204,7 +262,7 @@ std::vector<Donation> plan_donations(fusion::Program& p, const Trace& t) {
     for (size_t s = static_cast<size_t>(w) + 1; s < p.steps.size() && safe; ++s)
       for_each_read(p, p.steps[s], [&](int32_t rb) { safe = safe && !old_values[rb]; });
     if (!safe) continue;
-    Donation d{static_cast<int32_t>(oi), b, {}};
+    Donation d{static_cast<int32_t>(oi), b, w, {}};
     const fusion::Step& step = p.steps[w];
     if (step.kind == fusion::Step::RunOp) {
       for_each_read(p, step, [&](int32_t rb) { safe = safe && !old_values[rb]; });
@@ -238,17 +296,16 @@ CompiledOptions options_from_environment() {
   return o;
 }
 
-CompiledExecutor::CompiledExecutor(CompiledOptions options) : options_(options) {}
+CompiledExecutor::CompiledExecutor(CompiledOptions options) : options_(options), owner_(PlanCache::new_owner()) {}
 CompiledExecutor::~CompiledExecutor() = default;
 
-const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
+Pin<CompiledExecutor::Plan> CompiledExecutor::plan_for(const Trace& t) {
   uint64_t key = plan_key(t);
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    count(metrics().graph_cache_hits);
-    return *it->second;
-  }
-  count(metrics().graph_cache_misses);
-  auto plan = std::make_unique<Plan>();
+  return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+}
+
+PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
+  auto plan = std::make_shared<Plan>();
   plan->program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
   fusion::Program& p = plan->program;
   run_fallible_steps_first(p, t);
@@ -256,7 +313,8 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
   plan->take_aside = write_backs_to_take_aside(p, t);
   mark_outputs(p, t);
   plan->memory = plan_memory(p);
-  plan->arena = empty(Dims{plan->memory.arena_bytes}, DType::UInt8, t.device);
+  plan->pool.emplace(t.device);
+  plan->arenas.push_back(plan->pool->allocate(Dims{plan->memory.arena_bytes}, DType::UInt8));
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
   if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir)
     dump(dir, key, t, p, cpu.source, fusion::render(p, fusion::TargetKind::Cuda).source);
@@ -270,32 +328,91 @@ const CompiledExecutor::Plan& CompiledExecutor::plan_for(const Trace& t) {
     std::ofstream(std::string(dir) + "/" + name + ".cu") << source;
   }
   if (!p.kernels.empty()) {
-    plan->module = rtc::compile_host(cpu.source, static_cast<int>(p.kernels.size()));
+    try {
+      plan->module = rtc::compile_host(cpu.source, static_cast<int>(p.kernels.size()));
+    } catch (const Error&) {
+      check_interrupt();  // Ctrl-C reaches the compiler too: then the interrupt is the failure
+      throw;
+    }
     for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(plan->module->symbol(s)));
   }
   plan->int_params = std::move(cpu.int_params);
   plan->splits = std::move(cpu.splits);
-  return *cache_.emplace(key, std::move(plan)).first->second;
+  int64_t bytes = plan->pool->bytes();
+  return {std::move(plan), bytes};
 }
 
+namespace {
+
+// Runs a kernel over its outer loop [0, split.extent): on the calling thread when small, else
+// over the thread pool in whole `align` units. `interruptible`: in slices of whole units, with a
+// check for an interrupt before each (runtime/blocking.h), so a long kernel stops promptly.
+// Cuts at whole units never change results (fusion/render.h).
+void run_kernel(KernelFn fn, const int64_t* ip, const int64_t* sp, void* const* bufs, const fusion::Split& split,
+                bool interruptible) {
+  int64_t units = (split.extent + split.align - 1) / split.align;
+  int64_t unit_work = std::max<int64_t>(split.work * split.align, 1);
+  int64_t slice = interruptible ? std::max<int64_t>(1, kInterruptSliceWork / unit_work) : units;
+  bool parallel = split.extent * split.work >= 2 * kParallelElements && num_threads() > 1;
+  int64_t grain = std::max<int64_t>(1, kParallelElements / unit_work);
+  for (int64_t begin = 0; begin < units; begin += slice) {
+    if (interruptible) check_interrupt();
+    int64_t end = std::min(units, begin + slice);
+    if (!parallel) {
+      fn(ip, sp, bufs, begin * split.align, std::min(end * split.align, split.extent));
+      continue;
+    }
+    // Threads take pieces of whole `align` units; the last unit may be partial.
+    parallel_for(end - begin, grain, [&](int64_t lo, int64_t hi) {
+      fn(ip, sp, bufs, (begin + lo) * split.align, std::min((begin + hi) * split.align, split.extent));
+    });
+  }
+}
+
+}  // namespace
+
 std::vector<Array> CompiledExecutor::run(const Trace& t) {
-  const Plan& plan = plan_for(t);
+  Pin<Plan> pinned = plan_for(t);  // alive for the run, though another thread may evict it meanwhile
+  Plan& plan = *pinned;
   const fusion::Program& p = plan.program;
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
-  std::vector<Array> arrays = bind_buffers(p, t, plan.memory, plan.arena);
+  Array arena = plan.take_arena();
+  struct GiveBack {
+    Plan& plan;
+    Array& arena;
+    ~GiveBack() { plan.give_back(std::move(arena)); }
+  } give_back{plan, arena};
+  std::vector<Array> arrays = bind_buffers(p, t, plan.memory, arena);
   // Donated results go straight to their destination, unless a tensor read element for element
   // does not start where the destination does (then: fresh memory, copied at the end).
   std::vector<bool> written_in_place(t.outputs.size(), false);
+  size_t first_write = p.steps.size();  // the first step that writes a destination
   for (const Donation& d : plan.donations) {
     const Array& dest = *t.outputs[d.output].destination;
     bool aligned = std::ranges::all_of(d.same_start, [&](int32_t ib) { return arrays[ib].data() == dest.data(); });
     arrays[d.buffer] = aligned ? dest : empty(dest.sizes(), dest.dtype, t.device);
     written_in_place[d.output] = aligned;
+    if (aligned) first_write = std::min(first_write, static_cast<size_t>(d.step));
   }
+  // Everything else the run allocates is allocated now, before the first write into a
+  // destination, so that nothing can fail after it: a failed sync finds every destination as it
+  // was (lazy/sync.h). The results handed out (and their copies), and the in-place results
+  // written back last (with the copies of those taken aside).
+  ResultPlan results = plan_results(p, t, arrays);
   auto array_of = [&](int32_t value) -> const Array& { return arrays[p.buffer_of[value]]; };
+  std::vector<Array> sources(t.outputs.size());
+  for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
+    if (!t.outputs[oi].destination || written_in_place[oi]) continue;
+    const Array& value = array_of(t.outputs[oi].node);
+    sources[oi] = plan.take_aside[oi] ? empty(value.sizes(), value.dtype, t.device) : value;
+  }
   std::vector<void*> bufs;
   std::vector<int64_t> scalars;
-  for (const fusion::Step& step : p.steps) {
+  for (size_t si = 0; si < p.steps.size(); ++si) {
+    const fusion::Step& step = p.steps[si];
+    // Until the first write into a destination the run can stop on request, changing nothing.
+    bool interruptible = si < first_write;
+    if (interruptible) check_interrupt();
     if (step.kind == fusion::Step::RunKernel) {
       const fusion::Kernel& k = p.kernels[step.kernel];
       bufs.clear();
@@ -310,19 +427,8 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
         else bits = v.as_int();
         scalars.push_back(bits);
       }
-      KernelFn fn = plan.kernels[step.kernel];
-      const int64_t* ip = plan.int_params[step.kernel].data();
-      const fusion::Split& split = plan.splits[step.kernel];
-      if (split.extent * split.work < 2 * kParallelElements || num_threads() == 1) {
-        fn(ip, scalars.data(), bufs.data(), 0, split.extent);
-      } else {
-        // Threads take pieces of whole `align` units; the last unit may be partial.
-        int64_t units = (split.extent + split.align - 1) / split.align;
-        int64_t grain = std::max<int64_t>(1, kParallelElements / std::max<int64_t>(split.work * split.align, 1));
-        parallel_for(units, grain, [&](int64_t lo, int64_t hi) {
-          fn(ip, scalars.data(), bufs.data(), lo * split.align, std::min(hi * split.align, split.extent));
-        });
-      }
+      run_kernel(plan.kernels[step.kernel], plan.int_params[step.kernel].data(), scalars.data(), bufs.data(),
+                 plan.splits[step.kernel], interruptible);
       count(metrics().kernel_launches);
       continue;
     }
@@ -351,26 +457,22 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
         // A library op's error is its node's (its data: an index out of range, a division by
         // zero), except running out of memory: the sync then fails as a whole. Generated
         // kernels cannot fail on data (integer division and indexing are library ops).
-        if (e.kind() == ErrorKind::OutOfMemory) throw;
+        if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::Interrupted) throw;
         throw NodeError(e, step.node, n.op());
       }
       count(metrics().kernel_launches);
     }
   }
   count(metrics().graph_replays);
-  metrics().arena_bytes.store(plan.arena.numel(), std::memory_order_relaxed);
+  metrics().arena_bytes.store(arena.numel(), std::memory_order_relaxed);
   metrics().arena_live_peak_bytes.store(plan.memory.live_peak, std::memory_order_relaxed);
   // Results: in-place outputs are written back last, after every read of the old values.
-  std::vector<Array> results = collect_results(p, t, arrays);
-  std::vector<Array> sources(t.outputs.size());
-  for (size_t oi = 0; oi < t.outputs.size(); ++oi) {
-    if (!t.outputs[oi].destination || written_in_place[oi]) continue;
-    const Array& value = array_of(t.outputs[oi].node);
-    sources[oi] = plan.take_aside[oi] ? copy_to(value, value.dtype, t.device) : value;
-  }
+  for (size_t oi = 0; oi < t.outputs.size(); ++oi)
+    if (sources[oi].storage && plan.take_aside[oi]) copy_(sources[oi], array_of(t.outputs[oi].node));
+  fill_results(results, arrays);
   for (size_t oi = 0; oi < t.outputs.size(); ++oi)
     if (sources[oi].storage) copy_(*t.outputs[oi].destination, sources[oi]);
-  return results;
+  return std::move(results.arrays);
 }
 
 }  // namespace loom::graph

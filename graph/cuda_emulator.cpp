@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <unordered_map>
 
 #include "fusion/program.h"
@@ -11,6 +12,7 @@
 #include "graph/cuda_library_source.h"
 #include "graph/cuda_program.h"
 #include "graph/memory_plan.h"
+#include "graph/plan_cache.h"
 #include "rtc/host_compiler.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/kernel_source.h"
@@ -20,8 +22,8 @@
 namespace loom::graph {
 namespace {
 
-// CUDA's vocabulary for the host: a launch is one block of one thread, and atomics need no
-// atomicity on one thread.
+// CUDA's vocabulary for the host: a launch is one block of one thread, so atomics need no
+// atomicity, a barrier has no one to wait for, and a block's shared memory is a static array.
 constexpr const char* kShim = R"(// The host shim of loom's CUDA emulator (graph/cuda_emulator.cpp).
 #include <math.h>
 #define __global__
@@ -29,6 +31,8 @@ constexpr const char* kShim = R"(// The host shim of loom's CUDA emulator (graph
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(n)
+#define __shared__ static
+static inline void __syncthreads() {}
 struct loom_emu_dim { unsigned x; };
 static const loom_emu_dim blockIdx = {0}, threadIdx = {0}, gridDim = {1}, blockDim = {1};
 static inline int atomicAdd(int* p, int v) { int o = *p; *p = o + v; return o; }
@@ -36,16 +40,18 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
 static inline float atomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }
 static inline double atomicAdd(double* p, double v) { double o = *p; *p = o + v; return o; }
 static inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned v) { unsigned o = *p; if (o == expected) *p = v; return o; }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) { unsigned long long o = *p; if (o == expected) *p = v; return o; }
 )";
 
 using CudaAbi = void (*)(const int64_t*, const int64_t*, void* const*);
 using CpuAbi = void (*)(const int64_t*, const int64_t*, void* const*, int64_t, int64_t);
 
-struct Plan {
+struct Plan : CachedPlan {
   fusion::Program program;
   MemoryPlan memory;
   fusion::RenderedModule cpu;  // the fused kernels' C++ rendering
   CudaProgram lowered;
+  std::optional<PlanMemory> pool;  // the arena's and scratch's (graph/plan_cache.h)
   Array arena, scratch;
   std::vector<int64_t> table;  // where kernels read their arguments (the "device" table)
   std::shared_ptr<rtc::HostModule> fused;
@@ -53,6 +59,7 @@ struct Plan {
   uint64_t key = 0;
   GraphLife life;
   std::vector<CudaStep> graph;  // the steps as the capture recorded them, replayed in order
+  std::vector<size_t> kernel_of;  // per launch of a fused kernel: its index in the program
 };
 
 // The C++ matrix product of one batch in cuBLAS's convention (column-major C' = op(A') op(B')).
@@ -76,7 +83,8 @@ class CudaEmulator final : public Executor {
 
   std::vector<Array> run(const Trace& t) override {
     LOOM_CHECK(t.device.is_cpu(), Runtime, "the CUDA emulator runs traces of the CPU device");
-    Plan& plan = plan_for(t);
+    Pin<Plan> pinned = plan_for(t);
+    Plan& plan = *pinned;
     std::vector<Array> arrays = bind_buffers(plan.program, t, plan.memory, plan.arena);
     int32_t error = 0;
     bool aligned = true;
@@ -110,15 +118,19 @@ class CudaEmulator final : public Executor {
   }
 
  private:
-  Plan& plan_for(const Trace& t) {
+  Pin<Plan> plan_for(const Trace& t) {
     uint64_t key = plan_key(t);
-    if (auto it = cache_.find(key); it != cache_.end()) return *it->second;
-    auto plan = std::make_unique<Plan>();
+    return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+  }
+
+  PlanCache::Lowered lower(const Trace& t, uint64_t key) {
+    auto plan = std::make_shared<Plan>();
     Plan& p = *plan;
     p.key = key;
     p.program = partition_for_run(t, fuse_);
     p.memory = plan_memory(p.program);
-    p.arena = empty(Dims{p.memory.arena_bytes}, DType::UInt8, kCPU);
+    p.pool.emplace(kCPU);
+    p.arena = p.pool->allocate(Dims{p.memory.arena_bytes}, DType::UInt8);
     fusion::RenderedModule cuda;
     if (!p.program.kernels.empty()) {
       cuda = fusion::render(p.program, fusion::TargetKind::Cuda);
@@ -128,14 +140,29 @@ class CudaEmulator final : public Executor {
       p.fused = rtc::compile_host(p.cpu.source, static_cast<int>(p.program.kernels.size()));
     }
     p.lowered = lower_for_cuda(t, p.program, cuda, false);
-    p.scratch = empty(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8, kCPU);
+    p.scratch = p.pool->allocate(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8);
     p.table.assign(std::max<size_t>(p.lowered.table.size(), 1), 0);
+    // A launch names its kernel (`what`); kernels whose text is the same share a function
+    // (fusion/render.h), which may differ between the two renderings.
+    std::unordered_map<std::string, size_t> kernel_named;
+    for (size_t k = 0; k < p.program.kernels.size(); ++k) kernel_named.emplace(p.program.kernels[k].name, k);
     for (size_t i = 0; i < p.lowered.launches.size(); ++i) {
       Launch& l = p.lowered.launches[i];
-      p.functions.push_back(l.module == CudaModule::Fused ? p.fused->symbol(l.kernel) : kernels()->symbol(l.kernel));
+      if (l.module == CudaModule::Fused) {
+        auto it = kernel_named.find(l.what);
+        LOOM_CHECK(it != kernel_named.end(), Runtime, "internal: a launch of an unknown kernel ", l.what);
+        size_t k = it->second;
+        p.kernel_of.push_back(k);
+        p.functions.push_back(p.fused->symbol(p.cpu.symbols[k]));
+      } else {
+        p.kernel_of.push_back(0);
+        p.functions.push_back(kernels()->symbol(l.kernel));
+      }
       if (l.data_error) p.lowered.table[static_cast<size_t>(l.error_code_word)] = static_cast<int64_t>(i + 1);
     }
-    return *cache_.emplace(key, std::move(plan)).first->second;
+    // As a GPU plan's pool: its arena, scratch and table (a host vector here).
+    int64_t bytes = p.pool->bytes() + static_cast<int64_t>(p.table.size() * sizeof(int64_t));
+    return {std::move(plan), bytes};
   }
 
   void run_step(Plan& plan, const CudaStep& step) {
@@ -161,8 +188,7 @@ class CudaEmulator final : public Executor {
     auto bufs = reinterpret_cast<void* const*>(table + l.bufs);
     void* fn = plan.functions[static_cast<size_t>(step.index)];
     if (l.module == CudaModule::Fused) {
-      size_t k = static_cast<size_t>(std::find(plan.cpu.symbols.begin(), plan.cpu.symbols.end(), l.kernel) -
-                                     plan.cpu.symbols.begin());
+      size_t k = plan.kernel_of[static_cast<size_t>(step.index)];
       reinterpret_cast<CpuAbi>(fn)(ip, sp, bufs, 0, plan.cpu.splits[k].extent);
     } else {
       reinterpret_cast<CudaAbi>(fn)(ip, sp, bufs);
@@ -206,9 +232,10 @@ class CudaEmulator final : public Executor {
     return name;
   }
 
-  static std::shared_ptr<rtc::HostModule> kernels() {
-    static std::shared_ptr<rtc::HostModule> m = rtc::compile_host(emulated_kernel_source(), 0);
-    return m;
+  static const rtc::HostModule* kernels() {
+    // Loaded once and never unloaded: plans point into it.
+    static const auto* m = new std::shared_ptr<rtc::HostModule>(rtc::compile_host(emulated_kernel_source(), 0));
+    return m->get();
   }
 
   static void gemm(const Gemm& g, const int64_t* table) {
@@ -225,7 +252,7 @@ class CudaEmulator final : public Executor {
 
   bool fuse_, graphs_;
   bool capturing_ = false;
-  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+  PlanCache::Owner owner_ = PlanCache::new_owner();  // its plans in the plan cache (graph/plan_cache.h)
 };
 
 }  // namespace

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <unordered_map>
+#include <optional>
 
 #include "fusion/program.h"
 #include "fusion/render.h"
@@ -16,7 +16,7 @@
 #include "graph/dump.h"
 #include "graph/memory_plan.h"
 #include "graph/op_trace.h"
-#include "runtime/allocator.h"
+#include "graph/plan_cache.h"
 #include "runtime/cuda/kernel_source.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/module.h"
@@ -29,14 +29,14 @@
 namespace loom::graph {
 namespace {
 
-struct Plan {
+struct Plan : CachedPlan {
   int device = 0;
   uint64_t key = 0;
   fusion::Program program;
   MemoryPlan memory;
   CudaProgram lowered;
-  PoolId pool = kDefaultPool;
-  Array arena, scratch, table;  // device memory of the plan's private pool
+  std::optional<PlanMemory> pool;  // the device memory below (graph/plan_cache.h)
+  Array arena, scratch, table;
   std::shared_ptr<const cuda::Module> fused, library;
   struct Geometry {
     const cuda::Kernel* kernel = nullptr;
@@ -46,15 +46,16 @@ struct Plan {
   std::vector<Geometry> launches;  // per lowered launch
   std::vector<int64_t> words;      // the table as written for the current run (patch_table)
   cudaGraphExec_t graph = nullptr;
-  GraphLife life;  // direct, capture, replays; or direct for good after a failed capture
+  GraphLife life;       // direct, capture, replays; or direct for good after a failed capture
+  bool queued = false;  // work of this plan was queued on the device's stream
 
-  Plan() = default;
-  Plan(const Plan&) = delete;
-  Plan& operator=(const Plan&) = delete;
-  ~Plan() {
+  // An evicted plan goes once its last run has returned (graph/plan_cache.h), but its work may
+  // still be on the stream: wait for it before its graph, memory and modules go. (The wait's
+  // result is not checked here: a kernel fault is sticky and the next checked call raises it; a
+  // data error stays in the error word for the next wait. The stream exists once work was queued.)
+  ~Plan() override {
+    if (queued) cudaStreamSynchronize(cuda::stream(device));
     if (graph) cudaGraphExecDestroy(graph);
-    arena = scratch = table = Array{};
-    if (pool != kDefaultPool) allocator_for(Device(DeviceType::CUDA, static_cast<int16_t>(device))).release_pool(pool);
   }
 };
 
@@ -103,24 +104,25 @@ class CudaExecutor final : public Executor {
   }
 
  private:
-  Plan& plan_for(const Trace& t);
+  Pin<Plan> plan_for(const Trace& t);
   void upload(Plan& plan);
   void execute(Plan& plan, bool pointer_arrays, CaptureGuard* capturing = nullptr);
   void capture(Plan& plan);
   std::vector<Array> run_trace(const Trace& t, bool graphs);
+  PlanCache::Lowered lower(const Trace& t, uint64_t key);
 
   CudaOptions options_;
-  std::unordered_map<uint64_t, std::unique_ptr<Plan>> cache_;
+  PlanCache::Owner owner_ = PlanCache::new_owner();  // its plans in the plan cache
 };
 
-Plan& CudaExecutor::plan_for(const Trace& t) {
+// Eager ops' one-node plans and lazy traces' plans share the cache (graph/plan_cache.h).
+Pin<Plan> CudaExecutor::plan_for(const Trace& t) {
   uint64_t key = cuda_plan_key(t);
-  if (auto it = cache_.find(key); it != cache_.end()) {
-    count(metrics().graph_cache_hits);
-    return *it->second;
-  }
-  count(metrics().graph_cache_misses);
-  auto plan = std::make_unique<Plan>();
+  return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+}
+
+PlanCache::Lowered CudaExecutor::lower(const Trace& t, uint64_t key) {
+  auto plan = std::make_shared<Plan>();
   Plan& p = *plan;
   p.device = t.device.index;
   p.key = key;
@@ -131,15 +133,10 @@ Plan& CudaExecutor::plan_for(const Trace& t) {
   if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir) dump(dir, key, t, p.program, "", rendered.source);
   p.lowered = lower_for_cuda(t, p.program, rendered, matmul_allow_tf32());
 
-  Device device = t.device;
-  CachingAllocator& allocator = allocator_for(device);
-  p.pool = allocator.create_pool();
-  {
-    PoolScope scope(allocator, p.pool);
-    p.arena = empty(Dims{p.memory.arena_bytes}, DType::UInt8, device);
-    p.scratch = empty(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8, device);
-    p.table = empty(Dims{std::max<int64_t>(static_cast<int64_t>(p.lowered.table.size()), 1)}, DType::Int64, device);
-  }
+  p.pool.emplace(t.device);
+  p.arena = p.pool->allocate(Dims{p.memory.arena_bytes}, DType::UInt8);
+  p.scratch = p.pool->allocate(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8);
+  p.table = p.pool->allocate(Dims{std::max<int64_t>(static_cast<int64_t>(p.lowered.table.size()), 1)}, DType::Int64);
   // Modules and kernels now, so that neither a run nor a capture loads anything.
   const cuda::Module& runtime = cuda::runtime_module(p.device);
   if (!rendered.source.empty())
@@ -160,7 +157,8 @@ Plan& CudaExecutor::plan_for(const Trace& t) {
     if (l.data_error)
       p.lowered.table[static_cast<size_t>(l.error_code_word)] =
           cuda::register_data_error(l.data_error->first, l.data_error->second + " (in " + l.what + ")");
-  return *cache_.emplace(key, std::move(plan)).first->second;
+  int64_t bytes = p.pool->bytes();
+  return {std::move(plan), bytes};
 }
 
 // Copies the table to the device, a staging chunk at a time, ahead of the run on the stream.
@@ -262,12 +260,14 @@ void CudaExecutor::capture(Plan& plan) {
 
 std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
   cuda::set_device(t.device.index);
-  Plan& plan = plan_for(t);
+  Pin<Plan> pinned = plan_for(t);
+  Plan& plan = *pinned;
   std::vector<Array> arrays = bind_buffers(plan.program, t, plan.memory, plan.arena);
   bool aligned = true;
   TableBases bases{reinterpret_cast<uintptr_t>(plan.table.data()), reinterpret_cast<uintptr_t>(plan.scratch.data()),
                    reinterpret_cast<uintptr_t>(cuda::error_word(plan.device))};
   plan.words = patch_table(plan.lowered, t, arrays, bases, aligned);
+  plan.queued = true;
   upload(plan);
   bool eligible = graphs && aligned && !plan.lowered.steps.empty();
   GraphLife::Run how = plan.life.start(eligible, [&] { capture(plan); }, [&] { return key_name(plan.key); });

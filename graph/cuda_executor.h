@@ -4,6 +4,8 @@
 // its fused kernels rendered for CUDA and compiled by NVRTC into one module, its library steps
 // mapped to cuBLAS and loom's own kernels, all reading one argument table
 // (graph/cuda_program.h). The plan's arena, scratch and table live in a private memory pool.
+// Plans, eager ops' one-node plans included, live in the bounded plan cache (graph/plan_cache.h):
+// an evicted plan waits for the stream, then releases its graph, pool and unused modules.
 // Every run rewrites the table and copies it to the device, then launches the program on the
 // device's stream. The first run launches directly (and lets cuBLAS and the driver finish their
 // lazy set-up); the second captures the program as a CUDA Graph; later runs replay it with one

@@ -7,20 +7,26 @@ namespace loom::graph {
 DeviceRouter::DeviceRouter(std::shared_ptr<Executor> cpu, std::shared_ptr<Executor> cuda)
     : cpu_(std::move(cpu)), cuda_(std::move(cuda)) {}
 
-Executor& DeviceRouter::for_device(Device device) {
-  if (device.is_cpu()) return *cpu_;
-  cuda::require(device);
-  LOOM_CHECK(cuda_, Runtime, "internal: no CUDA executor for ", device.str());
-  return *cuda_;
+DeviceRouter::Target DeviceRouter::for_device(Device device) {
+  Executor* e = cpu_.get();
+  std::mutex* mu = &cpu_mu_;
+  if (!device.is_cpu()) {
+    cuda::require(device);
+    LOOM_CHECK(cuda_, Runtime, "internal: no CUDA executor for ", device.str());
+    e = cuda_.get();
+    mu = &cuda_mu_;
+  }
+  if (e->thread_safe()) return {*e, {}};
+  return {*e, std::unique_lock(*mu)};
 }
 
-std::vector<Array> DeviceRouter::run(const Trace& trace) { return for_device(trace.device).run(trace); }
+std::vector<Array> DeviceRouter::run(const Trace& trace) { return for_device(trace.device).executor.run(trace); }
 
-void DeviceRouter::synchronize(Device device) { for_device(device).synchronize(device); }
+void DeviceRouter::synchronize(Device device) { for_device(device).executor.synchronize(device); }
 
 Array DeviceRouter::run_op(OpId op, std::span<const Operand> inputs, const Attrs& attrs, const OutputMeta& meta,
                            Device device) {
-  return for_device(device).run_op(op, inputs, attrs, meta, device);
+  return for_device(device).executor.run_op(op, inputs, attrs, meta, device);
 }
 
 }  // namespace loom::graph

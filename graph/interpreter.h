@@ -10,6 +10,7 @@ namespace loom::graph {
 class Interpreter final : public Executor {
  public:
   std::vector<Array> run(const Trace& trace) override;
+  bool thread_safe() const noexcept override { return true; }  // no state of its own
   void synchronize(Device) override {}
 };
 

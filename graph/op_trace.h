@@ -1,8 +1,9 @@
 // One eager op as a trace of its own: leaves for its operands (arrays become Input leaves,
 // numbers Scalar leaves, never folded constants, so every value reuses the same plan) and the
 // op's node, its only output. The CUDA executor runs eager GPU ops this way (DESIGN decision 11:
-// one kernel per op), through the same plan cache as lazy traces: an op on operands of a
-// description seen before reuses its plan and compiles nothing.
+// one kernel per op), through the same plan cache as lazy traces (graph/plan_cache.h): an op on
+// operands of a description seen before reuses its plan and compiles nothing, and its plans are
+// evicted under the cache's bounds like any other.
 #pragma once
 
 #include <span>

@@ -133,7 +133,9 @@ class AccumulateGrad final : public GradFn {
     if (!v) return {};
     AutogradMeta& meta = autograd(*v);
     Tensor g = ops::cast(grad, v->dtype());
-    if (!meta.grad) {
+    // An errored .grad (made by a step whose sync failed, lazy/sync.h) counts as none: eager
+    // mode, where that step raised, would not have made it.
+    if (!meta.grad || meta.grad->is_errored()) {
       // A fresh tensor the leaf owns (never an alias of a value the graph still uses).
       meta.grad = grad_enabled() ? g : (g == grad ? ops::clone(g) : g);
       if (!grad_enabled()) autograd(*meta.grad).grad_fn.reset();
@@ -181,7 +183,7 @@ Tensor SavedTensor::unpack(GradFn& owner) const {
              "or autograd.grad(). Specify retain_graph=True if you need to backward through the graph a second "
              "time or if you need to access saved tensors after calling backward.");
   Ref<GradFn> producer = is_result_ ? Ref<GradFn>(&owner) : history_.fn;
-  if (counter_ && counter_->value != version_) {
+  if (counter_ && !counter_->current(version_)) {
     bool computed = producer && !dynamic_cast<AccumulateGrad*>(producer.get());
     LOOM_FAIL(Runtime, "one of the variables needed for gradient computation has been modified by an inplace "
               "operation: [", describe(*value_), "]", computed ? ", which is output 0 of " + producer->name() : "",

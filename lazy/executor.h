@@ -46,11 +46,17 @@ class Executor {
   virtual ~Executor() = default;
   // Computes every output. Returns one array per output (in order): the destination for
   // in-place outputs, else new storage. A failure throws (NodeError when a node's computation
-  // failed) and leaves all tensors untouched: no destination is written. (One exception: memory
-  // running out inside a library step after in-place results were written straight into their
-  // destinations, graph/compiled.h, leaves those written. And a GPU finds data errors inside its
-  // kernels, after the launch: graph/cuda_executor.h reports them at the next wait instead.)
+  // failed; Error(Interrupted) when it stopped on request, runtime/blocking.h) and leaves all
+  // tensors untouched: no destination is written, so the sync can give every tensor its value
+  // from before (lazy/sync.h). (A GPU finds data errors inside its kernels, after the launch:
+  // graph/cuda_executor.h reports them at the next wait instead.)
+  //
+  // Syncs call run() without the embedding's lock (runtime/blocking.h), so two threads may call
+  // it at once: an executor whose run() allows that says so with thread_safe(); the others are
+  // called one run at a time (graph/device_router.h). run() reads the trace's nodes and the
+  // arrays of its Input leaves, and touches no tensor.
   virtual std::vector<Array> run(const Trace& trace) = 0;
+  virtual bool thread_safe() const noexcept { return false; }
   // Waits until the work launched for `device` has finished (a no-op where runs are synchronous).
   virtual void synchronize(Device device) = 0;
   // Eager mode on a device whose kernels only an executor has (a GPU): runs one op at once and
@@ -64,7 +70,8 @@ class Executor {
 // traces they build; executors for traces of their own, such as one eager op).
 uint64_t trace_key(const Trace& trace);
 
-// The executor used by sync points. graph/ installs one; until then syncs fail clearly.
+// The executor used by sync points. graph/ installs one; until then syncs fail clearly. A sync
+// holds the executor it runs until it returns, so installing another one meanwhile is safe.
 void install_executor(std::unique_ptr<Executor> executor);
 Executor& executor();
 

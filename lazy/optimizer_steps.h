@@ -41,4 +41,74 @@ struct SgdOptions {
 void sgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::vector<Tensor>& momentum_buffers,
          const SgdOptions& options);
 
+// The rules below follow the same conventions: state tensors are updated in place; `steps[i]` is
+// the step number after this update (1 for the first); per-parameter scalar state (NAdam's
+// mu_product, ASGD's eta and mu) lives in the caller as numbers, is read from the span and
+// written back into it. Weight decay adds weight_decay * param to the gradient (L2) unless the
+// rule says otherwise; maximize ascends (the gradient is negated first).
+
+struct AdadeltaOptions {
+  double lr, rho, eps, weight_decay;
+  bool maximize;
+};
+void adadelta(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> square_avgs,
+              std::span<const Tensor> acc_deltas, const AdadeltaOptions& options);
+
+struct AdagradOptions {
+  double lr, lr_decay, weight_decay, eps;
+  bool maximize;
+};
+void adagrad(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> state_sums,
+             std::span<const int64_t> steps, const AdagradOptions& options);
+
+struct RmspropOptions {
+  double lr, alpha, eps, weight_decay, momentum;
+  bool centered, maximize;
+};
+// grad_avgs is used only when centered, momentum_buffers only when momentum > 0.
+void rmsprop(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> square_avgs,
+             std::span<const Tensor> grad_avgs, std::span<const Tensor> momentum_buffers,
+             const RmspropOptions& options);
+
+struct AdamaxOptions {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool maximize;
+};
+void adamax(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+            std::span<const Tensor> exp_infs, std::span<const int64_t> steps, const AdamaxOptions& options);
+
+struct NadamOptions {
+  double lr, beta1, beta2, eps, weight_decay, momentum_decay;
+  bool decoupled_weight_decay, maximize;
+};
+// mu_products[i]: the product of the momentum coefficients so far (1 before the first step).
+// The step sizes are Dozat's, as PyTorch >= 2.0 and PyTorch 1.13's foreach path compute them
+// (1.13's single-tensor path multiplies one extra mu into the second, a bug fixed since).
+void nadam(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+           std::span<const Tensor> exp_avg_sqs, std::span<double> mu_products, std::span<const int64_t> steps,
+           const NadamOptions& options);
+
+struct RadamOptions {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled_weight_decay, maximize;
+};
+void radam(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
+           std::span<const Tensor> exp_avg_sqs, std::span<const int64_t> steps, const RadamOptions& options);
+
+struct AsgdOptions {
+  double lr, lambd, alpha, t0, weight_decay;
+  bool maximize;
+};
+// etas[i] and mus[i]: the step size and averaging weight this step uses (lr and 1 at the
+// start); they are replaced by the next step's.
+void asgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> axs,
+          std::span<double> etas, std::span<double> mus, std::span<const int64_t> steps, const AsgdOptions& options);
+
+struct RpropOptions {
+  double etaminus, etaplus, step_size_min, step_size_max;
+  bool maximize;
+};
+void rprop(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> prevs,
+           std::span<const Tensor> step_sizes, const RpropOptions& options);
+
 }  // namespace loom::optim

@@ -20,21 +20,53 @@ void TensorImpl::operator delete(void* p, size_t size) noexcept { FreeList<Tenso
 
 TensorImpl::~TensorImpl() {
   if (weak_) weak_->target = nullptr;
-  if (in_registry) unregister_pending(this);
   // An in-place result nobody can see through this tensor may still be visible through other
-  // views of the destination storage: it must be written anyway.
-  if (node_ && destination_) register_orphan_write(std::move(node_), std::move(*destination_));
+  // views of the destination storage: it must be written anyway, in its program order (with the
+  // registry it was recorded in).
+  if (node_ && destination_) {
+    uint64_t before = written_ && written_->noted ? written_->version : version();
+    register_orphan_write(*this, std::move(node_), std::move(*destination_), counter_, before);
+  }
+  if (registry) unregister_pending(this);
 }
 
 Ref<Node> TensorImpl::read_node() {
+  check_usable();
+  if (node_) {
+    if (in_flight.load(std::memory_order_relaxed) || !recorded_here(*this)) [[unlikely]]
+      return read_node_slow();
+    return node_;
+  }
+  if (!input_leaf_) input_leaf_ = Node::input(value_);
+  return input_leaf_;
+}
+
+// Another thread recorded this tensor, or a sync computes it now: it is computed first (or
+// waited for), so that no trace of this thread reads another's pending state (lazy/sync.h).
+Ref<Node> TensorImpl::read_node_slow() {
+  Tensor keep(this);
+  prepare_foreign_read(*this);
   check_usable();
   if (node_) return node_;
   if (!input_leaf_) input_leaf_ = Node::input(value_);
   return input_leaf_;
 }
 
-void TensorImpl::rebind(Ref<Node> node) {
+void TensorImpl::rebind(Ref<Node> node, bool write) {
   LOOM_CHECK(lazy_, Runtime, "internal: rebind of an eager tensor");
+  // A write into a tensor another thread recorded (or a sync computes now) lands after it.
+  if (write && node_ && (in_flight.load(std::memory_order_relaxed) || !recorded_here(*this))) [[unlikely]]
+    prepare_foreign_read(*this);
+  if (write && !(written_ && written_->noted)) {
+    // The first write since the tensor was materialized or made: what a failed sync puts back.
+    if (!written_) written_ = std::make_unique<BeforeWrites>();
+    written_->noted = true;
+    written_->node = node_;
+    written_->version = version();
+    const AutogradMeta* m = autograd_.get();
+    written_->grad_fn = m ? m->grad_fn : Ref<GradFn>();
+    written_->requires_grad = m && m->requires_grad;
+  }
   if (!node_) {
     // Materialized until now: the new value goes into the existing storage at the sync.
     destination_ = value_;
@@ -44,7 +76,7 @@ void TensorImpl::rebind(Ref<Node> node) {
   }
   node_ = std::move(node);
   ++generation_;
-  if (!in_registry) register_pending(this);
+  if (!registry) register_pending(this);
 }
 
 void TensorImpl::materialize(Array value) {
@@ -56,7 +88,39 @@ void TensorImpl::materialize(Array value) {
   node_.reset();
   input_leaf_.reset();
   view_.reset();  // a materialized view aliases its base's storage: no bookkeeping needed anymore
-  if (in_registry) unregister_pending(this);
+  if (written_) *written_ = BeforeWrites{};
+  if (registry) unregister_pending(this);
+}
+
+void TensorImpl::restore_before_writes() {
+  if (!written_ || !written_->noted) return;
+  if (AutogradMeta* m = autograd_.get()) {
+    m->grad_fn = std::move(written_->grad_fn);
+    m->requires_grad = written_->requires_grad;
+  }
+  if (counter_) counter_->undo_writes_since(written_->version);
+  else if (is_view()) version_counter()->undo_writes_since(written_->version);
+  ++generation_;  // views taken of the written value re-derive themselves from this one
+  *written_ = BeforeWrites{};
+}
+
+void TensorImpl::roll_back() {
+  LOOM_CHECK(destination_, Runtime, "internal: roll_back of a tensor with no destination");
+  restore_before_writes();
+  destination_->storage->remove_pending_write();
+  value_ = std::move(*destination_);
+  destination_.reset();
+  node_.reset();
+  input_leaf_.reset();
+  view_.reset();
+  if (registry) unregister_pending(this);
+}
+
+void TensorImpl::rewind() {
+  LOOM_CHECK(node_before_writes(), Runtime, "internal: rewind of a tensor with no earlier pending value");
+  Ref<Node> before = written_->node;
+  restore_before_writes();
+  node_ = std::move(before);
 }
 
 void TensorImpl::set_error(std::shared_ptr<const Error> error) {
@@ -70,8 +134,18 @@ void TensorImpl::set_error(std::shared_ptr<const Error> error) {
   node_.reset();
   input_leaf_.reset();
   view_.reset();
+  if (written_) *written_ = BeforeWrites{};
   error_ = std::move(error);
-  if (in_registry) unregister_pending(this);
+  if (registry) unregister_pending(this);
+}
+
+void TensorImpl::revive(Ref<Node> node) {
+  LOOM_CHECK(error_ && lazy_, Runtime, "internal: revive of a tensor that is not errored");
+  error_.reset();
+  value_ = Array{};
+  node_ = std::move(node);
+  ++generation_;
+  register_pending(this);
 }
 
 uint64_t TensorImpl::version() const noexcept {

@@ -10,17 +10,23 @@
 //   lazy, errored        computing the value failed at a sync (an index out of range, ...):
 //                        reading or using the tensor raises that error; dtype and shape remain.
 // A lazy tensor is pending from the op that made it until a sync point materializes it. While
-// pending it is linked into its device's registry of live pending tensors (lazy/sync.cpp).
+// pending it is linked into the registry of live pending tensors of the thread that recorded it
+// and of its device (lazy/sync.h), and while a sync computes it, it is in flight: other threads
+// that need it wait for that sync.
 //
 // In-place on a lazy tensor rebinds it to a new node. If it was materialized, the node's result
 // is written back into its existing storage at the sync (`destination()`), so parameters and
-// optimizer state keep their addresses across steps.
+// optimizer state keep their addresses across steps. The first in-place write since the tensor
+// was last materialized (or made) also notes what it replaced: the value (the storage's, or the
+// pending node), the version and the autograd history. A sync that fails puts them back (lazy/
+// sync.h: roll_back, rewind), so a failed step leaves its tensors as they were.
 //
 // Views of a pending tensor are pending tensors over a View node. Each remembers its base (weakly)
 // and its layout relative to the base, so an in-place op on the view writes through to the base,
 // and a view read after its base changed re-derives itself from the base (functionalization).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 
@@ -33,7 +39,9 @@
 namespace loom {
 
 class TensorImpl;
+class GradFn;
 struct AutogradMeta;
+struct Registry;  // lazy/sync.cpp
 
 // A reference to a TensorImpl that does not keep it alive (views of pending tensors hold one to
 // their base). The impl clears `target` when it dies.
@@ -56,6 +64,9 @@ class TensorImpl final : public RefCounted {
   explicit TensorImpl(Array value, bool lazy = false);
   // A pending lazy tensor on `device` (its backend).
   TensorImpl(Ref<Node> node, Device device);
+  // A tensor owns autograd functions that own tensors (saved values, gradients), chains as deep
+  // as the program's loops: released without recursion (runtime/ref.h).
+  static constexpr bool kReleaseIteratively = true;
   ~TensorImpl();
   // Every op makes one and most die at the next step (runtime/free_list.h).
   static void* operator new(size_t size);
@@ -79,8 +90,10 @@ class TensorImpl final : public RefCounted {
   // the error of an errored tensor.
   Ref<Node> read_node();
   // In-place update of a lazy tensor: from now on its value is what `node` computes. A
-  // materialized tensor keeps its storage (the result is written into it at the sync).
-  void rebind(Ref<Node> node);
+  // materialized tensor keeps its storage (the result is written into it at the sync). `write`:
+  // a user-visible write (false when a view re-derives itself from its base), whose first one
+  // since the tensor was materialized notes what a failed sync puts back (see the top).
+  void rebind(Ref<Node> node, bool write = true);
   // How many times rebind() gave this tensor a new node: views of a pending tensor compare it to
   // know when to re-derive themselves (internal to lazy mode; Tensor._version is version()).
   uint64_t generation() const noexcept { return generation_; }
@@ -98,6 +111,14 @@ class TensorImpl final : public RefCounted {
 
   // Called by the sync that computed this tensor's value.
   void materialize(Array value);
+  // Called by a sync that failed: the pending in-place writes since the tensor was last
+  // materialized are undone. roll_back: a tensor with a destination is materialized with it
+  // again (its storage was never written); rewind: a tensor made pending since (no destination)
+  // goes back to the node it had before its first write (`node_before_writes()`). Both put back
+  // the autograd history, and move the version counter on (VersionCounter::undo_writes_since).
+  void roll_back();
+  void rewind();
+  Node* node_before_writes() const noexcept { return written_ && written_->noted ? written_->node.get() : nullptr; }
 
   // Whether this tensor was made by a view op (of any tensor, eager or lazy), and its base: the
   // tensor the chain of views started from (PyTorch's Tensor._base), never itself a view. A view
@@ -127,6 +148,9 @@ class TensorImpl final : public RefCounted {
   void check_usable() const {
     if (error_) [[unlikely]] throw Error(*error_);
   }
+  // An errored tensor that is about to be overwritten whole (zero_, fill_, copy_: nothing of its
+  // old value is read) becomes a usable pending tensor again, of the value `node` computes.
+  void revive(Ref<Node> node);
 
   // Views of pending tensors.
   const std::optional<ViewInfo>& view_info() const noexcept { return view_; }
@@ -143,12 +167,25 @@ class TensorImpl final : public RefCounted {
   AutogradMeta* autograd_meta() const noexcept { return autograd_.get(); }
   std::unique_ptr<AutogradMeta>& autograd_slot() noexcept { return autograd_; }
 
-  // Intrusive links of the device's pending registry (lazy/sync.cpp).
+  // The registry this pending tensor is linked into (null when not pending) and its links, and
+  // whether a sync is computing it (lazy/sync.cpp owns them).
+  Registry* registry = nullptr;
   TensorImpl* prev_pending = nullptr;
   TensorImpl* next_pending = nullptr;
-  bool in_registry = false;
+  std::atomic<bool> in_flight{false};
 
  private:
+  // What the first in-place write since the last materialization replaced (see the top).
+  struct BeforeWrites {
+    bool noted = false;  // false between windows (the allocation is kept: parameters are written every step)
+    Ref<Node> node;      // the pending value it replaced; null when the tensor was materialized
+    uint64_t version = 0;
+    Ref<GradFn> grad_fn;
+    bool requires_grad = false;
+  };
+  void restore_before_writes();
+  Ref<Node> read_node_slow();
+
   Array value_;
   Ref<Node> node_;
   Ref<Node> input_leaf_;  // cached read_node() of a materialized lazy tensor
@@ -160,6 +197,7 @@ class TensorImpl final : public RefCounted {
   Ref<VersionCounter> counter_;  // null until first used; a view's is its base's
   std::unique_ptr<AutogradMeta> autograd_;
   std::shared_ptr<const Error> error_;
+  std::unique_ptr<BeforeWrites> written_;  // null until the first write since materialized
   Device device_;
   uint64_t generation_ = 0;
   bool lazy_ = false;

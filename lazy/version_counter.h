@@ -21,9 +21,22 @@ namespace loom {
 
 struct VersionCounter final : RefCounted {
   uint64_t value = 0;
+  // The data is the same at every version from this one to `value`: a value saved at any of them
+  // is still current. Equal to `value` except after a failed sync undid pending writes (lazy/
+  // sync.h): the data is then back to what it was at an earlier version, and what was saved since
+  // that version still holds (the counter never goes back, so a later write can never make a
+  // stale save look current).
+  uint64_t same_since = 0;
 
   // One user-visible in-place op happened.
-  void bump() noexcept { ++value; }
+  void bump() noexcept { same_since = ++value; }
+  // The writes since `version` were undone (the data is as it was at `version`).
+  void undo_writes_since(uint64_t version) noexcept {
+    ++value;  // views re-derive their history (lazy/autograd_inplace.cpp)
+    if (version < same_since) same_since = version;
+  }
+  // Whether a value saved at `version` is still current.
+  bool current(uint64_t version) const noexcept { return version >= same_since && version <= value; }
 };
 
 }  // namespace loom

@@ -1,33 +1,33 @@
-// Argument parsing for METH_FASTCALL | METH_KEYWORDS functions.
+// Argument parsing by names only, for the few bindings outside the op table (pyext/op_table.h):
+// autograd, buffers, DLPack, optimizer steps.
 //
-// A function declares its signature once, as a static:
-//     static ArgParser parser("full", {"size", "fill_value", "dtype", "device"}, 2);
-// and parses each call into a fixed array of borrowed references (nullptr = not given). The first
-// `max_positional` names may be given positionally; the rest are keyword-only. Keyword names are
-// interned once, so matching is a pointer comparison in the common case.
+// A function declares its names once, as a static:
+//     static ArgParser parser("backward", {"gradient", "retain_graph", "create_graph"}, 3);
+// and parses each call into a fixed array of borrowed references (nullptr = not given; None is
+// passed through). The first `max_positional` names may be given positionally; the rest are
+// keyword-only. Matching and errors are the op table's (a Signature of untyped parameters).
 #pragma once
 
 #include <initializer_list>
-#include <vector>
 
-#include "pyext/common.h"
+#include "pyext/signature.h"
 
 namespace loom::py {
 
 class ArgParser {
  public:
-  ArgParser(const char* fname, std::initializer_list<const char*> names, int max_positional);
+  ArgParser(const char* fname, std::initializer_list<const char*> names, int max_positional)
+      : signature_(Signature::untyped(fname, names, max_positional)) {}
 
-  const char* name() const noexcept { return fname_; }
-  size_t size() const noexcept { return names_.size(); }
-  // Fills out[0, size()). Callers that take varargs (zeros(2, 3)) consume those first and pass
-  // the rest. Throws PythonError with a TypeError set on a bad call.
-  void parse(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** out) const;
+  // Fills out[0, names.size()). Throws PythonError with a TypeError set on a bad call.
+  void parse(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject** out) const {
+    Parsed p;
+    signature_.parse(nullptr, args, nargs, kwnames, p, true);
+    for (size_t i = 0; i < signature_.params().size(); ++i) out[i] = p.v[i];
+  }
 
  private:
-  const char* fname_;
-  std::vector<PyObject*> names_;  // interned, immortal for the process
-  int max_positional_;
+  Signature signature_;
 };
 
 // The parsed arguments of one call: `ArgParser::parse(..., args.v)`.

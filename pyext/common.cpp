@@ -2,6 +2,7 @@
 
 #include <new>
 
+#include "pyext/embedding.h"
 #include "pyext/tensor_object.h"
 #include "runtime/error.h"
 
@@ -22,6 +23,7 @@ void set_python_error() noexcept {
       case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
       case ErrorKind::OutOfMemory: type = PyExc_MemoryError; break;
       case ErrorKind::Distributed: type = DistBackendError ? DistBackendError : PyExc_RuntimeError; break;
+      case ErrorKind::Interrupted: raise_interrupt(e.what()); return;
     }
     PyErr_SetString(type, e.what());
   } catch (const std::bad_alloc&) {
@@ -88,19 +90,6 @@ Dims to_dims(PyObject* obj, const char* what) {
   Dims out;
   out.reserve(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) out.push_back(to_int64(PyTuple_GET_ITEM(items.get(), i), what));
-  return out;
-}
-
-Dims sizes_from_args(PyObject* const* args, Py_ssize_t nargs, const char* fname) {
-  if (nargs == 1 && (PyTuple_Check(args[0]) || PyList_Check(args[0]))) return to_dims(args[0], "size");
-  Dims out;
-  for (Py_ssize_t i = 0; i < nargs; ++i) {
-    if (!is_index_like(args[i])) {
-      LOOM_FAIL(Type, fname, "(): argument 'size' must be a tuple of ints, but found element of type ",
-                type_name(args[i]), " at pos ", i);
-    }
-    out.push_back(to_int64(args[i], "size"));
-  }
   return out;
 }
 

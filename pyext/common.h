@@ -82,8 +82,6 @@ double to_double(PyObject* obj, const char* what);
 bool to_bool(PyObject* obj, const char* what);
 // A sequence of ints: tuple, list or loom.Size.
 Dims to_dims(PyObject* obj, const char* what);
-// Sizes given either as varargs ints (zeros(2, 3)) or as one sequence (zeros((2, 3))).
-Dims sizes_from_args(PyObject* const* args, Py_ssize_t nargs, const char* fname);
 
 // A Python type name for messages: "list", "str".
 const char* type_name(PyObject* obj) noexcept;

@@ -4,8 +4,8 @@
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
-#include "pyext/args.h"
-#include "pyext/op_args.h"
+#include "lazy/ops_movement.h"
+#include "pyext/op_table.h"
 #include "pyext/objects.h"
 #include "pyext/python_data.h"
 #include "pyext/tensor_object.h"
@@ -14,17 +14,14 @@
 namespace loom::py {
 namespace {
 
-using FastArgs = PyObject* const*;
-
-
 // A new array created on a placement's device becomes a tensor in its mode: an eager tensor, or
 // a materialized lazy tensor (a leaf of the traces that read it).
 Tensor made(Array a, Placement where) { return make_tensor(std::move(a), where.lazy); }
 
 // The result of a creation function, a leaf that requires grad when its requires_grad= keyword
 // was True (PyTorch's creation functions raise their own message for integer and bool dtypes).
-PyObject* created(Tensor t, PyObject* requires_grad) {
-  if (requires_grad && requires_grad != Py_None && to_bool(requires_grad, "requires_grad")) {
+PyObject* created(Tensor t, bool requires_grad) {
+  if (requires_grad) {
     LOOM_CHECK(is_floating(t->dtype()), Runtime,
                "Only Tensors of floating point and complex dtype can require gradients");
     set_requires_grad(*t, true);
@@ -32,39 +29,24 @@ PyObject* created(Tensor t, PyObject* requires_grad) {
   return wrap(std::move(t));
 }
 
-// Creation functions taking sizes as varargs: zeros(2, 3, dtype=...) or zeros((2, 3)) or
-// zeros(size=(2, 3)). Each function's parser, named after it, lists "size", "dtype", "device",
-// "requires_grad".
-struct SizedArgs {
-  Dims sizes;
-  std::optional<DType> dtype;
-  Placement where;
-  PyObject* requires_grad = nullptr;
-};
+// The options every creation function ends with: (*, ScalarType? dtype=None, Device? device=None,
+// bool? requires_grad=False), from parameter `first` on.
+struct Options { std::optional<DType> dtype; Placement where; bool requires_grad; };
 
-SizedArgs parse_sized(const ArgParser& parser, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  const char* fname = parser.name();
-  Args<4> a;
-  parser.parse(args + nargs, 0, kwnames, a.v);
-  SizedArgs out;
-  if (a.has(0)) {
-    LOOM_CHECK(nargs == 0, Type, fname, "() got multiple values for argument 'size'");
-    out.sizes = to_dims(a[0], "size");
-  } else {
-    if (nargs == 0) LOOM_FAIL(Type, fname, "() missing required argument 'size'");
-    out.sizes = sizes_from_args(args, nargs, fname);
-  }
-  check_sizes(out.sizes);
-  out.dtype = optional_dtype(a[1]);
-  out.where = placement_from_py(a[2]);
-  out.requires_grad = a[3];
-  return out;
+Options options_of(const Parsed& p, int first) {
+  return {p.optional_dtype(first), p.placement(first + 1), p.boolean(first + 2)};
 }
 
 DType floating_dtype(std::optional<DType> requested, const char* fname) {
   DType d = requested.value_or(default_float_dtype());
   LOOM_CHECK(is_floating(d), Type, fname, "(): expected a floating-point dtype, got ", dtype_name(d));
   return d;
+}
+
+// PyTorch has no bool ranges: arange and linspace refuse the dtype, as its kernels do.
+void check_not_bool(DType dtype, Placement where, const char* op) {
+  LOOM_CHECK(dtype != DType::Bool, Runtime, "\"", op, where.device.is_cuda() ? "_cuda" : "_cpu",
+             "\" not implemented for 'Bool'");
 }
 
 // The dtype of full(size, value) without an explicit dtype: as loom.tensor(value) would infer.
@@ -75,77 +57,35 @@ DType dtype_of_value(PyObject* value) {
   return default_float_dtype();
 }
 
-PyObject* f_zeros(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("zeros", {"size", "dtype", "device", "requires_grad"}, 0);
-  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  return created(ops::full(s.sizes, Scalar(int64_t{0}), s.dtype.value_or(default_float_dtype()), s.where),
-                 s.requires_grad);
-  LOOM_PY_END(nullptr)
+// Sizes as creation functions take them: zeros(2, 3), zeros((2, 3)) or zeros(size=(2, 3)).
+Dims sizes_of_param(const Parsed& p, int i) {
+  Dims sizes = p.int_list(i);
+  check_sizes(sizes);
+  return sizes;
+}
+Dims sizes_of(const Parsed& p) { return sizes_of_param(p, 0); }
+
+template <int64_t value>
+Result filled(const Parsed& p) {
+  Options o = options_of(p, 1);
+  return created(ops::full(sizes_of(p), Scalar(value), o.dtype.value_or(default_float_dtype()), o.where),
+                 o.requires_grad);
 }
 
-PyObject* f_ones(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("ones", {"size", "dtype", "device", "requires_grad"}, 0);
-  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  return created(ops::full(s.sizes, Scalar(int64_t{1}), s.dtype.value_or(default_float_dtype()), s.where),
-                 s.requires_grad);
-  LOOM_PY_END(nullptr)
+template <bool normal>  // rand / randn
+Result random(const Parsed& p) {
+  Options o = options_of(p, 1);
+  DType dtype = floating_dtype(o.dtype, normal ? "randn" : "rand");
+  return created(normal ? ops::randn(sizes_of(p), dtype, o.where) : ops::rand(sizes_of(p), dtype, o.where),
+                 o.requires_grad);
 }
 
-PyObject* f_empty(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("empty", {"size", "dtype", "device", "requires_grad"}, 0);
-  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  return created(made(empty(s.sizes, s.dtype.value_or(default_float_dtype()), s.where.device), s.where),
-                 s.requires_grad);
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_rand(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("rand", {"size", "dtype", "device", "requires_grad"}, 0);
-  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  return created(ops::rand(s.sizes, floating_dtype(s.dtype, "rand"), s.where), s.requires_grad);
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_randn(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("randn", {"size", "dtype", "device", "requires_grad"}, 0);
-  SizedArgs s = parse_sized(parser, args, nargs, kwnames);
-  return created(ops::randn(s.sizes, floating_dtype(s.dtype, "randn"), s.where), s.requires_grad);
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_full(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("full", {"size", "fill_value", "dtype", "device", "requires_grad"}, 2);
-  Args<5> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  LOOM_CHECK(a[0] && a[1], Type, "full() missing required arguments 'size' and 'fill_value'");
-  Dims sizes = to_dims(a[0], "size");
-  Scalar value = scalar_from_py(a[1], "fill_value");
-  DType dtype = a.has(2) ? dtype_from_py(a[2]) : dtype_of_value(a[1]);
-  value.check_fits(dtype);
-  return created(ops::full(sizes, value, dtype, placement_from_py(a[3])), a[4]);
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_arange(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("arange", {"start", "end", "step", "dtype", "device", "requires_grad"}, 3);
-  Args<6> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  // arange(end) or arange(start, end[, step]).
-  PyObject* start = a[0];
-  PyObject* end = a[1];
-  if (!end) {
-    LOOM_CHECK(start, Type, "arange() missing required argument 'end'");
-    end = start;
-    start = nullptr;
-  }
-  PyObject* step = a[2];
+Result arange(const Parsed& p) {
+  // arange(end) or arange(start, end, step=1).
+  PyObject* start = p.index == 0 ? nullptr : p.object(0);
+  PyObject* end = p.object(p.index == 0 ? 0 : 1);
+  PyObject* step = p.index == 0 ? nullptr : p.object(2);
+  Options o = options_of(p, p.index == 0 ? 1 : 3);
   bool all_int = (!start || is_index_like(start)) && is_index_like(end) && (!step || is_index_like(step));
   double s0 = start ? to_double(start, "start") : 0.0;
   double s1 = to_double(end, "end");
@@ -154,117 +94,68 @@ PyObject* f_arange(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames
   LOOM_CHECK(std::isfinite(s0) && std::isfinite(s1), Runtime, "unsupported range: ", s0, " -> ", s1);
   LOOM_CHECK((st > 0 && s1 >= s0) || (st < 0 && s1 <= s0), Runtime,
              "upper bound and larger bound inconsistent with step sign");
-  int64_t n;
+  DType dtype = o.dtype.value_or(all_int ? DType::Int64 : default_float_dtype());
+  check_not_bool(dtype, o.where, "arange");
   if (all_int) {
     // Integer ranges are sized in integers: doubles lose exactness beyond 2^53.
     int64_t i0 = start ? to_int64(start, "start") : 0, i1 = to_int64(end, "end"), is = step ? to_int64(step, "step") : 1;
-    n = is > 0 ? (i1 - i0 + is - 1) / is : (i0 - i1 - is - 1) / -is;
-  } else {
-    n = static_cast<int64_t>(std::ceil((s1 - s0) / st));
+    int64_t n = is > 0 ? (i1 - i0 + is - 1) / is : (i0 - i1 - is - 1) / -is;
+    return created(ops::arange(n, Scalar(i0), Scalar(is), dtype, o.where), o.requires_grad);
   }
-  DType dtype = a.has(3) ? dtype_from_py(a[3]) : all_int ? DType::Int64 : default_float_dtype();
-  Placement where = placement_from_py(a[4]);
-  if (all_int)
-    return created(ops::arange(n, Scalar(start ? to_int64(start, "start") : 0),
-                               Scalar(step ? to_int64(step, "step") : 1), dtype, where),
-                   a[5]);
-  return created(ops::arange(n, Scalar(s0), Scalar(st), dtype, where), a[5]);
-  LOOM_PY_END(nullptr)
+  int64_t n = static_cast<int64_t>(std::ceil((s1 - s0) / st));
+  return created(ops::arange(n, Scalar(s0), Scalar(st), dtype, o.where), o.requires_grad);
 }
 
-PyObject* f_linspace(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("linspace", {"start", "end", "steps", "dtype", "device", "requires_grad"}, 3);
-  Args<6> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  LOOM_CHECK(a[0] && a[1] && a[2], Type, "linspace() missing required arguments 'start', 'end' and 'steps'");
-  int64_t steps = to_int64(a[2], "steps");
+Result linspace(const Parsed& p) {
+  int64_t steps = p.int64(2);
   LOOM_CHECK(steps >= 0, Runtime, "number of steps must be non-negative");
-  DType dtype = a.has(3) ? dtype_from_py(a[3]) : default_float_dtype();
-  Placement where = placement_from_py(a[4]);
-  Array out = empty(Dims{steps}, dtype, where.device);
-  linspace_(out, to_double(a[0], "start"), to_double(a[1], "end"));
-  return created(made(std::move(out), where), a[5]);
-  LOOM_PY_END(nullptr)
+  Options o = options_of(p, 3);
+  check_not_bool(o.dtype.value_or(default_float_dtype()), o.where, "linspace");
+  Array out = empty(Dims{steps}, o.dtype.value_or(default_float_dtype()), o.where.device);
+  linspace_(out, p.real(0), p.real(1));
+  return created(made(std::move(out), o.where), o.requires_grad);
 }
 
-PyObject* f_eye(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("eye", {"n", "m", "dtype", "device", "requires_grad"}, 2);
-  Args<5> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  LOOM_CHECK(a[0], Type, "eye() missing required argument 'n'");
-  int64_t n = to_int64(a[0], "n");
-  int64_t m = a.has(1) ? to_int64(a[1], "m") : n;
+Result eye(const Parsed& p) {
+  int64_t n = p.int64(0);
+  int64_t m = p.index ? p.int64(1) : n;  // eye(n) or eye(n, m)
   LOOM_CHECK(n >= 0 && m >= 0, Runtime, "eye(): n and m must be non-negative, got n=", n, ", m=", m);
-  Placement where = placement_from_py(a[3]);
-  Array out = empty(Dims{n, m}, a.has(2) ? dtype_from_py(a[2]) : default_float_dtype(), where.device);
+  Options o = options_of(p, 1 + p.index);
+  Array out = empty(Dims{n, m}, o.dtype.value_or(default_float_dtype()), o.where.device);
   fill_(out, Scalar(int64_t{0}));
   // The diagonal is a view with stride m + 1.
   Layout diagonal{Dims{std::min(n, m)}, Dims{m + 1}, 0};
   fill_(out.view_as(diagonal), Scalar(int64_t{1}));
-  return created(made(std::move(out), where), a[4]);
-  LOOM_PY_END(nullptr)
+  return created(made(std::move(out), o.where), o.requires_grad);
 }
 
-PyObject* f_randint(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("randint", {"", "", "", "low", "high", "size", "dtype", "device", "requires_grad"}, 3);
-  Args<9> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  // randint(high, size), randint(low, high, size), or any of them by keyword.
-  PyObject *low = a[3], *high = a[4], *size = a[5];
-  if (nargs == 3) {
-    low = a[0];
-    high = a[1];
-    size = a[2];
-  } else if (nargs == 2) {
-    high = a[0];
-    size = a[1];
-  } else if (nargs == 1) {
-    high = a[0];
-  }
-  LOOM_CHECK(high && size, Type, "randint() missing required arguments 'high' and 'size'");
-  int64_t lo = low ? to_int64(low, "low") : 0;
-  int64_t hi = to_int64(high, "high");
-  return created(ops::randint(to_dims(size, "size"), lo, hi, a.has(6) ? dtype_from_py(a[6]) : DType::Int64,
-                              placement_from_py(a[7])),
-                 a[8]);
-  LOOM_PY_END(nullptr)
+Result randint(const Parsed& p) {
+  // randint(high, size) or randint(low, high, size).
+  int k = p.index;  // the parameters after `low`
+  Options o = options_of(p, 2 + k);
+  return created(ops::randint(p.int_list(1 + k), k ? p.int64(0) : 0, p.int64(k), o.dtype.value_or(DType::Int64),
+                              o.where),
+                 o.requires_grad);
 }
 
-// *_like(input, <extra>, dtype=None, device=None, requires_grad=False): input's shape and dim
-// order (PyTorch's preserve_format), and by default its dtype and device. Each function's parser
-// lists "input", its extra arguments, then "dtype", "device" and "requires_grad".
-struct LikeArgs {
-  Tensor input;
-  DType dtype;
-  Placement where;
-  PyObject* extra[2];
-  PyObject* requires_grad = nullptr;
-};
+// *_like(input, <extra>, *, dtype=None, device=None, requires_grad=False): input's shape and dim
+// order (PyTorch's preserve_format), and by default its dtype and device.
+struct Like { Tensor input; DType dtype; Placement where; bool requires_grad; };
 
-LikeArgs parse_like(const ArgParser& parser, size_t n_extra, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  Args<6> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  LOOM_CHECK(a[0], Type, "missing required argument 'input'");
-  LikeArgs out;
-  out.input = tensor_arg(a[0], "input");
-  out.extra[0] = n_extra > 0 ? a[1] : nullptr;
-  out.extra[1] = n_extra > 1 ? a[2] : nullptr;
-  out.dtype = a.has(1 + n_extra) ? dtype_from_py(a[1 + n_extra]) : out.input->dtype();
-  out.where = a.has(2 + n_extra) ? placement_from_py(a[2 + n_extra]) : Placement{out.input->device(), out.input->is_lazy()};
-  out.requires_grad = a[3 + n_extra];
-  return out;
+Like like_of(const Parsed& p, int first_option) {
+  Options o = options_of(p, first_option);
+  Tensor input = p.tensor(0);
+  Placement where = p.has(first_option + 1) ? o.where : Placement{input->device(), input->is_lazy()};
+  return {input, o.dtype.value_or(input->dtype()), where, o.requires_grad};
 }
 
 // Uninitialized memory shaped like the input: in its dim order when it is materialized.
-Array empty_shaped_like(const LikeArgs& l) {
+Array empty_shaped_like(const Like& l) {
   if (!l.input->is_pending()) return empty_like(l.input->array(), l.dtype, l.where.device);
   return empty(l.input->sizes(), l.dtype, l.where.device);
 }
 
-PyObject* filled_like(const LikeArgs& l, Scalar value) {
+PyObject* filled_like(const Like& l, Scalar value) {
   value.check_fits(l.dtype);
   if (l.where.lazy) return created(ops::full(l.input->sizes(), value, l.dtype, l.where), l.requires_grad);
   Array a = empty_shaped_like(l);
@@ -272,125 +163,159 @@ PyObject* filled_like(const LikeArgs& l, Scalar value) {
   return created(make_tensor(std::move(a)), l.requires_grad);
 }
 
-PyObject* f_zeros_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("zeros_like", {"input", "dtype", "device", "requires_grad"}, 1);
-  return filled_like(parse_like(parser, 0, args, nargs, kwnames), Scalar(int64_t{0}));
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_ones_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("ones_like", {"input", "dtype", "device", "requires_grad"}, 1);
-  return filled_like(parse_like(parser, 0, args, nargs, kwnames), Scalar(int64_t{1}));
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_full_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("full_like", {"input", "fill_value", "dtype", "device", "requires_grad"}, 2);
-  LikeArgs l = parse_like(parser, 1, args, nargs, kwnames);
-  LOOM_CHECK(l.extra[0], Type, "full_like() missing required argument 'fill_value'");
-  return filled_like(l, scalar_from_py(l.extra[0], "fill_value"));
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_empty_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("empty_like", {"input", "dtype", "device", "requires_grad"}, 1);
-  LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  return created(made(empty_shaped_like(l), l.where), l.requires_grad);
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_rand_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("rand_like", {"input", "dtype", "device", "requires_grad"}, 1);
-  LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  if (l.where.lazy)
-    return created(ops::rand(l.input->sizes(), floating_dtype(l.dtype, "rand_like"), l.where), l.requires_grad);
-  l.dtype = floating_dtype(l.dtype, "rand_like");
+// rand_like / randn_like: lazy ones are random ops of the trace; eager ones fill new memory.
+template <bool normal>
+Result random_like(const Parsed& p) {
+  Like l = like_of(p, 1);
+  const char* fname = normal ? "randn_like" : "rand_like";
+  l.dtype = floating_dtype(l.dtype, fname);
+  if (l.where.lazy) {
+    Tensor t = normal ? ops::randn(l.input->sizes(), l.dtype, l.where) : ops::rand(l.input->sizes(), l.dtype, l.where);
+    return created(t, l.requires_grad);
+  }
   Array a = empty_shaped_like(l);
-  uniform_(a, 0.0, 1.0, default_generator(l.where.device));
+  if (normal) normal_(a, 0.0, 1.0, default_generator(l.where.device));
+  else uniform_(a, 0.0, 1.0, default_generator(l.where.device));
   return created(make_tensor(std::move(a)), l.requires_grad);
-  LOOM_PY_END(nullptr)
 }
 
-PyObject* f_randn_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("randn_like", {"input", "dtype", "device", "requires_grad"}, 1);
-  LikeArgs l = parse_like(parser, 0, args, nargs, kwnames);
-  if (l.where.lazy)
-    return created(ops::randn(l.input->sizes(), floating_dtype(l.dtype, "randn_like"), l.where), l.requires_grad);
-  l.dtype = floating_dtype(l.dtype, "randn_like");
-  Array a = empty_shaped_like(l);
-  normal_(a, 0.0, 1.0, default_generator(l.where.device));
-  return created(make_tensor(std::move(a)), l.requires_grad);
-  LOOM_PY_END(nullptr)
-}
-
-PyObject* f_randint_like(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("randint_like", {"input", "low", "high", "dtype", "device", "requires_grad"}, 3);
-  LikeArgs l = parse_like(parser, 2, args, nargs, kwnames);
-  // randint_like(input, high) or randint_like(input, low, high): a lone second positional is high.
-  PyObject* low = l.extra[0];
-  PyObject* high = l.extra[1];
-  if (!high && nargs == 2) std::swap(low, high);
-  LOOM_CHECK(high, Type, "randint_like() missing required argument 'high'");
-  int64_t lo = low ? to_int64(low, "low") : 0, hi = to_int64(high, "high");
+Result randint_like(const Parsed& p) {
+  // randint_like(input, high) or randint_like(input, low, high).
+  int k = p.index;
+  Like l = like_of(p, 2 + k);
+  int64_t lo = k ? p.int64(1) : 0, hi = p.int64(1 + k);
   if (l.where.lazy) return created(ops::randint(l.input->sizes(), lo, hi, l.dtype, l.where), l.requires_grad);
   Array a = empty_shaped_like(l);
   random_int_(a, lo, hi, default_generator(l.where.device));
   return created(make_tensor(std::move(a)), l.requires_grad);
-  LOOM_PY_END(nullptr)
 }
 
-// loom.tensor(data, dtype=None, device=None, requires_grad=False): always copies.
-PyObject* f_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("tensor", {"data", "dtype", "device", "requires_grad"}, 1);
-  Args<4> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  LOOM_CHECK(a[0], Type, "tensor() missing required argument 'data'");
-  Placement where = placement_from_py(a[2]);
-  return created(made(array_from_data(a[0], optional_dtype(a[1]), where.device), where), a[3]);
-  LOOM_PY_END(nullptr)
-}
-
-// loom.as_tensor(data, dtype=None, device=None): shares memory with tensors, buffers and other
+// loom.as_tensor(data, *, dtype=None, device=None): shares memory with tensors, buffers and other
 // libraries' tensors (shared_array) when dtype and device already match, else copies.
-PyObject* f_as_tensor(PyObject*, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
-  LOOM_PY_BEGIN
-  static ArgParser parser("as_tensor", {"data", "dtype", "device"}, 3);
-  Args<3> a;
-  parser.parse(args, nargs, kwnames, a.v);
-  LOOM_CHECK(a[0], Type, "as_tensor() missing required argument 'data'");
-  std::optional<DType> dtype = optional_dtype(a[1]);
-  if (is_tensor(a[0])) {
+Result as_tensor(const Parsed& p) {
+  PyObject* data = p.object(0);
+  std::optional<DType> dtype = p.optional_dtype(1);
+  if (is_tensor(data)) {
     // A loom tensor: itself when dtype and placement match, else converted (lazy or not).
-    const TensorImpl& t = impl_of(a[0]);
-    Placement where = a.has(2) ? placement_from_py(a[2]) : Placement{t.device(), t.is_lazy()};
-    Tensor r = ops::to(tensor_of(a[0]), dtype.value_or(t.dtype()), where.device, where.lazy);
-    if (r.get() == &t) return Py_NewRef(a[0]);
-    return wrap(std::move(r));
+    const TensorImpl& t = impl_of(data);
+    Placement where = p.has(2) ? p.placement(2) : Placement{t.device(), t.is_lazy()};
+    Tensor r = ops::to(tensor_of(data), dtype.value_or(t.dtype()), where.device, where.lazy);
+    if (r.get() == &t) return Py_NewRef(data);
+    return r;
   }
   std::optional<Placement> where;
-  if (a.has(2)) where = placement_from_py(a[2]);
+  if (p.has(2)) where = p.placement(2);
   bool lazy = where && where->lazy;
-  if (auto shared = shared_array(a[0])) {
+  if (auto shared = shared_array(data)) {
     const Array& arr = shared->array;
     bool same = (!dtype || *dtype == arr.dtype) && (!where || where->device == arr.device());
     // Read-only memory (bytes, read-only arrays) is copied: a writable alias would let tensor
     // writes corrupt objects Python assumes immutable. Lazy tensors own their values: copied too.
     if (same && !shared->readonly && !lazy) return wrap(arr);
     Array copy = copy_to(arr, dtype.value_or(arr.dtype), where ? where->device : arr.device(), MemoryFormat::Preserve);
-    return wrap(made(std::move(copy), where.value_or(Placement{arr.device(), false})));
+    return made(std::move(copy), where.value_or(Placement{arr.device(), false}));
   }
-  Placement p = where.value_or(Placement{kCPU, false});
-  return wrap(made(array_from_data(a[0], dtype, p.device), p));
-  LOOM_PY_END(nullptr)
+  Placement at = where.value_or(Placement{kCPU, false});
+  return made(array_from_data(data, dtype, at.device), at);
 }
+
+// Tensor.new_*(..., *, dtype=None, device=None, requires_grad=False): self's dtype and device
+// unless given.
+Options new_options(const Parsed& p, int first) {
+  Options o = options_of(p, first);
+  const TensorImpl& self = impl_of(p.self);
+  if (!o.dtype) o.dtype = self.dtype();
+  if (!p.has(first + 1)) o.where = {self.device(), self.is_lazy()};
+  return o;
+}
+
+template <int64_t value>
+Result new_filled(const Parsed& p) {
+  Options o = new_options(p, 2);
+  return created(ops::full(sizes_of_param(p, 1), Scalar(value), *o.dtype, o.where), o.requires_grad);
+}
+
+// tril_indices / triu_indices(row, col, offset=0, *, dtype=long, device=None).
+template <bool lower>
+Result tri_indices(const Parsed& p) {
+  Options o = options_of(p, 3);
+  return created(ops::tri_indices(p.int64(0), p.int64(1), p.int64(2), lower, o.dtype.value_or(DType::Int64), o.where),
+                 o.requires_grad);
+}
+
+#define LOOM_OPTIONS "*, ScalarType? dtype=None, Device? device=None, bool? requires_grad=False"
+
+const Row kRows[] = {
+    {{"tensor(PyObject* data, " LOOM_OPTIONS ")"}, kFunction, [](const Parsed& p) -> Result {
+       Options o = options_of(p, 1);
+       return created(made(array_from_data(p.object(0), o.dtype, o.where.device), o.where), o.requires_grad);
+     },
+     "A new tensor holding a copy of data."},
+    {{"as_tensor(PyObject* data, *, ScalarType? dtype=None, Device? device=None)"}, kFunction, as_tensor,
+     "Shares memory with data when dtype and device match, else copies."},
+    {{"zeros(SymInt[] size, " LOOM_OPTIONS ")"}, kFunction, filled<0>},
+    {{"ones(SymInt[] size, " LOOM_OPTIONS ")"}, kFunction, filled<1>},
+    {{"empty(SymInt[] size, " LOOM_OPTIONS ")"}, kFunction, [](const Parsed& p) -> Result {
+       Options o = options_of(p, 1);
+       Dims sizes = sizes_of(p);
+       return created(made(empty(sizes, o.dtype.value_or(default_float_dtype()), o.where.device), o.where),
+                      o.requires_grad);
+     },
+     "Uninitialized memory."},
+    {{"full(SymInt[] size, Scalar fill_value, " LOOM_OPTIONS ")"}, kFunction, [](const Parsed& p) -> Result {
+       Options o = options_of(p, 2);
+       Scalar value = scalar_from_py(p.object(1), "fill_value");
+       DType dtype = o.dtype.value_or(dtype_of_value(p.object(1)));
+       value.check_fits(dtype);
+       return created(ops::full(p.int_list(0), value, dtype, o.where), o.requires_grad);
+     }},
+    {{"rand(int[] size, " LOOM_OPTIONS ")"}, kFunction, random<false>, "Uniform on [0, 1)."},
+    {{"randn(int[] size, " LOOM_OPTIONS ")"}, kFunction, random<true>, "Standard normal."},
+    {{"randint(int high, int[] size, " LOOM_OPTIONS ")", "randint(int low, int high, int[] size, " LOOM_OPTIONS ")"},
+     kFunction, randint, "Uniform integers in [low, high) (int64 unless dtype says otherwise)."},
+    {{"arange(Scalar end, " LOOM_OPTIONS ")", "arange(Scalar start, Scalar end, Scalar step=1, " LOOM_OPTIONS ")"},
+     kFunction, arange},
+    {{"linspace(Scalar start, Scalar end, int steps, " LOOM_OPTIONS ")"}, kFunction, linspace},
+    {{"eye(int n, " LOOM_OPTIONS ")", "eye(int n, int m, " LOOM_OPTIONS ")"}, kFunction, eye},
+    {{"zeros_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction,
+     LOOM_BODY(filled_like(like_of(p, 1), Scalar(int64_t{0})))},
+    {{"ones_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction,
+     LOOM_BODY(filled_like(like_of(p, 1), Scalar(int64_t{1})))},
+    {{"full_like(Tensor input, Scalar fill_value, " LOOM_OPTIONS ")"}, kFunction,
+     LOOM_BODY(filled_like(like_of(p, 2), scalar_from_py(p.object(1), "fill_value")))},
+    {{"empty_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction, [](const Parsed& p) -> Result {
+       Like l = like_of(p, 1);
+       return created(made(empty_shaped_like(l), l.where), l.requires_grad);
+     }},
+    {{"rand_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction, random_like<false>},
+    {{"randn_like(Tensor input, " LOOM_OPTIONS ")"}, kFunction, random_like<true>},
+    {{"randint_like(Tensor input, int high, " LOOM_OPTIONS ")",
+      "randint_like(Tensor input, int low, int high, " LOOM_OPTIONS ")"},
+     kFunction, randint_like},
+
+    // ---- Tensor.new_*: self's dtype and device by default; the triangle indices ----
+    {{"new_zeros(Tensor input, SymInt[] size, " LOOM_OPTIONS ")"}, kMethod, new_filled<0>},
+    {{"new_ones(Tensor input, SymInt[] size, " LOOM_OPTIONS ")"}, kMethod, new_filled<1>},
+    {{"new_empty(Tensor input, SymInt[] size, " LOOM_OPTIONS ")"}, kMethod, [](const Parsed& p) -> Result {
+       Options o = new_options(p, 2);
+       return created(made(empty(sizes_of_param(p, 1), *o.dtype, o.where.device), o.where), o.requires_grad);
+     },
+     "Uninitialized memory."},
+    {{"new_full(Tensor input, SymInt[] size, Scalar fill_value, " LOOM_OPTIONS ")"}, kMethod,
+     [](const Parsed& p) -> Result {
+       Options o = new_options(p, 3);
+       return created(ops::full(sizes_of_param(p, 1), p.scalar(2), *o.dtype, o.where), o.requires_grad);
+     }},
+    {{"new_tensor(Tensor input, PyObject* data, " LOOM_OPTIONS ")"}, kMethod, [](const Parsed& p) -> Result {
+       Options o = new_options(p, 2);
+       return created(made(array_from_data(p.object(1), o.dtype, o.where.device), o.where), o.requires_grad);
+     },
+     "A new tensor holding a copy of data, in this tensor's dtype and device unless given."},
+    {{"tril_indices(int row, int col, int offset=0, " LOOM_OPTIONS ")"}, kFunction, tri_indices<true>},
+    {{"triu_indices(int row, int col, int offset=0, " LOOM_OPTIONS ")"}, kFunction, tri_indices<false>},
+};
+
+#undef LOOM_OPTIONS
 
 // loom.from_numpy(array): a CPU tensor sharing the array's memory. Like PyTorch, a read-only
 // array is shared anyway, with a warning: writing through the tensor is then undefined.
@@ -437,30 +362,13 @@ PyObject* f_is_tensor(PyObject*, PyObject* obj) { return PyBool_FromLong(is_tens
 
 }  // namespace
 
+void add_creation_rows(MethodDefs& defs) { add_rows(kRows, defs); }
+
 PyObject* from_dlpack(PyObject*, PyObject* obj);  // dlpack.cpp
 
 PyMethodDef creation_functions[] = {
-    {"tensor", LOOM_FASTCALL(f_tensor), "tensor(data, dtype=None, device=None, requires_grad=False): a new tensor holding a copy of data"},
-    {"as_tensor", LOOM_FASTCALL(f_as_tensor), "as_tensor(data, dtype=None, device=None): shares memory when it can"},
     {"from_numpy", f_from_numpy, METH_O, "from_numpy(array): a CPU tensor sharing the numpy array's memory"},
     {"from_dlpack", from_dlpack, METH_O, "from_dlpack(obj): a tensor sharing the memory of a DLPack producer"},
-    {"zeros", LOOM_FASTCALL(f_zeros), "zeros(*size, dtype=None, device=None, requires_grad=False)"},
-    {"ones", LOOM_FASTCALL(f_ones), "ones(*size, dtype=None, device=None, requires_grad=False)"},
-    {"empty", LOOM_FASTCALL(f_empty), "empty(*size, dtype=None, device=None, requires_grad=False): uninitialized memory"},
-    {"full", LOOM_FASTCALL(f_full), "full(size, fill_value, dtype=None, device=None, requires_grad=False)"},
-    {"rand", LOOM_FASTCALL(f_rand), "rand(*size, dtype=None, device=None, requires_grad=False): uniform on [0, 1)"},
-    {"randn", LOOM_FASTCALL(f_randn), "randn(*size, dtype=None, device=None, requires_grad=False): standard normal"},
-    {"randint", LOOM_FASTCALL(f_randint), "randint(low=0, high, size, dtype=loom.int64, device=None, requires_grad=False): uniform integers in [low, high)"},
-    {"arange", LOOM_FASTCALL(f_arange), "arange(start=0, end, step=1, dtype=None, device=None, requires_grad=False)"},
-    {"linspace", LOOM_FASTCALL(f_linspace), "linspace(start, end, steps, dtype=None, device=None, requires_grad=False)"},
-    {"eye", LOOM_FASTCALL(f_eye), "eye(n, m=None, dtype=None, device=None, requires_grad=False)"},
-    {"zeros_like", LOOM_FASTCALL(f_zeros_like), "zeros_like(input, dtype=None, device=None, requires_grad=False)"},
-    {"ones_like", LOOM_FASTCALL(f_ones_like), "ones_like(input, dtype=None, device=None, requires_grad=False)"},
-    {"full_like", LOOM_FASTCALL(f_full_like), "full_like(input, fill_value, dtype=None, device=None, requires_grad=False)"},
-    {"empty_like", LOOM_FASTCALL(f_empty_like), "empty_like(input, dtype=None, device=None, requires_grad=False)"},
-    {"rand_like", LOOM_FASTCALL(f_rand_like), "rand_like(input, dtype=None, device=None, requires_grad=False)"},
-    {"randn_like", LOOM_FASTCALL(f_randn_like), "randn_like(input, dtype=None, device=None, requires_grad=False)"},
-    {"randint_like", LOOM_FASTCALL(f_randint_like), "randint_like(input, low=0, high, dtype=None, device=None, requires_grad=False)"},
     {"manual_seed", f_manual_seed, METH_O, "manual_seed(seed): reseed the generators of every device"},
     {"initial_seed", f_initial_seed, METH_NOARGS, "the seed of the CPU generator"},
     {"get_default_dtype", f_get_default_dtype, METH_NOARGS, "the dtype of Python floats and float creation ops"},

@@ -20,6 +20,7 @@ namespace {
 
 PyObject* f_sync(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
+  SyncReason reason(SyncCause::Explicit);
   sync_all();
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
@@ -27,23 +28,24 @@ PyObject* f_sync(PyObject*, PyObject*) {
 
 PyObject* f_synchronize(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
+  SyncReason reason(SyncCause::Explicit);
   synchronize_all();
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
 
 PyObject* f_metrics(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
   const Metrics& m = metrics();
-  auto get = [](const std::atomic<int64_t>& c) { return static_cast<long long>(c.load(std::memory_order_relaxed)); };
-  return Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:L,s:L,s:L,s:L,s:L}", "traces", get(m.traces), "graph_cache_hits",
-                       get(m.graph_cache_hits), "graph_cache_misses", get(m.graph_cache_misses), "kernels_compiled",
-                       get(m.kernels_compiled), "modules_loaded_from_disk", get(m.modules_loaded_from_disk),
-                       "kernel_launches", get(m.kernel_launches), "graph_replays", get(m.graph_replays),
-                       "graph_capture_failures", get(m.graph_capture_failures),
-                       "compile_seconds", static_cast<double>(get(m.compile_nanoseconds)) * 1e-9, "nodes_recorded",
-                       get(m.nodes_recorded), "arena_bytes", get(m.arena_bytes), "arena_live_peak_bytes",
-                       get(m.arena_live_peak_bytes), "collectives", get(m.collectives), "collective_bytes",
-                       get(m.collective_bytes));
+  PyRef dict = PyRef::checked(PyDict_New());
+  for (const MetricField& f : metric_fields()) {
+    int64_t value = (m.*f.field).load(std::memory_order_relaxed);
+    PyRef item = PyRef::checked(f.scale == 1.0 ? PyLong_FromLongLong(value)
+                                                : PyFloat_FromDouble(static_cast<double>(value) * f.scale));
+    check_status(PyDict_SetItemString(dict.get(), f.name, item.get()));
+  }
+  return dict.release();
+  LOOM_PY_END(nullptr)
 }
 
 PyObject* f_metrics_reset(PyObject*, PyObject*) {
@@ -74,6 +76,7 @@ class SharedExecutor final : public Executor {
  public:
   explicit SharedExecutor(std::shared_ptr<Executor> e) : e_(std::move(e)) {}
   std::vector<Array> run(const Trace& t) override { return e_->run(t); }
+  bool thread_safe() const noexcept override { return e_->thread_safe(); }
   void synchronize(Device d) override { e_->synchronize(d); }
   Array run_op(OpId op, std::span<const Operand> in, const Attrs& attrs, const OutputMeta& meta, Device d) override {
     return e_->run_op(op, in, attrs, meta, d);
@@ -154,15 +157,17 @@ PyObject* f_nvrtc_available(PyObject*, PyObject*) { return PyBool_FromLong(rtc::
 
 PyMethodDef lazy_functions[] = {
     {"sync", f_sync, METH_NOARGS,
-     "sync(): materialize every live pending lazy tensor of every device (one trace per device); does not wait "
-     "for the device"},
+     "sync(): materialize every live pending lazy tensor this thread recorded, of every device (one trace per "
+     "device); does not wait for the device. A failed sync raises and changes no tensor it would have written"},
     {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
-     "kernel launches, graph replays, plans whose CUDA Graph capture failed, compile seconds and IR nodes "
-     "recorded; arena_bytes and "
-     "arena_live_peak_bytes describe the memory plan of the graph run last"},
-    {"metrics_reset", f_metrics_reset, METH_NOARGS, "metrics_reset(): zero every counter of metrics()"},
+     "kernel launches, graph replays, plans whose CUDA Graph capture failed, compile seconds and IR nodes recorded; arena_bytes and "
+     "arena_live_peak_bytes describe the memory plan of the graph run last; plan_cache_entries and "
+     "plan_cache_bytes what the plan cache holds now, plan_cache_evictions the plans it evicted for its bounds"},
+    {"metrics_reset", f_metrics_reset, METH_NOARGS,
+     "metrics_reset(): zero every counter of metrics() (plan_cache_entries and plan_cache_bytes describe the cache "
+     "as it is, and stay)"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
      "get_num_threads(): threads the CPU kernels use (LOOM_NUM_THREADS, default: the machine's cores)"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},
@@ -175,7 +180,8 @@ PyMethodDef lazy_functions[] = {
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
-    {"_pending_count", f_pending_count, METH_O, "_pending_count(device): live pending lazy tensors on a backend device"},
+    {"_pending_count", f_pending_count, METH_O,
+     "_pending_count(device): live pending lazy tensors this thread recorded on a backend device"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -1,5 +1,6 @@
 // loom._C: the extension module. Registers the types and the function tables of the other files.
 #include "graph/interpreter.h"
+#include "pyext/embedding.h"
 #include "pyext/objects.h"
 #include "pyext/tensor_object.h"
 #include "runtime/blas.h"
@@ -59,6 +60,7 @@ PyObject* init() {
   }();
   check_status(PyModule_AddFunctions(module.get(), ops.data()));
   graph::install_default_executor();
+  install_embedding();
   blas::choose_kernels();
   return module.release();
   LOOM_PY_END(nullptr)

@@ -266,7 +266,7 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
 
 Scalar scalar_from_py(PyObject* value, const char* what) {
   if (PyBool_Check(value)) return Scalar(value == Py_True);
-  if (is_tensor(value)) return item(array_of(value));
+  if (is_tensor(value)) return item(array_of(value, SyncCause::Item));
   if (is_index_like(value)) return Scalar(to_int64(value, what));
   return Scalar(to_double(value, what));
 }

@@ -16,6 +16,7 @@
 
 #include "rtc/disk_cache.h"
 #include "rtc/process.h"
+#include "runtime/blocking.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/warning.h"
@@ -162,7 +163,17 @@ std::shared_ptr<HostModule> load_checked(const std::string& path, const std::str
 
 struct Caches {
   std::mutex mu;
-  std::unordered_map<std::string, std::shared_ptr<HostModule>> memory;  // by key
+  // Loaded modules by key, held weakly (host_compiler.h); entries of unloaded modules are swept
+  // when the map has doubled since the last sweep.
+  std::unordered_map<std::string, std::weak_ptr<HostModule>> memory;
+  size_t swept_size = 0;
+
+  void remember(const std::string& key, const std::shared_ptr<HostModule>& m) {
+    memory[key] = m;
+    if (memory.size() < 2 * swept_size + 16) return;
+    std::erase_if(memory, [](const auto& entry) { return entry.second.expired(); });
+    swept_size = memory.size();
+  }
 };
 
 Caches& caches() {
@@ -183,7 +194,16 @@ std::string compile(const std::string& text, const std::string& key, const DiskC
   for (std::string w : {work.path_of(name + ".cpp"), std::string("-o"), work.path_of(name + ".so")}) argv.push_back(w);
   if (*libraries()) argv.push_back(libraries());
   double limit = compile_timeout_seconds();
-  ProcessResult r = run_process(argv, limit);
+  ProcessResult r;
+  try {
+    // Ctrl-C stops a compile too (runtime/blocking.h): the compiler's group is killed and nothing
+    // of it stays.
+    r = run_process(argv, limit, [] { check_interrupt(); });
+  } catch (...) {
+    work.remove(name + ".cpp");
+    work.remove(name + ".so");
+    throw;
+  }
   work.remove(name + ".cpp");
   std::string binary, why;
   TrustedDir::Read out = r.started && !r.timed_out && r.exit_code == 0 ? work.read_output(name + ".so", binary, why)
@@ -205,6 +225,10 @@ std::string compile(const std::string& text, const std::string& key, const DiskC
 
 }  // namespace
 
+HostModule::~HostModule() {
+  if (handle_) ::dlclose(handle_);
+}
+
 void* HostModule::symbol(const std::string& name) const {
   void* p = ::dlsym(handle_, name.c_str());
   LOOM_CHECK(p, Runtime, "compiled module has no symbol ", name);
@@ -217,14 +241,15 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
   std::string key = module_key(source);
   Caches& c = caches();
   std::lock_guard lock(c.mu);
-  if (auto it = c.memory.find(key); it != c.memory.end()) return it->second;
+  if (auto it = c.memory.find(key); it != c.memory.end())
+    if (std::shared_ptr<HostModule> m = it->second.lock()) return m;
 
   const DiskCache& disk = DiskCache::of("cpu", ".so", ".cpp");
   std::string why;
   if (disk.find(key)) {
     if (auto m = load_checked(disk.load_path(key), key, why)) {
       count(metrics().modules_loaded_from_disk);
-      c.memory[key] = m;
+      c.remember(key, m);
       return m;
     }
     warn_once("kernel cache module", "the cached kernel module " + disk.dir().path_of(DiskCache::name_of(key) + ".so") +
@@ -240,7 +265,7 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
   count(metrics().kernels_compiled, kernels);
   count(metrics().compile_nanoseconds,
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
-  c.memory[key] = m;
+  c.remember(key, m);
   return m;
 }
 

@@ -6,8 +6,12 @@
 // memory and on disk (rtc/disk_cache.h), loaded with dlopen. A compile that takes longer than
 // LOOM_COMPILE_TIMEOUT seconds (default 300) is killed with everything it started, and raises.
 // Each module exports its full key as the string `loom_module_key`, checked right after dlopen,
-// before any kernel of it runs (DESIGN decision 15). Modules stay loaded for the life of the
-// process: cached graphs hold pointers into them.
+// before any kernel of it runs (DESIGN decision 15). A module stays loaded while someone holds it
+// (the plans that point into it: graph/plan_cache.h); the memory cache holds it weakly, so a
+// source compiled again while its module is loaded costs a lookup, and once it is unloaded, a
+// load from the disk cache. Thread safety: any thread may compile; the memory cache is locked for
+// the whole compile, so two threads compile one at a time (syncs compile without the GIL,
+// lazy/sync.h).
 #pragma once
 
 #include <memory>
@@ -19,6 +23,9 @@ namespace loom::rtc {
 class HostModule {
  public:
   explicit HostModule(void* handle) : handle_(handle) {}
+  ~HostModule();  // dlclose: no pointer into the module may outlive it
+  HostModule(const HostModule&) = delete;
+  HostModule& operator=(const HostModule&) = delete;
   // The address of an exported function; throws naming the symbol if it is missing.
   void* symbol(const std::string& name) const;
 

@@ -60,6 +60,9 @@ class MemoryBackend {
   // retries once before raising.
   virtual void* allocate(size_t nbytes) = 0;
   virtual void free(void* ptr, size_t nbytes) noexcept = 0;
+  // Asks the system to take back what free() left with the process (the C heap keeps freed
+  // memory for later mallocs): empty_cache() calls it. The default does nothing.
+  virtual void trim() noexcept {}
 };
 
 std::unique_ptr<MemoryBackend> make_host_memory_backend();
@@ -87,7 +90,9 @@ class CachingAllocator {
 
   PoolId create_pool();
   void release_pool(PoolId pool);
-  // Returns the free blocks of the default pool to the system. Private pools keep theirs.
+  // Returns the free blocks of the default pool to the system (and has the backend trim what its
+  // system allocator still keeps). Private pools keep theirs; a cached plan's arena is in use
+  // until the plan is evicted (graph/plan_cache.h).
   void empty_cache();
 
   MemoryStats stats() const;
@@ -157,5 +162,10 @@ class CaptureGuard {
 // The process-wide allocator of a device, created on first use. Throws if the device does not
 // exist (no GPU, ordinal out of range).
 CachingAllocator& allocator_for(Device device);
+
+// No device has 2^60 bytes: a larger request fails at once with the allocator's out-of-memory
+// error (also what keeps the size-class arithmetic from overflowing). Lazy mode checks every op's
+// result against it when the op is recorded (runtime/array.h check_allocatable).
+void check_allocation_size(size_t nbytes, Device device);
 
 }  // namespace loom

@@ -128,6 +128,8 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void
         return;
       }
       BlasOperand A = as_blas(a, k), B = as_blas(b, n);
+      static std::mutex one_at_a_time;  // see blas.h
+      std::lock_guard lock(one_at_a_time);
       std::optional<SingleThreaded> one_thread;
       if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
       if (dtype == DType::Float32)

@@ -3,6 +3,10 @@
 // float32 and float64 go to OpenBLAS when loom was built with it (Debian's libopenblas); other
 // builds, and integer types, use a plain blocked loop. float16 and bfloat16 are multiplied in
 // float32 by the caller (as PyTorch's CPU backend does).
+//
+// Thread safety: any thread may call gemm; OpenBLAS products run one at a time (a small one
+// limits OpenBLAS's process-wide thread count for its duration, which must not change under
+// another thread's product). Lazy syncs of several threads reach here at once (lazy/sync.h).
 #pragma once
 
 #include <cstdint>

@@ -23,6 +23,7 @@ enum class ErrorKind : uint8_t {
   OutOfMemory,     // MemoryError, with the allocator's statistics in the message
   Distributed,     // loom.distributed.DistBackendError (a RuntimeError): a collective's transport
                    // failed (a peer died, a timeout) or the ranks disagree
+  Interrupted,     // KeyboardInterrupt: the user stopped long work (runtime/blocking.h)
 };
 
 class Error : public std::runtime_error {

@@ -7,11 +7,47 @@ Metrics& metrics() noexcept {
   return m;
 }
 
+std::span<const MetricField> metric_fields() noexcept {
+  static const MetricField fields[] = {
+      {"traces", &Metrics::traces},
+      {"graph_cache_hits", &Metrics::graph_cache_hits},
+      {"graph_cache_misses", &Metrics::graph_cache_misses},
+      {"kernels_compiled", &Metrics::kernels_compiled},
+      {"modules_loaded_from_disk", &Metrics::modules_loaded_from_disk},
+      {"kernel_launches", &Metrics::kernel_launches},
+      {"graph_replays", &Metrics::graph_replays},
+      {"graph_capture_failures", &Metrics::graph_capture_failures},
+      {"compile_seconds", &Metrics::compile_nanoseconds, 1e-9},
+      {"nodes_recorded", &Metrics::nodes_recorded},
+      {"collectives", &Metrics::collectives},
+      {"collective_bytes", &Metrics::collective_bytes},
+      {"syncs", &Metrics::syncs},
+#define LOOM_SYNC_CAUSE_ROW(id, name) {"syncs_" #name, &Metrics::syncs_##name},
+      LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_ROW)
+#undef LOOM_SYNC_CAUSE_ROW
+      {"arena_bytes", &Metrics::arena_bytes},
+      {"arena_live_peak_bytes", &Metrics::arena_live_peak_bytes},
+      {"plan_cache_evictions", &Metrics::plan_cache_evictions},
+      {"plan_cache_entries", &Metrics::plan_cache_entries, 1.0, true},
+      {"plan_cache_bytes", &Metrics::plan_cache_bytes, 1.0, true},
+  };
+  return fields;
+}
+
+void count_sync(SyncCause cause) noexcept {
+  static constexpr std::atomic<int64_t> Metrics::*kByCause[] = {
+#define LOOM_SYNC_CAUSE_MEMBER(id, name) &Metrics::syncs_##name,
+      LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_MEMBER)
+#undef LOOM_SYNC_CAUSE_MEMBER
+  };
+  Metrics& m = metrics();
+  count(m.syncs);
+  count(m.*kByCause[static_cast<size_t>(cause)]);
+}
+
 void Metrics::reset() noexcept {
-  for (auto* c : {&traces, &graph_cache_hits, &graph_cache_misses, &kernels_compiled, &modules_loaded_from_disk,
-                  &kernel_launches, &graph_replays, &graph_capture_failures, &compile_nanoseconds, &nodes_recorded,
-                  &collectives, &collective_bytes, &arena_bytes, &arena_live_peak_bytes})
-    c->store(0, std::memory_order_relaxed);
+  for (const MetricField& f : metric_fields())
+    if (!f.state) (this->*f.field).store(0, std::memory_order_relaxed);
 }
 
 }  // namespace loom

@@ -8,7 +8,10 @@ from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
-from loom import autograd, backends, cuda, version
+from loom import autograd, backends, cuda, linalg, version
+del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
+from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,  # noqa: F401
+                              chain_matmul, einsum, meshgrid, tensordot)
 from loom._config import show_config
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 
@@ -29,8 +32,21 @@ def memory_stats(device="cpu"):
 
 
 def empty_cache(device="cpu"):
-    """Returns the allocator's cached free blocks of `device` to the system."""
+    """Returns the allocator's cached free blocks of `device` to the system.
+
+    Memory held by cached plans (their arenas) is not free: clear_plan_cache() first to give
+    that back too."""
     _C._empty_cache(device)
+
+
+def clear_plan_cache():
+    """Drops every cached plan (what lazy traces and eager GPU ops were compiled into), freeing
+    their memory: arenas go back to the allocator (empty_cache() then returns them to the system),
+    a GPU plan's CUDA Graph and private pool are released. Kernel modules no remaining plan uses
+    are unloaded; the disk cache keeps them, so a trace seen again is lowered again without
+    compiling. Not in PyTorch. The cache is bounded (LOOM_PLAN_CACHE_MB, LOOM_PLAN_CACHE_ENTRIES;
+    loom.metrics() reports plan_cache_entries, plan_cache_bytes and plan_cache_evictions)."""
+    _C._clear_plan_cache()
 
 
 def reset_peak_memory_stats(device="cpu"):
@@ -39,6 +55,6 @@ def reset_peak_memory_stats(device="cpu"):
 
 
 from loom.serialization import load, save  # noqa: E402
-from loom import nn, optim  # noqa: E402  (they import loom)
+from loom import nn, optim, utils  # noqa: E402  (they import loom)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

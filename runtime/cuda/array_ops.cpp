@@ -48,7 +48,7 @@ void copy_on_device(const Array& dst, const Array& src) {
 }  // namespace
 
 const Module& runtime_module(int device) {
-  static std::shared_ptr<const Module> loaded[64];
+  static auto* loaded = new std::shared_ptr<const Module>[64];  // never destroyed: never unloaded
   LOOM_CHECK(device >= 0 && device < 64, Runtime, "device ordinal ", device, " is out of range");
   std::shared_ptr<const Module>& m = loaded[device];
   if (!m) m = module_for(device, runtime_kernel_source(), "loom runtime kernels", 0);

@@ -52,7 +52,8 @@ const Lookup& lookup() {
     // Stops at the first missing function; its message is the one reported.
     (void)(find("cuGetErrorName", a.cuGetErrorName, e) && find("cuGetErrorString", a.cuGetErrorString, e) &&
            find("cuModuleLoadDataEx", a.cuModuleLoadDataEx, e) &&
-           find("cuModuleGetFunction", a.cuModuleGetFunction, e) && find("cuLaunchKernel", a.cuLaunchKernel, e) &&
+           find("cuModuleGetFunction", a.cuModuleGetFunction, e) && find("cuModuleUnload", a.cuModuleUnload, e) &&
+           find("cuLaunchKernel", a.cuLaunchKernel, e) &&
            find("cuFuncGetAttribute", a.cuFuncGetAttribute, e) &&
            find("cuOccupancyMaxPotentialBlockSize", a.cuOccupancyMaxPotentialBlockSize, e) &&
            find("cuOccupancyMaxActiveBlocksPerMultiprocessor", a.cuOccupancyMaxActiveBlocksPerMultiprocessor, e));

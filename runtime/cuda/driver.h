@@ -5,7 +5,7 @@
 // serves memory, streams, events, copies and CUDA Graphs: its stream and graph handles are the
 // driver's own objects (cudaStream_t is CUstream), cuBLAS runs on them, and stream capture
 // records launches made through either API. The driver is needed only for what the runtime
-// cannot do with NVRTC's output: load a cubin or PTX image as a module, look up its kernels,
+// cannot do with NVRTC's output: load (and unload) a cubin or PTX image as a module, look up its kernels,
 // launch them, and ask the occupancy calculator about them. That is this table, and nothing
 // else in loom calls the driver.
 //
@@ -24,6 +24,7 @@ struct DriverApi {
   PFN_cuGetErrorString_v6000 cuGetErrorString = nullptr;
   PFN_cuModuleLoadDataEx_v2010 cuModuleLoadDataEx = nullptr;
   PFN_cuModuleGetFunction_v2000 cuModuleGetFunction = nullptr;
+  PFN_cuModuleUnload_v2000 cuModuleUnload = nullptr;
   PFN_cuLaunchKernel_v4000 cuLaunchKernel = nullptr;
   PFN_cuFuncGetAttribute_v2020 cuFuncGetAttribute = nullptr;
   PFN_cuOccupancyMaxPotentialBlockSize_v6050 cuOccupancyMaxPotentialBlockSize = nullptr;

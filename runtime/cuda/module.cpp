@@ -17,12 +17,14 @@ ModuleCompiler& compiler() {
 
 struct Cache {
   std::mutex mu;
-  // Keyed by the device ordinal and the whole source (a module is per device: its context).
-  std::unordered_map<std::string, std::shared_ptr<const Module>> modules;
+  // Keyed by the device ordinal and the whole source (a module is per device: its context). Held
+  // weakly (module.h); entries of unloaded modules are swept when the map has doubled.
+  std::unordered_map<std::string, std::weak_ptr<const Module>> modules;
+  size_t swept_size = 0;
 };
 
 Cache& cache() {
-  static auto* c = new Cache();  // never destroyed, as the modules it holds
+  static auto* c = new Cache();  // never destroyed
   return *c;
 }
 
@@ -46,6 +48,15 @@ std::shared_ptr<const Module> load(int device, const Image& image, const std::st
 }  // namespace
 
 void set_module_compiler(ModuleCompiler c) { compiler() = c; }
+
+Module::~Module() {
+  // From its own device's context. Nothing to do if this fails: the module is gone to us.
+  try {
+    set_device(device_);
+    driver().cuModuleUnload(handle_);
+  } catch (const Error&) {
+  }
+}
 
 const Kernel& Module::kernel(const std::string& name) const {
   auto it = kernels_.find(name);
@@ -73,11 +84,16 @@ std::shared_ptr<const Module> module_for(int device, const std::string& source, 
   key += source;
   Cache& c = cache();
   std::lock_guard lock(c.mu);
-  if (auto it = c.modules.find(key); it != c.modules.end()) return it->second;
+  if (auto it = c.modules.find(key); it != c.modules.end())
+    if (std::shared_ptr<const Module> m = it->second.lock()) return m;
   LOOM_CHECK(compiler(), Runtime, "internal: no CUDA module compiler is installed (rtc/ installs NVRTC)");
   Image image = compiler()(source, name, compute_capability(device), kernels);
   std::shared_ptr<const Module> m = load(device, image, name);
-  c.modules.emplace(std::move(key), m);
+  c.modules[std::move(key)] = m;
+  if (c.modules.size() >= 2 * c.swept_size + 16) {
+    std::erase_if(c.modules, [](const auto& entry) { return entry.second.expired(); });
+    c.swept_size = c.modules.size();
+  }
   return m;
 }
 

@@ -2,8 +2,10 @@
 //
 // Source becomes a binary image through the module compiler, which rtc/ installs (NVRTC, with
 // its disk cache: rtc/cuda_compiler.cpp); the runtime loads images with the driver
-// (runtime/cuda/driver.h). module_for() caches loaded modules per device and source, so a source
-// seen before in this process costs a hash and a lookup, never a compile or a load.
+// (runtime/cuda/driver.h). module_for() caches loaded modules per device and source, weakly: a
+// source whose module is loaded costs a hash and a lookup, never a compile or a load; a module is
+// unloaded when its last holder lets it go (the plans launching from it: graph/plan_cache.h),
+// and loaded again from the disk cache when needed again.
 //
 // Every kernel loom launches has one ABI (fusion/render.h):
 //   extern "C" __global__ void k(const long long* ip, const long long* sp, void* const* bufs)
@@ -42,8 +44,10 @@ struct Kernel {
 class Module {
  public:
   Module(int device, CUmodule handle, std::string name) : device_(device), handle_(handle), name_(std::move(name)) {}
-  // Modules are never unloaded: cached plans and captured graphs hold their kernels for the
-  // life of the process, and the driver may be gone when static destructors run.
+  // Unloads the module. Its holders make sure no work queued from it is still running (a plan
+  // waits for its stream) and never let it go in a static destructor, when the driver may be
+  // gone (the plan cache and the runtime modules are never destroyed).
+  ~Module();
   Module(const Module&) = delete;
   Module& operator=(const Module&) = delete;
 

@@ -1575,6 +1575,8 @@ def test_grad_mode_survives_an_error_in_detach():
     """detach() of an errored lazy tensor raises; grad mode must stay on afterwards (repr detaches)."""
     x = loom.tensor([4, 5], device="lazy")
     q = x // loom.tensor([0, 1], device="lazy")  # fails at the sync
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        loom.sync()  # which raises the failure
     assert (x * 2).tolist() == [8, 10]
     for read in (q.detach, lambda: repr(q)):
         with pytest.raises(RuntimeError, match="ZeroDivisionError"):

@@ -44,7 +44,16 @@ def build_folder():
     return extension.parents[2]
 
 
+def clean_env(**extra):
+    """The environment without PYTHONPATH: a venv's interpreter must import its own loom, not the
+    build tree a developer's PYTHONPATH points at."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
 def run(*args, cwd, env=None, timeout=600):
+    env = clean_env() if env is None else env
     done = subprocess.run([str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, f"{' '.join(map(str, args))} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout
@@ -58,7 +67,7 @@ def site_packages(venv):
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("wheel")
-    env = dict(os.environ, LOOM_BUILD_DIR=str(build_folder()))
+    env = clean_env(LOOM_BUILD_DIR=str(build_folder()))
     run(sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "--no-index", "-q", "-w", out, ROOT,
         cwd=out, env=env)
     wheels = list(out.glob("loom-*.whl"))
@@ -89,13 +98,14 @@ def test_wheel_installs_into_a_fresh_venv_runs_outside_the_checkout_and_uninstal
     assert "usage" in run(python, "-m", "loom.perf", "--help", cwd=elsewhere)
 
     # The checkout's own loom is untouched by the second install beside it.
-    mine = run(sys.executable, "-c", "import loom, os; print(os.path.realpath(loom.__file__))", cwd=elsewhere)
+    mine = run(sys.executable, "-c", "import loom, os; print(os.path.realpath(loom.__file__))", cwd=elsewhere,
+               env=dict(os.environ))
     assert not mine.startswith(os.path.realpath(venv))
 
     run(python, "-m", "pip", "uninstall", "-y", "-q", "loom", cwd=tmp_path)
     left = [p.name for p in site_packages(venv).iterdir() if p.name.lower().startswith("loom")]
     assert left == [], f"pip uninstall left {left}"
-    gone = subprocess.run([python, "-c", "import loom"], cwd=elsewhere, capture_output=True, text=True)
+    gone = subprocess.run([python, "-c", "import loom"], cwd=elsewhere, env=clean_env(), capture_output=True, text=True)
     assert gone.returncode != 0
 
 

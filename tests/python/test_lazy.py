@@ -149,14 +149,17 @@ def test_lazy_to_eager_round_trip():
     assert str(loom.device("lazy")) == "lazy"
 
 
-# ---- failures that depend on the data: they fail the tensors computed from them, nothing else ----
+# ---- failures that depend on the data: the sync raises them, they fail the tensors computed from
+# them and nothing else (test_failed_sync.py has the rest) ----
 
 def test_a_data_error_fails_only_the_tensors_computed_from_it():
     x = loom.tensor([4, 5], device="lazy")
     q = x // loom.tensor([0, 1], device="lazy")  # found only when the kernel runs
     after = q + 1
     unrelated = x * 2
-    assert unrelated.tolist() == [8, 10]  # the sync that computes it runs q too, which fails
+    with pytest.raises(RuntimeError, match="ZeroDivisionError.*FloorDiv"):
+        unrelated.tolist()  # the sync that computes it runs q too, which fails: the sync raises
+    assert unrelated.tolist() == [8, 10]  # and computes what does not depend on q
     assert loom._C._pending_count("cpu") == 0
     assert q.shape == (2,) and q.dtype == loom.int64  # metadata remains
     for read in (q.tolist, after.tolist, q.numpy, lambda: repr(after), lambda: q[0].item()):
@@ -176,20 +179,21 @@ def test_data_errors_keep_their_exception_type():
     x = loom.arange(3.0, device="lazy")
     picked = x[loom.tensor([5], device="lazy")]
     gathered = x.gather(0, loom.tensor([5], device="lazy"))
-    loom.sync()
+    with pytest.raises((IndexError, RuntimeError), match="index 5 is out of bounds"):
+        loom.sync()
     with pytest.raises(IndexError, match="index 5 is out of bounds for dimension 0 with size 3"):
         picked.tolist()
     with pytest.raises(RuntimeError, match="index 5 is out of bounds"):
         gathered.tolist()
 
 
-def test_a_failed_inplace_op_leaves_the_storage_as_it_was():
+def test_a_failed_inplace_op_leaves_the_tensor_as_it_was():
     p = loom.tensor([1, 2], device="lazy")
     view = p[:]  # shares p's storage
     p.add_(p.gather(0, loom.tensor([7, 0], device="lazy")))
-    loom.sync()
     with pytest.raises(RuntimeError, match="out of bounds"):
-        p.tolist()
+        loom.sync()
+    assert p.tolist() == [1, 2]  # readable, with its value from before the sync
     assert view.tolist() == [1, 2]
     view.add_(1)  # the storage is as usable as ever
     assert view.tolist() == [2, 3]
@@ -198,7 +202,8 @@ def test_a_failed_inplace_op_leaves_the_storage_as_it_was():
 def test_failed_writes_of_dead_tensors_are_dropped():
     p = loom.tensor([1, 2, 3], device="lazy")
     p[1:].add_(p.gather(0, loom.tensor([0, 9], device="lazy")))  # the view dies before the sync
-    loom.sync()
+    with pytest.raises(RuntimeError, match="out of bounds"):
+        loom.sync()
     assert p.tolist() == [1, 2, 3]
     loom.sync()  # nothing is left to fail again
     assert (p + 1).tolist() == [2, 3, 4]

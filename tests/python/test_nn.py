@@ -957,3 +957,15 @@ def test_scaled_dot_product_attention_matches_a_torch_reference(device):
         want = s.softmax(-1) @ tv
         got = LF.scaled_dot_product_attention(lq, lk, lv, is_causal=causal)
         close(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    lambda F, m: F.cross_entropy(m.ones(3, 4), m.ones(3, 4, dtype=m.int32)),
+    lambda F, m: F.cross_entropy(m.ones(3, 4), m.ones(3, 4) / 4, ignore_index=1),
+], ids=["integer_probabilities", "ignore_index_with_probabilities"])
+def test_cross_entropy_probability_target_errors_match_torch(call):
+    with pytest.raises(RuntimeError) as want:
+        call(TF, torch)
+    with pytest.raises(RuntimeError) as got:
+        call(LF, loom)
+    assert str(got.value) == str(want.value)

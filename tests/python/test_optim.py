@@ -613,7 +613,7 @@ def test_optimizer_argument_errors():
         loom.optim.SGD([p], lr=0.1, nesterov=True)
     with pytest.raises(ValueError, match="Nesterov"):
         loom.optim.SGD([p], lr=0.1, momentum=0.9, dampening=0.1, nesterov=True)
-    with pytest.raises(ValueError, match="Invalid beta parameters"):
+    with pytest.raises(ValueError, match="Invalid beta parameter at index 0: 1.0"):  # PyTorch's message
         loom.optim.Adam([p], betas=(1.0, 0.9))
     with pytest.raises(ValueError, match="Invalid epsilon"):
         loom.optim.AdamW([p], eps=-1e-8)

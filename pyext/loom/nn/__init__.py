@@ -1,24 +1,9 @@
 """loom.nn: layers and the Module system, as torch.nn."""
 
+from loom.nn.parameter import Parameter
 from loom.nn import functional, init
-from loom.nn.layers import (
-    GELU,
-    Dropout,
-    Embedding,
-    Identity,
-    LayerNorm,
-    Linear,
-    ModuleDict,
-    ModuleList,
-    ReLU,
-    Sequential,
-    SiLU,
-    Sigmoid,
-    Softmax,
-    Tanh,
-)
-from loom.nn.module import Module, Parameter
+from loom.nn.modules import *  # noqa: F401,F403  every layer class
+from loom.nn.modules import __all__ as _modules_all
+from loom.nn import modules, parallel, parameter, utils
 
-__all__ = ["functional", "init", "Module", "Parameter", "Identity", "Linear", "Embedding", "LayerNorm", "Dropout",
-           "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "Sequential", "ModuleList", "ModuleDict"]
-from loom.nn import parallel  # noqa: E402,F401  (loom.nn.parallel.DistributedDataParallel)
+__all__ = ["functional", "init", "modules", "parallel", "parameter", "utils", "Parameter"] + _modules_all

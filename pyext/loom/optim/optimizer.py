@@ -13,8 +13,20 @@ nesterov, maximize.
 """
 
 import copy
+import warnings
+from collections import defaultdict
 
 import loom
+
+
+class _RequiredParameter:
+    """The default of a hyperparameter every parameter group must give (torch.optim.optimizer.required)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
 
 
 def _rebuild(sequence, items):
@@ -56,10 +68,22 @@ def _cast_state(param, value, key=None):
 
 
 class Optimizer:
+    """Parameter groups (dicts of parameters and hyperparameters, the defaults filling what a
+    group leaves out) and per-parameter state, as torch.optim.Optimizer.
+
+    `_scalar_state` names the state entries that are numbers here (the step count, NAdam's
+    mu_product, ...): PyTorch keeps some of them as 0-d tensors, and load_state_dict turns those
+    into numbers, because reading a lazy tensor's value would sync every step."""
+
+    _scalar_state = ("step",)
+
     def __init__(self, params, defaults):
         self.defaults = defaults
-        self.state = {}
+        self.state = defaultdict(dict)
         self.param_groups = []
+        if isinstance(params, loom.Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, but "
+                            "got " + type(params).__name__)
         params = list(params)
         if not params:
             raise ValueError("optimizer got an empty parameter list")
@@ -68,21 +92,46 @@ class Optimizer:
         for group in params:
             self.add_param_group(group)
 
-    def add_param_group(self, group):
-        group = dict(group)
+    def add_param_group(self, param_group):
+        """Adds a group: its parameters (a tensor, or an ordered collection of them) and
+        hyperparameters; the defaults fill the rest. A parameter may be in one group only."""
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param group must be a dict, got {type(param_group).__name__}")
+        group = dict(param_group)
         params = group["params"]
-        group["params"] = [params] if isinstance(params, loom.Tensor) else list(params)
-        for key, value in self.defaults.items():
-            group.setdefault(key, value)
+        if isinstance(params, loom.Tensor):
+            group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering of "
+                            "tensors in sets will change between runs. Please use a list instead.")
+        else:
+            group["params"] = list(params)
         for p in group["params"]:
+            if not isinstance(p, loom.Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is " + type(p).__name__)
             if not p.is_leaf:
                 raise ValueError("can't optimize a non-leaf Tensor")
+        for key, value in self.defaults.items():
+            if value is required and key not in group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {key}")
+            group.setdefault(key, value)
+        ids = [id(p) for p in group["params"]]
+        if len(set(ids)) != len(ids):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if seen & set(ids):
+            raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
         loom.autograd._zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
+        """One update of every parameter that has a gradient (closure, if given, recomputes the
+        loss first and its value is returned)."""
+        self._step_count = getattr(self, "_step_count", 0) + 1  # schedulers check the call order
         loss = None
         if closure is not None:
             with loom.enable_grad():
@@ -96,6 +145,23 @@ class Optimizer:
 
     def _step_group(self, group, params):
         raise NotImplementedError
+
+    def _states(self, params, init):
+        """Each parameter's state, made by init(p) (a dict) on its first step."""
+        out = []
+        for p in params:
+            state = self.state[p]
+            if not state:
+                state.update(init(p))
+            out.append(state)
+        return out
+
+    @staticmethod
+    def _advance(states):
+        """Counts a step in each state and returns the step numbers (1 for the first)."""
+        for s in states:
+            s["step"] += 1
+        return [s["step"] for s in states]
 
     def state_dict(self):
         """{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}, as PyTorch."""
@@ -134,16 +200,29 @@ class Optimizer:
                 i = int(i)
             if i in by_index:
                 p = by_index[i]
-                state[p] = _cast_state(p, s)
+                state[p] = self._numbers_for_scalars(_cast_state(p, s))
             else:
                 state[i] = _copy_state(s)
         new_groups = []
         for group, saved in zip(groups, saved_groups):
             g = _copy_state({k: v for k, v in saved.items() if k != "params"})
             g["params"] = group["params"]
+            for key, value in self.defaults.items():  # keys a PyTorch of another version does not save
+                g.setdefault(key, value)
             new_groups.append(g)
-        self.state = state
+        self.state = defaultdict(dict, state)
         self.param_groups = new_groups
+
+    def _numbers_for_scalars(self, state):
+        """A loaded state with the entries of _scalar_state as Python numbers (PyTorch saves some
+        as 0-d tensors)."""
+        if isinstance(state, dict):
+            for key in self._scalar_state:
+                value = state.get(key)
+                if isinstance(value, loom.Tensor):
+                    value = value.item()
+                    state[key] = int(value) if key == "step" and float(value).is_integer() else value
+        return state
 
     def __repr__(self):
         lines = [type(self).__name__ + " ("]

@@ -2,28 +2,29 @@
 update itself is loom._C._sgd_step (lazy/optimizer_steps.h), one call per parameter group."""
 
 from loom import _C
+from loom.optim._checks import check_lr, check_momentum, check_weight_decay
 from loom.optim.optimizer import Optimizer
 
 
 class SGD(Optimizer):
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, maximize=False):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+    """foreach and differentiable are accepted (loom records one trace per group either way)."""
+
+    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *, maximize=False,
+                 foreach=None, differentiable=False, fused=None):
+        check_lr(lr)
+        check_momentum(momentum)
+        check_weight_decay(weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay,
-                                      nesterov=nesterov, maximize=maximize))
+                                      nesterov=nesterov, maximize=maximize, foreach=foreach,
+                                      differentiable=differentiable, fused=fused))
 
     def _step_group(self, group, params):
-        states = [self.state.setdefault(p, {}) for p in params]
+        states = [self.state[p] for p in params]
         momentum = float(group["momentum"])
         buffers = _C._sgd_step(params, [p.grad for p in params], [s.get("momentum_buffer") for s in states],
                                float(group["lr"]), momentum, float(group["dampening"]),
                                float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]))
-        if momentum != 0:
-            for state, buf in zip(states, buffers):
-                state["momentum_buffer"] = buf
+        for state, buf in zip(states, buffers):  # None without momentum, as PyTorch stores it
+            state["momentum_buffer"] = buf

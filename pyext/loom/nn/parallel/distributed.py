@@ -25,7 +25,7 @@ import weakref
 import loom
 from loom import _C, autograd
 from loom import distributed as dist
-from loom.nn.module import Module
+from loom.nn.modules.module import Module
 
 
 class _Bucket:

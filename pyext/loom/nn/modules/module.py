@@ -1,26 +1,13 @@
-"""loom.nn.Module and Parameter, with PyTorch's registration and traversal semantics."""
+"""loom.nn.Module (torch.nn.modules.module): registration of parameters, buffers and submodules,
+traversal, state dicts, modes, dtype and device conversion, forward hooks, with PyTorch's
+semantics."""
 
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
 import loom
-
-
-class Parameter(loom.Tensor):
-    """A tensor that is a module's parameter: a leaf that requires grad by default."""
-
-    def __new__(cls, data=None, requires_grad=True):
-        if data is None:
-            data = loom.empty(0)
-        p = loom.Tensor._make_subclass(cls, data)
-        p.requires_grad_(requires_grad)
-        return p
-
-    def __repr__(self):
-        return "Parameter containing:\n" + super().__repr__()
-
-    def __reduce_ex__(self, protocol):
-        return (Parameter, (self.detach(), self.requires_grad))
+from loom.nn.parameter import Parameter
+from loom.utils.hooks import RemovableHandle
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
@@ -34,21 +21,91 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpec
     __str__ = __repr__
 
 
+def _check_name(kind, name, module, existing):
+    """PyTorch's checks of a name given to register_buffer / register_parameter / add_module."""
+    if not isinstance(name, str):
+        raise TypeError(f"{kind} name should be a string. Got {type(name).__name__}")
+    if "." in name:
+        raise KeyError(f'{kind} name can\'t contain "."')
+    if name == "":
+        raise KeyError(f'{kind} name can\'t be empty string ""')
+    if hasattr(module, name) and name not in existing:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
 class Module:
     """Base class of layers: parameters, buffers and submodules registered by attribute
     assignment, as in PyTorch."""
+
+    _version = 1  # a state dict's _metadata version, as PyTorch's (subclasses raise it)
 
     def __init__(self):
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        # hook ids registered with with_kwargs=True
+        object.__setattr__(self, "_hooks_with_kwargs", set())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required \"forward\" function")
 
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not (self._forward_pre_hooks or self._forward_hooks):
+            return self.forward(*args, **kwargs)
+        with_kwargs = self._hooks_with_kwargs
+        for hook_id, hook in list(self._forward_pre_hooks.items()):
+            if hook_id in with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of (new_args, new_kwargs), "
+                                           f"but got {result}.")
+                    args, kwargs = result
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hook_id, hook in list(self._forward_hooks.items()):
+            result = hook(self, args, kwargs, output) if hook_id in with_kwargs else hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    # ---- hooks ----
+
+    def _add_hook(self, hooks, hook, prepend, with_kwargs):
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        if with_kwargs:
+            self._hooks_with_kwargs.add(handle.id)
+        return handle
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) runs before forward and may return new args (a lone value becomes a
+        1-tuple); with_kwargs=True: hook(module, args, kwargs) may return (args, kwargs)."""
+        return self._add_hook(self._forward_pre_hooks, hook, prepend, with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args, output) runs after forward and may return a new output;
+        with_kwargs=True: hook(module, args, kwargs, output)."""
+        return self._add_hook(self._forward_hooks, hook, prepend, with_kwargs)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Not available: a backward hook runs when the module's input gradients are computed,
+        which needs hooks on tensors (or Python autograd functions) that loom's autograd does
+        not have yet. Raises instead of never calling `hook`."""
+        raise NotImplementedError("Module.register_full_backward_hook: loom's autograd has no tensor hooks yet; "
+                                  "inspect gradients after backward() (p.grad, or loom.autograd.grad) instead")
+
+    register_backward_hook = register_full_backward_hook
+    register_full_backward_pre_hook = register_full_backward_hook
 
     # ---- registration ----
 
@@ -57,18 +114,23 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._remove(name)
+            self._remove(name, params)
             params[name] = value
         elif isinstance(value, Module):
             if params is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            self._remove(name)
+            self._remove(name, self._modules)
             self._modules[name] = value
         elif params is not None and name in params:
             if value is not None:
                 raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
                                 "(torch.nn.Parameter or None expected)")
             params[name] = None
+        elif params is not None and name in self._modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                                "(torch.nn.Module or None expected)")
+            self._modules[name] = None
         elif params is not None and name in self._buffers:
             if value is not None and not isinstance(value, loom.Tensor):
                 raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' (Tensor or None expected)")
@@ -76,9 +138,14 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _remove(self, name):
+    def _remove(self, name, keep=None):
+        """Drops `name` from every place an attribute can live except `keep` (the dict it is
+        about to be stored in, where it keeps its position, as in PyTorch)."""
         for d in (self.__dict__, self._parameters, self._buffers, self._modules):
-            d.pop(name, None)
+            if d is not keep:
+                d.pop(name, None)
+        if keep is not self._buffers:
+            self._non_persistent_buffers_set.discard(name)
 
     def __getattr__(self, name):
         for key in ("_parameters", "_buffers", "_modules"):
@@ -91,45 +158,99 @@ class Module:
         for key in ("_parameters", "_buffers", "_modules"):
             if name in self.__dict__.get(key, {}):
                 del self.__dict__[key][name]
+                self._non_persistent_buffers_set.discard(name)
                 return
         object.__delattr__(self, name)
 
     def register_parameter(self, name, param):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name("parameter", name, self, self._parameters)
         if param is not None and not isinstance(param, Parameter):
             raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
                             "(torch.nn.Parameter or None required)")
-        self._remove(name)
+        if param is not None and param.grad_fn is not None:
+            raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be created "
+                             "explicitly. To express '" + name + "' as a function of another Tensor, compute the "
+                             "value in the forward() method.")
+        self._remove(name, self._parameters)
         self._parameters[name] = param
 
     def register_buffer(self, name, tensor, persistent=True):
+        """A tensor of the module's state that is not a parameter (running statistics): moved
+        and cast with the module, saved in its state_dict unless persistent=False."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name("buffer", name, self, self._buffers)
         if tensor is not None and not isinstance(tensor, loom.Tensor):
             raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
                             "(torch Tensor or None required)")
-        self._remove(name)
+        self._remove(name, self._buffers)
         self._buffers[name] = tensor
-        non_persistent = self.__dict__.setdefault("_non_persistent", set())
         if persistent:
-            non_persistent.discard(name)
+            self._non_persistent_buffers_set.discard(name)
         else:
-            non_persistent.add(name)
+            self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name, module):
-        self._remove(name)
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__module__}.{type(module).__name__} is not a Module subclass")
+        _check_name("module", name, self, self._modules)
+        self._remove(name, self._modules)
         self._modules[name] = module
 
-    register_module = add_module
+    def register_module(self, name, module):
+        self.add_module(name, module)
+
+    def get_submodule(self, target):
+        """The submodule at dotted path `target` ("" is self), with PyTorch's errors."""
+        if target == "":
+            return self
+        mod = self
+        for item in target.split("."):
+            if not hasattr(mod, item):
+                raise AttributeError(mod._get_name() + " has no attribute `" + item + "`")
+            mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError("`" + item + "` is not an nn.Module")
+        return mod
+
+    def get_parameter(self, target):
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        param = getattr(mod, name)
+        if not isinstance(param, Parameter):
+            raise AttributeError("`" + name + "` is not an nn.Parameter")
+        return param
+
+    def get_buffer(self, target):
+        module_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(module_path)
+        if not hasattr(mod, name):
+            raise AttributeError(mod._get_name() + " has no attribute `" + name + "`")
+        if name not in mod._buffers:
+            raise AttributeError("`" + name + "` is not a buffer")
+        return getattr(mod, name)
+
+    def _get_name(self):
+        return type(self).__name__
 
     # ---- traversal ----
 
-    def named_modules(self, memo=None, prefix=""):
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) of self and every submodule, depth first; a module reachable under
+        several names appears once unless remove_duplicate=False."""
         memo = set() if memo is None else memo
-        if id(self) in memo:
-            return
-        memo.add(id(self))
+        if remove_duplicate:
+            if id(self) in memo:
+                return
+            memo.add(id(self))
         yield prefix, self
         for name, m in self._modules.items():
             if m is not None:
-                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name)
+                yield from m.named_modules(memo, prefix + ("." if prefix else "") + name, remove_duplicate)
 
     def modules(self):
         for _, m in self.named_modules():
@@ -146,25 +267,26 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def _named(self, attr, prefix, recurse):
+    def _named(self, attr, prefix, recurse, remove_duplicate=True):
         seen = set()
-        modules = self.named_modules(prefix=prefix) if recurse else [(prefix, self)]
+        modules = (self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) if recurse
+                   else [(prefix, self)])
         for module_prefix, m in modules:
             for name, value in getattr(m, attr).items():
-                if value is None or id(value) in seen:
+                if value is None or (remove_duplicate and id(value) in seen):
                     continue
                 seen.add(id(value))
                 yield module_prefix + ("." if module_prefix else "") + name, value
 
-    def named_parameters(self, prefix="", recurse=True):
-        yield from self._named("_parameters", prefix, recurse)
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named("_parameters", prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse=True):
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True):
-        yield from self._named("_buffers", prefix, recurse)
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        yield from self._named("_buffers", prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse=True):
         for _, b in self.named_buffers(recurse=recurse):
@@ -172,19 +294,33 @@ class Module:
 
     # ---- state ----
 
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
-        out = OrderedDict() if destination is None else destination
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """This module's own entries: parameters, then persistent buffers (PyTorch's override
+        point)."""
         for name, p in self._parameters.items():
             if p is not None:
-                out[prefix + name] = p if keep_vars else p.detach()
-        skip = self.__dict__.get("_non_persistent", set())
+                destination[prefix + name] = p if keep_vars else p.detach()
+        skip = self._non_persistent_buffers_set
         for name, b in self._buffers.items():
             if b is not None and name not in skip:
-                out[prefix + name] = b if keep_vars else b.detach()
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """An OrderedDict of every parameter and persistent buffer by dotted name, with
+        PyTorch's `_metadata` (each module's `_version`, which _load_from_state_dict reads)."""
+        if args:  # PyTorch's deprecated positional form state_dict(destination, prefix, keep_vars)
+            destination, prefix, keep_vars = (list(args) + [destination, prefix, keep_vars][len(args):])[:3]
+        if destination is None:
+            destination = OrderedDict()
+            destination._metadata = OrderedDict()
+        metadata = getattr(destination, "_metadata", None)
+        if metadata is not None:
+            metadata[prefix[:-1]] = {"version": self._version}
+        self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
-                m.state_dict(out, prefix + name + ".", keep_vars)
-        return out
+                m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
+        return destination
 
     def load_state_dict(self, state_dict, strict=True):
         """Copies the values of state_dict into the parameters and persistent buffers in place
@@ -196,9 +332,11 @@ class Module:
         if not isinstance(state_dict, Mapping):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         missing, unexpected, errors = [], [], []
+        metadata = getattr(state_dict, "_metadata", None)
 
         def load(module, prefix):
-            module._load_from_state_dict(state_dict, prefix, missing, unexpected, errors)
+            local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            module._load_from_state_dict(state_dict, prefix, local_metadata, True, missing, unexpected, errors)
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")
@@ -215,10 +353,11 @@ class Module:
                                                                                     "\n\t".join(errors)))
         return _IncompatibleKeys(missing, unexpected)
 
-    def _load_from_state_dict(self, state_dict, prefix, missing, unexpected, errors):
-        """This module's own entries (PyTorch's algorithm, including which keys count as
-        unexpected: those under prefix whose first name is neither a child nor an entry)."""
-        skip = self.__dict__.get("_non_persistent", set())
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        """This module's own entries (PyTorch's algorithm and signature, including which keys
+        count as unexpected: those under prefix whose first name is neither a child nor an
+        entry). `local_metadata` is what state_dict() saved for this module ({"version": ...})."""
+        skip = self._non_persistent_buffers_set
         local = {k: v for k, v in self._parameters.items() if v is not None}
         local.update((k, v) for k, v in self._buffers.items() if v is not None and k not in skip)
         for name, target in local.items():
@@ -243,7 +382,7 @@ class Module:
                 errors.append(f'While copying the parameter named "{key}", whose dimensions in the model are '
                               f"{target.shape} and whose dimensions in the checkpoint are {value.shape}, an "
                               f"exception occurred : {ex.args}.")
-        for key in state_dict.keys():
+        for key in state_dict.keys() if strict else ():
             if isinstance(key, str) and key.startswith(prefix):
                 first = key[len(prefix):].split(".", 1)[0]
                 if first not in self._modules and first not in local:
@@ -252,6 +391,8 @@ class Module:
     # ---- modes, devices, gradients ----
 
     def train(self, mode=True):
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
         for m in self.modules():
             object.__setattr__(m, "training", mode)
         return self
@@ -299,9 +440,15 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Moves parameters and buffers to a device (or lazy mode: module.to("lazy")) and casts the
-        floating ones to a dtype, in place: Parameters keep their objects (see _convert)."""
+        floating ones to a dtype, in place: Parameters keep their objects (see _convert).
+        non_blocking and memory_format are accepted; loom keeps one (row-major) memory format."""
+        unknown = set(kwargs) - {"device", "dtype", "non_blocking", "memory_format", "copy"}
+        if unknown:
+            raise TypeError(f"to() received an invalid combination of arguments: unexpected {sorted(unknown)}")
         device, dtype = kwargs.get("device"), kwargs.get("dtype")
         for a in args:
+            if isinstance(a, bool):  # to(device, dtype, non_blocking)
+                continue
             if isinstance(a, loom.dtype):
                 dtype = a
             elif isinstance(a, loom.Tensor):
@@ -335,6 +482,10 @@ class Module:
 
     def bfloat16(self):
         return self._convert(lambda t: t.bfloat16() if t.is_floating_point() else t)
+
+    def type(self, dst_type):
+        """Casts floating parameters and buffers to `dst_type` (a dtype)."""
+        return self._convert(lambda t: t.to(dst_type))
 
     # ---- printing ----
 

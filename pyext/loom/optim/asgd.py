@@ -1,0 +1,31 @@
+"""Averaged SGD (Polyak and Juditsky, 1992), as torch.optim.ASGD; the update is
+loom._C._asgd_step. eta (the step size) and mu (the averaging weight) are numbers in each
+parameter's state; PyTorch keeps 0-d tensors and reads them every step."""
+
+import loom
+from loom import _C
+from loom.optim._checks import check_lr, check_weight_decay
+from loom.optim.optimizer import Optimizer
+
+
+class ASGD(Optimizer):
+    _scalar_state = ("step", "eta", "mu")
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0, foreach=None,
+                 maximize=False, differentiable=False, capturable=False):
+        check_lr(lr)
+        check_weight_decay(weight_decay)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0, weight_decay=weight_decay,
+                                      foreach=foreach, maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def _step_group(self, group, params):
+        lr = float(group["lr"])
+        states = self._states(params, lambda p: {"step": 0, "eta": lr, "mu": 1.0, "ax": loom.zeros_like(p)})
+        steps = self._advance(states)
+        etas, mus = _C._asgd_step(params, [p.grad for p in params], [s["ax"] for s in states],
+                                  [s["eta"] for s in states], [s["mu"] for s in states], steps, lr,
+                                  float(group["lambd"]), float(group["alpha"]), float(group["t0"]),
+                                  float(group["weight_decay"]), bool(group["maximize"]))
+        for s, eta, mu in zip(states, etas, mus):
+            s["eta"], s["mu"] = eta, mu

@@ -1,0 +1,150 @@
+#include "pyext/op_table.h"
+
+#include <array>
+#include <cstring>
+#include <deque>
+#include <stdexcept>
+
+#include "runtime/error.h"
+
+namespace loom::py {
+
+namespace {
+
+// One Python callable made from a row: a function, a method or an in-place method.
+struct Binding {
+  Variant form;
+  std::string name, doc;
+  Parser parser;
+  Body body = nullptr;
+  bool writes_some = false;
+};
+
+PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  LOOM_PY_BEGIN
+  Parsed p;
+  b.parser.parse(b.form == kFunction ? nullptr : self, args, nargs, kwnames, p);
+  if (b.form != kInplace) return b.body(p).release();
+  TensorImpl& t = impl_of(self);
+  if (!b.writes_some) check_no_internal_overlap(t);
+  update(t, [&] { return b.body(p).take_tensor(); });
+  return Py_NewRef(self);
+  LOOM_PY_END(nullptr)
+}
+
+// CPython passes a C function no closure: binding i is reached through entry point i, one of
+// kSlots instantiations that each find their binding by index.
+constexpr size_t kSlots = 1024;
+const Binding* g_bindings[kSlots];
+
+template <size_t I>
+PyObject* fast_entry(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call(*g_bindings[I], self, args, nargs, kwnames);
+}
+template <size_t I>
+PyObject* noargs_entry(PyObject* self, PyObject*) {
+  return call(*g_bindings[I], self, nullptr, 0, nullptr);
+}
+
+using FastFn = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
+using NoArgsFn = PyObject* (*)(PyObject*, PyObject*);
+template <size_t... I>
+constexpr std::pair<std::array<FastFn, kSlots>, std::array<NoArgsFn, kSlots>> entries(std::index_sequence<I...>) {
+  return {{&fast_entry<I>...}, {&noargs_entry<I>...}};
+}
+constexpr auto kEntries = entries(std::make_index_sequence<kSlots>{});
+
+std::vector<const Row*>& all_rows() {
+  static std::vector<const Row*> rows;
+  return rows;
+}
+
+PyCFunction as_cfunction(auto f) { return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f)); }
+
+// Makes the binding of one form of a row and its PyMethodDef (METH_NOARGS for a method of self
+// alone: CPython then checks that nothing else was passed).
+void bind(Variant form, const std::string& name, std::vector<Signature> signatures, const Row& row,
+          std::vector<PyMethodDef>& defs) {
+  static std::deque<Binding> all;  // for the process: PyMethodDefs point into their strings
+  if (all.size() == kSlots) throw std::logic_error("the op table has more bindings than entry points (kSlots)");
+  Binding& b = all.emplace_back();
+  g_bindings[all.size() - 1] = &b;
+  b.form = form;
+  b.name = name;
+  for (const Signature& s : signatures) b.doc += (b.doc.empty() ? "" : "\n") + s.describe(true);
+  if (row.note && form != kInplace) b.doc += std::string("\n\n") + row.note;
+  if (form == kInplace) b.doc += "\n\nIn place: writes " + name.substr(0, name.size() - 1) + "()'s result into self.";
+  b.parser = Parser(std::move(signatures));
+  b.body = row.body;
+  b.writes_some = row.variants & kWritesSome;
+  size_t i = all.size() - 1;
+  bool no_args = b.parser.takes_no_arguments();
+  defs.push_back({b.name.c_str(), no_args ? as_cfunction(kEntries.second[i]) : as_cfunction(kEntries.first[i]),
+                  no_args ? METH_NOARGS : METH_FASTCALL | METH_KEYWORDS, b.doc.c_str()});
+}
+
+}  // namespace
+
+void add_rows(std::span<const Row> rows, MethodDefs& defs) {
+  for (const Row& row : rows) {
+    all_rows().push_back(&row);
+    std::vector<Signature> functions(row.signatures.begin(), row.signatures.end());
+    const std::string name = functions.at(0).name();
+    for (const Signature& s : functions)
+      if (s.name() != name) throw std::logic_error("signature \"" + s.source() + "\" in the row of " + name);
+    auto methods = [&](const std::string& method_name) {
+      std::vector<Signature> m;
+      for (const Signature& s : functions) m.push_back(s.as_method(method_name));
+      return m;
+    };
+    if (row.variants & kMethod) bind(kMethod, name, methods(name), row, defs.methods);
+    if (row.variants & kInplace) bind(kInplace, name + "_", methods(name + "_"), row, defs.methods);
+    if (row.variants & kFunction) bind(kFunction, name, std::move(functions), row, defs.functions);
+  }
+}
+
+namespace {
+
+void append(const PyRef& list, PyObject* new_item) {
+  check_status(PyList_Append(list.get(), PyRef::checked(new_item).get()));
+}
+
+// loom._C._signatures(): (name, forms, signatures as written) of every row, for tests that walk
+// the table.
+PyObject* signatures_of_rows(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  PyRef out = PyRef::checked(PyList_New(0));
+  for (const Row* row : all_rows()) {
+    PyRef forms = PyRef::checked(PyList_New(0)), texts = PyRef::checked(PyList_New(0));
+    for (auto [bit, form] : {std::pair{kFunction, "function"}, {kMethod, "method"}, {kInplace, "inplace"}})
+      if (row->variants & bit) append(forms, PyUnicode_FromString(form));
+    for (const char* text : row->signatures) append(texts, PyUnicode_FromString(text));
+    std::string name(row->signatures[0], std::strchr(row->signatures[0], '('));
+    append(out, Py_BuildValue("(sOO)", name.c_str(), forms.get(), texts.get()));
+  }
+  return out.release();
+  LOOM_PY_END(nullptr)
+}
+
+const MethodDefs& all_defs() {
+  static const MethodDefs defs = [] {
+    MethodDefs d;
+    add_op_rows(d);
+    add_tensor_rows(d);
+    add_creation_rows(d);
+    add_data_rows(d);
+    add_linalg_rows(d);
+    add_reduce_rows(d);
+    d.functions.push_back({"_signatures", signatures_of_rows, METH_NOARGS,
+                           "_signatures(): (name, forms, signatures) of each row of the op table"});
+    return d;
+  }();
+  return defs;
+}
+
+}  // namespace
+
+std::vector<PyMethodDef> op_functions() { return all_defs().functions; }
+std::vector<PyMethodDef> op_methods() { return all_defs().methods; }
+
+}  // namespace loom::py
