@@ -16,14 +16,9 @@ import pytest
 
 import loom
 import loom.distributed as dist
-from _dist import expect_success, free_port, gloo_or_skip, run_job
+from _dist import expect_success, free_port, needs_gloo, run_job
 from loom.distributed import rendezvous
 from loom.utils.data.distributed import DistributedSampler
-
-
-@pytest.fixture(autouse=True)
-def _gloo():
-    gloo_or_skip()
 
 
 # ---- without other processes ----
@@ -60,6 +55,7 @@ def test_calls_before_init_raise_as_pytorch():
     assert issubclass(dist.DistBackendError, dist.DistError) and issubclass(dist.DistError, RuntimeError)
 
 
+@needs_gloo
 def test_a_world_of_one_in_this_process(tmp_path):
     """init over tcp:// (port 0: rank 0 picks one) and file://, collectives, a second init
     refused, destroy and init again, and bad arguments raising where they are given."""
@@ -108,10 +104,29 @@ def test_nccl_without_a_gpu_says_so():
     with pytest.raises(RuntimeError, match="the nccl backend needs a GPU for rank 0"):
         dist.init_process_group("nccl", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     assert not dist.is_initialized()  # nothing half-made: gloo can still start
-    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
-    dist.destroy_process_group()
+    if dist.is_gloo_available():
+        dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+        dist.destroy_process_group()
 
 
+@pytest.mark.parametrize("backend", ["gloo", "nccl"])
+def test_a_backend_missing_from_the_build_says_so_at_use(backend):
+    """A build without Gloo (no libgloo-dev when it was configured, or LOOM_GLOO=OFF) or without
+    NCCL (no CUDA toolkit with nccl.h) still imports loom.distributed; asking for the backend
+    raises a RuntimeError saying what the build lacks and how to get it."""
+    why = loom._C._dist_unavailable(backend)
+    available = dist.is_gloo_available() if backend == "gloo" else dist.is_nccl_available()
+    assert available == (why == "")
+    if available:
+        pytest.skip(f"this build has {backend}: the stub of a build without it is not compiled in")
+    assert ("libgloo-dev" if backend == "gloo" else "nccl.h") in why
+    with pytest.raises(RuntimeError, match=f"the {backend} backend is not available: this build of loom has no"):
+        dist.init_process_group(backend, init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    assert not dist.is_initialized()
+    assert dist.is_available()  # the package itself works: the other backend, the sampler, the launcher
+
+
+@needs_gloo
 def test_a_collective_recorded_on_a_destroyed_group_raises():
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     t = loom.ones(2, device="lazy")
@@ -145,8 +160,40 @@ def test_distributed_sampler_shares():
         DistributedSampler(data, num_replicas=2, rank=2)
 
 
+@pytest.mark.parametrize("n,replicas,drop_last", [(10, 3, False), (10, 3, True), (2, 4, False), (12, 4, True)])
+def test_distributed_sampler_unshuffled_is_pytorchs(n, replicas, drop_last):
+    """Without shuffling the shares are PyTorch's exactly (padding included: a dataset smaller
+    than the world repeats itself); with it, only the order differs (a different generator)."""
+    torch_data = pytest.importorskip("torch.utils.data")
+    data = list(range(n))
+    for rank in range(replicas):
+        ours = DistributedSampler(data, num_replicas=replicas, rank=rank, shuffle=False, drop_last=drop_last)
+        theirs = torch_data.DistributedSampler(data, num_replicas=replicas, rank=rank, shuffle=False,
+                                               drop_last=drop_last)
+        assert list(ours) == list(theirs) and len(ours) == len(theirs)
+        shuffled = DistributedSampler(data, num_replicas=replicas, rank=rank, shuffle=True, drop_last=drop_last)
+        assert len(list(shuffled)) == len(theirs)
+
+
+def test_distributed_sampler_feeds_a_data_loader():
+    from loom.utils import data as loom_data
+
+    assert loom_data.DistributedSampler is DistributedSampler and issubclass(DistributedSampler, loom_data.Sampler)
+    dataset = loom_data.TensorDataset(loom.arange(10.0))
+    seen = []
+    for rank in range(2):
+        sampler = loom_data.DistributedSampler(dataset, num_replicas=2, rank=rank, seed=3)
+        sampler.set_epoch(2)
+        loader = loom_data.DataLoader(dataset, batch_size=2, sampler=sampler)
+        batches = [b.tolist() for (b,) in loader]
+        assert [len(b) for b in batches] == [2, 2, 1]
+        seen += [v for b in batches for v in b]
+    assert sorted(seen) == [float(i) for i in range(10)]
+
+
 # ---- jobs ----
 
+@needs_gloo
 @pytest.mark.parametrize("world", [2, 4])
 def test_every_collective_against_numpy(world):
     """Eager, lazy and lazy through the CUDA lowering's emulator; point to point; objects; async
@@ -155,14 +202,17 @@ def test_every_collective_against_numpy(world):
     assert results == [{"rank": r, "size": world, "backend": "gloo"} for r in range(world)]
 
 
+@needs_gloo
 def test_lazy_collectives_run_in_program_order_whatever_the_syncs():
     expect_success(run_job("lazy_order", 2))
 
 
+@needs_gloo
 def test_differentiable_collectives():
     expect_success(run_job("autograd", 2))
 
 
+@needs_gloo
 def test_mismatched_shapes_and_calls_raise_naming_each_rank():
     results = expect_success(run_job("mismatch", 2))
     for r in results:
@@ -173,6 +223,7 @@ def test_mismatched_shapes_and_calls_raise_naming_each_rank():
         assert "rank 0 called broadcast(root 0) on float32[2]; rank 1 called all_reduce(SUM) on float32[2]" in calls
 
 
+@needs_gloo
 @pytest.mark.parametrize("world", [2, 4])
 def test_a_killed_rank_fails_the_others_clearly_and_quickly(world):
     timeout = 20
@@ -188,6 +239,7 @@ def test_a_killed_rank_fails_the_others_clearly_and_quickly(world):
         assert "cannot be used after an earlier failure" in r.result["again"]
 
 
+@needs_gloo
 def test_a_rank_past_the_timeout_fails_the_others_when_it_ends():
     ranks = run_job("timeout", 2, env={"LOOM_TEST_TIMEOUT": "2"}, args=["2"], deadline=60)
     assert [r.returncode for r in ranks] == [0, 0], ranks[0].stderr[-3000:]
@@ -196,6 +248,7 @@ def test_a_rank_past_the_timeout_fails_the_others_when_it_ends():
     assert 1.5 < ranks[0].result["elapsed"] < 10
 
 
+@needs_gloo
 def test_init_over_a_file(tmp_path):
     store = tmp_path / "rendezvous"
     code = textwrap.dedent(f"""
@@ -250,6 +303,7 @@ def launch(tmp_path, *args, nproc=2, **kwargs):
                             stderr=subprocess.PIPE, text=True, cwd=tmp_path, **kwargs)
 
 
+@needs_gloo
 def test_launcher_runs_a_job(tmp_path):
     p = launch(tmp_path, "--lr", "0.1", nproc=3)
     out, err = p.communicate(timeout=60)
@@ -258,6 +312,7 @@ def test_launcher_runs_a_job(tmp_path):
     assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1']" for r in range(3)]
 
 
+@needs_gloo
 def test_launcher_stops_the_job_when_a_rank_fails(tmp_path):
     p = launch(tmp_path, "fail")
     out, err = p.communicate(timeout=60)
@@ -266,6 +321,7 @@ def test_launcher_stops_the_job_when_a_rank_fails(tmp_path):
     assert "its last error: ValueError: rank 1 gives up" in err
 
 
+@needs_gloo
 def test_launcher_forwards_signals(tmp_path):
     p = launch(tmp_path, "hang")
     try:

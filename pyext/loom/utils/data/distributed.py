@@ -10,8 +10,10 @@ import math
 
 import numpy as np
 
+from loom.utils.data.sampler import Sampler
 
-class DistributedSampler:
+
+class DistributedSampler(Sampler):
     """Indices of `dataset` for rank `rank` of `num_replicas` (by default the default process
     group's rank and size). With shuffle, call set_epoch(epoch) at the start of each epoch to
     draw a new order. Without drop_last the indices are padded by repeating the first ones so
