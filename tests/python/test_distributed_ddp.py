@@ -6,13 +6,8 @@ import pytest
 
 import loom
 import loom.distributed as dist
-from _dist import expect_success, gloo_or_skip, run_job
+from _dist import expect_success, needs_gloo, run_job
 from loom import nn
-
-
-@pytest.fixture(autouse=True)
-def _gloo():
-    gloo_or_skip()
 
 
 # (device, micro-batches per step, bucket_cap_mb, gradient_as_bucket_view): one bucket, a bucket
@@ -22,6 +17,7 @@ CONFIGS = [("lazy", 1, 25, 0), ("lazy", 3, 0.0001, 1), ("cpu", 1, 0.0001, 0), ("
            ("emulated", 1, 0.0001, 0)]
 
 
+@needs_gloo
 @pytest.mark.parametrize("device,accumulate,bucket_mb,as_view", CONFIGS)
 def test_ddp_training_equals_full_batch_training(device, accumulate, bucket_mb, as_view):
     """20 float64 SGD-momentum steps, each rank its slice of the batch, ranks starting from
@@ -39,6 +35,7 @@ def test_ddp_training_equals_full_batch_training(device, accumulate, bucket_mb, 
     assert results[0]["params"] == results[1]["params"]  # the replicas stayed equal
 
 
+@needs_gloo
 def test_lazy_ddp_steps_are_one_trace_with_their_all_reduces_and_compile_nothing_after_warm_up():
     results = expect_success(run_job("ddp", 4, deadline=180, args=["lazy", "1", "0.0001", "0"]))
     for r in results:
@@ -51,6 +48,7 @@ def test_lazy_ddp_steps_are_one_trace_with_their_all_reduces_and_compile_nothing
         assert all(s["collectives"] == r["buckets"] == 6 for s in warm), warm
 
 
+@needs_gloo
 @pytest.mark.parametrize("device", ["cpu", "lazy"])
 def test_find_unused_parameters(device):
     for r in expect_success(run_job("unused", 2, args=[device])):
@@ -58,6 +56,7 @@ def test_find_unused_parameters(device):
         assert "did not receive grad for rank" in r["raised"]
 
 
+@needs_gloo
 def test_state_dict_has_no_wrapper_prefix():
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     try:
