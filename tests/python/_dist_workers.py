@@ -478,11 +478,24 @@ def case_lazy_ddp_metrics():
     case_ddp("lazy", 1, 25, "0")
 
 
+def case_unread_at_exit(how):
+    """Rank 0 reads the result of a lazy all-reduce; the others never do and leave, through
+    destroy_process_group or by ending the script without it: the all-reduce still runs on every
+    rank, as it would have when called in PyTorch."""
+    t = loom.full((3,), float(RANK + 1), device="lazy")
+    dist.all_reduce(t)
+    if RANK == 0:
+        time.sleep(0.5)  # the others are leaving meanwhile
+        check(t, np.full(3, sum(range(1, WORLD + 1)), np.float32), "the all_reduce read by rank 0 alone")
+    if how == "destroy":
+        dist.destroy_process_group()
+
+
 if __name__ == "__main__":
     case = sys.argv[1]
     timeout = float(os.environ.get("LOOM_TEST_TIMEOUT", "30"))
     dist.init_process_group("gloo", timeout=timeout)
     fn = globals()["case_" + case]
-    fn(*sys.argv[2:]) if case in ("ddp", "unused") else fn()
-    if case not in ("killed", "timeout"):
+    fn(*sys.argv[2:]) if case in ("ddp", "unused", "unread_at_exit") else fn()
+    if case not in ("killed", "timeout", "unread_at_exit"):
         dist.destroy_process_group()

@@ -213,6 +213,12 @@ def test_differentiable_collectives():
 
 
 @needs_gloo
+@pytest.mark.parametrize("how", ["destroy", "exit"])
+def test_lazy_collectives_a_rank_never_read_run_before_it_leaves(how):
+    expect_success(run_job("unread_at_exit", 2, args=(how,)))
+
+
+@needs_gloo
 def test_mismatched_shapes_and_calls_raise_naming_each_rank():
     results = expect_success(run_job("mismatch", 2))
     for r in results:

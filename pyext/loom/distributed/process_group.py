@@ -6,8 +6,10 @@ lazy:cpu tensors, NCCL for cuda and lazy:cuda tensors). Ranks given to the colle
 are global ranks, as in PyTorch; a group translates them.
 """
 
+import atexit
 import datetime
 import os
+import sys
 
 from loom import _C
 from loom.distributed import rendezvous
@@ -73,6 +75,7 @@ class _State:
     groups = []        # every ProcessGroup made since init (the world first)
     store_port = None  # where the TCP store listens (rank 0 serving port 0 learns it here)
     timeout = default_pg_timeout
+    exit_hook = False  # _at_exit is registered
 
 
 class GroupMember:
@@ -188,25 +191,52 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
     _State.world = ProcessGroup(gid, range(r.world_size), str(backend),
                                 f"cuda:{device}" if backend == Backend.NCCL else "cpu")
     _State.groups = [_State.world]
+    if not _State.exit_hook:
+        atexit.register(_at_exit)
+        _State.exit_hook = True
+
+
+def _run_pending_collectives(groups):
+    """Runs the lazy collectives recorded on `groups`' devices that have not run yet. A rank that
+    leaves with one unrun (no value it read depended on it: a DDP step's last all-reduces on a
+    rank that does not print the loss) would leave the other ranks waiting for it, where in
+    PyTorch the call ran when it was made."""
+    if any(_C._dist_pending(g._device) for g in groups):
+        _C.sync()
+
+
+def _at_exit():
+    # A normal exit without destroy_process_group still runs what was recorded (above). Not
+    # after an uncaught exception (sys.last_value): the job is failing, and the launcher stops
+    # the other ranks; waiting up to the timeout for them would only delay that.
+    if _State.world is not None and getattr(sys, "last_value", None) is None:
+        _run_pending_collectives(_State.groups)
 
 
 def destroy_process_group(group=None):
     """Destroys `group`, or (None) every group and this process's membership of the job: a later
-    init_process_group may join a new one. Asynchronous work of a group finishes first."""
+    init_process_group may join a new one. Asynchronous work of a group finishes first, and lazy
+    collectives recorded on it run first (their results stay readable)."""
     if group is None or group is GroupMember.WORLD:
         if _State.world is None:
             raise RuntimeError("Default process group has not been initialized, please make sure to call "
                                "init_process_group.")
-        for g in reversed(_State.groups):
-            _C._dist_destroy(g._id)
-        _State.world, _State.groups, _State.store_port = None, [], None
-        _C._dist_shutdown()
+        try:
+            _run_pending_collectives(_State.groups)
+        finally:
+            for g in reversed(_State.groups):
+                _C._dist_destroy(g._id)
+            _State.world, _State.groups, _State.store_port = None, [], None
+            _C._dist_shutdown()
         return
     if group is GroupMember.NON_GROUP_MEMBER:
         return
     g = _resolve(group)
-    _C._dist_destroy(g._id)
-    _State.groups.remove(g)
+    try:
+        _run_pending_collectives([g])
+    finally:
+        _C._dist_destroy(g._id)
+        _State.groups.remove(g)
 
 
 def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False):
