@@ -118,7 +118,9 @@ def test_a_backend_missing_from_the_build_says_so_at_use(backend):
     available = dist.is_gloo_available() if backend == "gloo" else dist.is_nccl_available()
     assert available == (why == "")
     if available:
+        assert f"loom.distributed {backend}: available" in loom.show_config()
         pytest.skip(f"this build has {backend}: the stub of a build without it is not compiled in")
+    assert f"loom.distributed {backend}: {why}" in loom.show_config()
     assert ("libgloo-dev" if backend == "gloo" else "nccl.h") in why
     with pytest.raises(RuntimeError, match=f"the {backend} backend is not available: this build of loom has no"):
         dist.init_process_group(backend, init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
