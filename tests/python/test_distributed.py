@@ -130,12 +130,21 @@ def test_a_backend_missing_from_the_build_says_so_at_use(backend):
 
 @needs_gloo
 def test_a_collective_recorded_on_a_destroyed_group_raises():
+    """A lazy collective recorded before destroy_process_group runs then (its value stays
+    readable, as PyTorch's ran when called); one recorded after it on the old group (the
+    backward of a differentiable collective) raises naming the cause."""
+    from loom.distributed.nn import functional as dist_fn
+
     dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
     t = loom.ones(2, device="lazy")
     dist.all_reduce(t)
+    x = loom.ones(2, device="lazy", requires_grad=True)
+    y = dist_fn.all_reduce(x)
     dist.destroy_process_group()
+    assert t.tolist() == [1.0, 1.0]
     with pytest.raises(RuntimeError, match="process group used here was destroyed"):
-        t.tolist()
+        y.sum().backward()
+        x.grad.tolist()
 
 
 def test_distributed_sampler_shares():
