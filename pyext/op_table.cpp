@@ -132,6 +132,7 @@ const MethodDefs& all_defs() {
     add_op_rows(d);
     add_tensor_rows(d);
     add_creation_rows(d);
+    add_nn_rows(d);
     d.functions.push_back({"_signatures", signatures_of_rows, METH_NOARGS,
                            "_signatures(): (name, forms, signatures) of each row of the op table"});
     return d;

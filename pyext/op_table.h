@@ -73,5 +73,6 @@ void add_rows(std::span<const Row> rows, MethodDefs& defs);
 void add_op_rows(MethodDefs& defs);        // op_bindings.cpp: the op library
 void add_tensor_rows(MethodDefs& defs);    // tensor_methods.cpp: views and conversions
 void add_creation_rows(MethodDefs& defs);  // creation.cpp: tensor, zeros, arange, ...
+void add_nn_rows(MethodDefs& defs);        // op_rows_nn.cpp: convolution, pooling
 
 }  // namespace loom::py
