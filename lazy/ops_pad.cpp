@@ -18,8 +18,16 @@ const char* type_name(DType d) {
   }
 }
 
-// What one padded dim adds on each side (a non-negative amount), from x along dim d.
-Tensor pad_dim(const Tensor& x, int64_t d, int64_t before, int64_t after, std::string_view mode) {
+// x padded along dim d by `before` and `after` (negative amounts crop). Reflection and
+// replication read the input as it is, also where the other side is cropped (PyTorch indexes
+// them from the input); circular padding wraps the cropped input, as PyTorch copies it.
+Tensor pad_dim(Tensor x, int64_t d, int64_t before, int64_t after, std::string_view mode) {
+  auto crop = [&](Tensor t) {
+    if (before < 0) t = narrow(t, d, -before, t->sizes()[d] + before);
+    if (after < 0) t = narrow(t, d, 0, t->sizes()[d] + after);
+    return t;
+  };
+  if (mode == "circular") x = crop(x);
   int64_t extent = x->sizes()[d];
   std::vector<Tensor> parts;
   auto side = [&](int64_t amount, bool left) {
@@ -40,10 +48,7 @@ Tensor pad_dim(const Tensor& x, int64_t d, int64_t before, int64_t after, std::s
   parts.push_back(x);
   side(after, false);
   Tensor out = parts.size() > 1 ? cat(parts, d) : x;
-  // Negative amounts crop, after the other side was padded from the uncropped input.
-  if (before < 0) out = narrow(out, d, -before, out->sizes()[d] + before);
-  if (after < 0) out = narrow(out, d, 0, out->sizes()[d] + after);
-  return out;
+  return mode == "circular" ? out : crop(out);
 }
 
 }  // namespace

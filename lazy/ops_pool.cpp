@@ -93,6 +93,9 @@ bool batched_input(const Tensor& x, size_t k, const char* name, bool max_pool) {
   if (k == 1 && max_pool)
     LOOM_CHECK(nonempty, Runtime, name, ": Expected 2D or 3D (batch mode) tensor with optional 0 dim batch size for "
                "input, but got:", format_dims(x->sizes()));
+  if (k == 1)
+    LOOM_CHECK(ok_rank, Runtime, "Expected 2 to 3 dimensions, but got ", x->ndim(), "-dimensional tensor for argument "
+               "#1 'self' (while checking arguments for ", name, ")");
   LOOM_CHECK(ok_rank || !max_pool, Runtime, "non-empty ", dims + 1, "D or ", dims + 2,
              "D (batch mode) tensor expected for input");
   LOOM_CHECK(nonempty, Runtime, "Expected ", dims + 1, "D or ", dims + 2,

@@ -62,44 +62,44 @@ const Row kRows[] = {
       "conv1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=[1], str padding='valid', "
       "int[1] dilation=[1], int groups=1)"},
      kFunction, conv<1>},
-    {{"conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1], int[2] padding=[0], "
-      "int[2] dilation=[1], int groups=1)",
-      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1], str padding='valid', "
-      "int[2] dilation=[1], int groups=1)"},
+    {{"conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1, 1], int[2] padding=[0, 0], "
+      "int[2] dilation=[1, 1], int groups=1)",
+      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1, 1], str padding='valid', "
+      "int[2] dilation=[1, 1], int groups=1)"},
      kFunction, conv<2>},
-    {{"conv3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1], int[3] padding=[0], "
-      "int[3] dilation=[1], int groups=1)",
-      "conv3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1], str padding='valid', "
-      "int[3] dilation=[1], int groups=1)"},
+    {{"conv3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1, 1, 1], "
+      "int[3] padding=[0, 0, 0], int[3] dilation=[1, 1, 1], int groups=1)",
+      "conv3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1, 1, 1], str padding='valid', "
+      "int[3] dilation=[1, 1, 1], int groups=1)"},
      kFunction, conv<3>},
     {{"conv_transpose1d(Tensor input, Tensor weight, Tensor? bias=None, int[1] stride=[1], int[1] padding=[0], "
       "int[1] output_padding=[0], int groups=1, int[1] dilation=[1])"},
      kFunction, conv_transpose<1>},
-    {{"conv_transpose2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1], int[2] padding=[0], "
-      "int[2] output_padding=[0], int groups=1, int[2] dilation=[1])"},
+    {{"conv_transpose2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=[1, 1], "
+      "int[2] padding=[0, 0], int[2] output_padding=[0, 0], int groups=1, int[2] dilation=[1, 1])"},
      kFunction, conv_transpose<2>},
-    {{"conv_transpose3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1], int[3] padding=[0], "
-      "int[3] output_padding=[0], int groups=1, int[3] dilation=[1])"},
+    {{"conv_transpose3d(Tensor input, Tensor weight, Tensor? bias=None, int[3] stride=[1, 1, 1], "
+      "int[3] padding=[0, 0, 0], int[3] output_padding=[0, 0, 0], int groups=1, int[3] dilation=[1, 1, 1])"},
      kFunction, conv_transpose<3>},
 
     // stride None (or left out): the kernel size.
     {{"max_pool1d(Tensor input, int[1] kernel_size, int[1]? stride=None, int[1] padding=[0], int[1] dilation=[1], "
       "bool ceil_mode=False)"},
      kFunction, max_pool<1, false>},
-    {{"max_pool2d(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=[0], int[2] dilation=[1], "
-      "bool ceil_mode=False)"},
+    {{"max_pool2d(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=[0, 0], "
+      "int[2] dilation=[1, 1], bool ceil_mode=False)"},
      kFunction, max_pool<2, false>},
-    {{"max_pool3d(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=[0], int[3] dilation=[1], "
-      "bool ceil_mode=False)"},
+    {{"max_pool3d(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=[0, 0, 0], "
+      "int[3] dilation=[1, 1, 1], bool ceil_mode=False)"},
      kFunction, max_pool<3, false>},
     {{"max_pool1d_with_indices(Tensor input, int[1] kernel_size, int[1]? stride=None, int[1] padding=[0], "
       "int[1] dilation=[1], bool ceil_mode=False)"},
      kFunction, max_pool<1, true>, "(values, indices): indices are flat positions in the input's spatial plane."},
-    {{"max_pool2d_with_indices(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=[0], "
-      "int[2] dilation=[1], bool ceil_mode=False)"},
+    {{"max_pool2d_with_indices(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=[0, 0], "
+      "int[2] dilation=[1, 1], bool ceil_mode=False)"},
      kFunction, max_pool<2, true>, "(values, indices): indices are flat positions in the input's spatial plane."},
-    {{"max_pool3d_with_indices(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=[0], "
-      "int[3] dilation=[1], bool ceil_mode=False)"},
+    {{"max_pool3d_with_indices(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=[0, 0, 0], "
+      "int[3] dilation=[1, 1, 1], bool ceil_mode=False)"},
      kFunction, max_pool<3, true>, "(values, indices): indices are flat positions in the input's spatial plane."},
     {{"avg_pool1d(Tensor input, int[1] kernel_size, int[1]? stride=None, int[1] padding=[0], bool ceil_mode=False, "
       "bool count_include_pad=True)"},
@@ -107,11 +107,11 @@ const Row kRows[] = {
        return ops::avg_pool(p.tensor(0), 1, p.int_list(1), p.int_list(2), p.int_list(3), p.boolean(4), p.boolean(5),
                             std::nullopt);
      }},
-    {{"avg_pool2d(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=[0], bool ceil_mode=False, "
-      "bool count_include_pad=True, int? divisor_override=None)"},
+    {{"avg_pool2d(Tensor input, int[2] kernel_size, int[2]? stride=None, int[2] padding=[0, 0], "
+      "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)"},
      kFunction, avg_pool<2>},
-    {{"avg_pool3d(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=[0], bool ceil_mode=False, "
-      "bool count_include_pad=True, int? divisor_override=None)"},
+    {{"avg_pool3d(Tensor input, int[3] kernel_size, int[3]? stride=None, int[3] padding=[0, 0, 0], "
+      "bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None)"},
      kFunction, avg_pool<3>},
     {{"adaptive_avg_pool1d(Tensor input, int[1] output_size)"}, kFunction, adaptive_avg_pool<1>},
     {{"adaptive_max_pool1d(Tensor input, int[1] output_size)"}, kFunction, adaptive_max_pool<1>,

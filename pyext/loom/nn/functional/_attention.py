@@ -7,8 +7,24 @@ from loom.nn.functional._dropout import dropout
 from loom.nn.functional._linear import linear
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """softmax(q k^T * scale + mask) v, with a causal mask when is_causal."""
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    """softmax(q k^T * scale + mask) v over (..., L, E) queries and (..., S, E) keys, PyTorch 2's
+    function: attn_mask is bool (True: may attend) or added to the scores; is_causal masks the
+    keys after each query (top-left aligned); dropout_p drops attention weights (always, as
+    PyTorch's function does: pass 0.0 in evaluation); enable_gqa lets key and value have fewer
+    heads (dim -3) than query, each shared by a group of query heads. A composition of two
+    products and a softmax, which fusion keeps to one row kernel between the products."""
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if heads % kv_heads != 0:
+            raise RuntimeError(f"Number of heads in key and value must divide the number of heads in query, got "
+                               f"{kv_heads} and {heads}")
+        group = heads // kv_heads  # each key / value head repeated for its group (repeat_interleave on dim -3)
+        key = key.unsqueeze(-3).expand(*key.shape[:-2], group, *key.shape[-2:]).flatten(-4, -3)
+        value = value.unsqueeze(-3).expand(*value.shape[:-2], group, *value.shape[-2:]).flatten(-4, -3)
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale
     if is_causal:
