@@ -5,7 +5,6 @@
 #include <limits>
 
 #include "lazy/autograd.h"
-#include "lazy/make_view.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 
@@ -47,6 +46,34 @@ Tensor squeeze_dims(const Tensor& x, int64_t ndim, const DimList& dims) {
 
 Tensor int_tensor_like(int64_t n, const Tensor& like) {
   return arange(n, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(like));
+}
+
+// A result that is not a view (a copy) with its backward recorded (only primitive ops are
+// recorded by dispatch).
+Tensor viewed(const Tensor& x, Tensor out, const char* name, std::function<Tensor(const Tensor&)> backward) {
+  record_function(name, *x, *out, std::move(backward));
+  return out;
+}
+
+// A view of x: view_of(x, transform) (dispatch.h) with its backward recorded, and what autograd
+// needs to know of views (lazy/autograd_inplace.cpp): whether it was made in no_grad mode, and the
+// version its history is of when it has one. `not_a_view` is the error to raise where the
+// transform cannot express the result without a copy (nullptr: copy, as reshape does). A copy is
+// not a view: only its backward is recorded.
+template <typename Transform>
+Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::function<Tensor(const Tensor&)> backward,
+                 const char* not_a_view = nullptr) {
+  Tensor out = view_of(x, [&](const Layout& l) {
+    std::optional<Layout> v = transform(l);
+    LOOM_CHECK(v || !not_a_view, Runtime, not_a_view);
+    return v;
+  });
+  // Integer and bool views never take part in autograd (their writes cannot carry gradients).
+  if (out->is_view() && is_floating(out->dtype())) {
+    if (!grad_enabled()) out->mark_made_in_no_grad_mode();
+    else if (requires_grad(*x)) record_view(*out);
+  }
+  return viewed(x, std::move(out), name, std::move(backward));
 }
 
 // The backward of a view that selects a region of its input: the gradient lands in that region

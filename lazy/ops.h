@@ -169,8 +169,6 @@ Tensor windows_sum(const Tensor& windows, IntSpan shape, int64_t first, IntSpan 
 // (offset empty: zeros).
 Tensor window_positions(IntSpan plane, IntSpan counts, IntSpan size, IntSpan stride, IntSpan dilation,
                         IntSpan offset, Placement where);
-// Tensor.unfold(dimension, size, step).
-Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step);
 // torch.nn.functional.unfold / fold on (N, C, H, W) / (N, C * kh * kw, L) or unbatched input.
 Tensor im2col(const Tensor& x, IntSpan kernel_size, IntSpan dilation, IntSpan padding, IntSpan stride);
 Tensor col2im(const Tensor& x, IntSpan output_size, IntSpan kernel_size, IntSpan dilation, IntSpan padding,

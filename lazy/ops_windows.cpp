@@ -1,19 +1,34 @@
-// Sliding windows: Tensor.unfold over several dims at once, as a view, and its inverse direction,
-// the sum of windows back into place (col2im). Convolution (ops_conv.cpp), pooling
-// (ops_pool.cpp), F.unfold and F.fold are written on them.
+// Sliding windows: Tensor.unfold over several dims at once (with dilation), as a view, and the
+// inverse direction, the sum of windows back into place (col2im). Convolution (ops_conv.cpp),
+// pooling (ops_pool.cpp), F.unfold and F.fold are written on them.
 //
 // A window view is a strided layout over its input (overlapping when stride < size), so it costs
 // no copy: a fused kernel reads it with index arithmetic, a reduction over its window dims is one
 // row kernel (max and average pooling), and only a matrix product's operand gets gathered into a
 // column matrix. Its gradient adds each window element's gradient to the element it read: one
 // scatter-add, with the positions computed from aranges (a small fused kernel in lazy mode).
-#include "lazy/make_view.h"
+#include "lazy/autograd.h"
 #include "lazy/ops.h"
 
 namespace loom::ops {
 namespace {
 
 Placement where_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
+
+// A view of x with a hand-written backward, recorded as ops.cpp's make_view records views (what
+// autograd needs of a view: made in no_grad mode or not, its history's version). h/ops-data
+// makes that helper public as ops::strided_view: use it here once both branches are merged.
+template <typename Transform>
+Tensor view_with_backward(const Tensor& x, Transform&& transform, const char* name,
+                          std::function<Tensor(const Tensor&)> backward) {
+  Tensor out = view_of(x, transform);
+  if (out->is_view() && is_floating(out->dtype())) {
+    if (!grad_enabled()) out->mark_made_in_no_grad_mode();
+    else if (requires_grad(*x)) record_view(*out);
+  }
+  record_function(name, *x, *out, std::move(backward));
+  return out;
+}
 
 Dims dims_of(IntSpan s) { return Dims(s.begin(), s.end()); }
 
@@ -69,7 +84,7 @@ Tensor sliding_windows(const Tensor& x, int64_t first, IntSpan size, IntSpan str
     }
     return w;
   };
-  return make_view(x, transform, "UnfoldBackward0", [shape, first, sz, st, dl](const Tensor& g) {
+  return view_with_backward(x, transform, "UnfoldBackward0", [shape, first, sz, st, dl](const Tensor& g) {
     return windows_sum(g, shape, first, sz, st, dl);
   });
 }
@@ -102,21 +117,10 @@ Tensor windows_sum(const Tensor& windows, IntSpan shape, int64_t first, IntSpan 
     Tensor zeros = full(Dims{before, numel_of(plane), after}, Scalar(int64_t{0}), windows->dtype(), where_of(windows));
     out = reshape(scatter_add(zeros, 1, index, values), out_shape);
   }
-  return viewed(windows, std::move(out), "Col2ImBackward0", [first, sz, st, dl](const Tensor& g) {
+  record_function("Col2ImBackward0", *windows, *out, [first, sz, st, dl](const Tensor& g) {
     return contiguous(sliding_windows(g, first, sz, st, dl));
   });
-}
-
-Tensor unfold(const Tensor& x, int64_t dim, int64_t size, int64_t step) {
-  if (x->ndim() == 0) {
-    wrap_dim(dim, 0);
-    LOOM_CHECK(size <= 1, Runtime, "maximum size for tensor at dimension 0 is 1 but size is ", size);
-    LOOM_CHECK(step > 0, Runtime, "step is ", step, " but must be > 0");
-    return squeeze(unfold(unsqueeze(x, 0), 0, size, step), DimList{0});
-  }
-  int64_t d = wrap_dim(dim, x->ndim());
-  int64_t one = 1;
-  return sliding_windows(x, d, {&size, 1}, {&step, 1}, {&one, 1});
+  return out;
 }
 
 }  // namespace loom::ops
