@@ -42,6 +42,8 @@ namespace loom {
   X(View) X(Cat) X(Cumsum) X(Index) X(Gather) X(ScatterAdd) X(IndexPut) X(ViewScatter)        \
   /* matrix products */                                                                             \
   X(MatMul)                                                                                         \
+  /* convolution: windows summed into place (col2im, lazy/ops_windows.cpp) */                        \
+  X(Col2Im)                                                                                         \
   /* creation */                                                                                    \
   X(Full) X(Arange) X(RandUniform) X(RandNormal) X(RandInt)
 

@@ -171,24 +171,20 @@ Tensor forward_convolution(const Tensor& x, const Tensor& w, const ConvParams& p
     Tensor prod = mul(unsqueeze(windows, 2), reshape(w, wshape));  // (N, G, G_out, L..., K...)
     return reshape(sum(prod, reduced), out_shape);
   }
-  // Columns: (N, G, L..., C_g, K...) as (N, G, L, C_g * K): one gather of the windows.
+  // Columns: (N, G, C_g, K..., L...) as (N, G, C_g * K, L), one gather of the windows whose inner
+  // loop runs along the output's positions (long, unit-stride rows for stride 1), then
+  // (G, O_g, C_g * K) @ columns: the result is already (N, O, L), no transpose.
   Dims split{n, groups, group_channels};
   for (int64_t s : windows->sizes().subspan(2)) split.push_back(s);
-  Dims order{0, 1};
-  for (int64_t i = 0; i < k; ++i) order.push_back(3 + i);
-  order.push_back(2);
+  Dims order{0, 1, 2};
   for (int64_t i = 0; i < k; ++i) order.push_back(3 + k + i);
-  Tensor columns = permute(reshape(windows, split), order);
-  if (groups == 1) {
-    // (N, L, C * K) @ (C * K, O): one product for the whole batch.
-    columns = reshape(columns, Dims{n, positions, channels * taps});
-    Tensor out = matmul(columns, t(reshape(w, Dims{out_channels, channels * taps})));  // (N, L, O)
-    return reshape(transpose(out, 1, 2), out_shape);
-  }
-  columns = reshape(columns, Dims{n, groups, positions, group_channels * taps});
-  Tensor weights = transpose(reshape(w, Dims{groups, group_out, group_channels * taps}), 1, 2);
-  Tensor out = matmul(columns, weights);  // (N, G, L, O_g)
-  return reshape(permute(out, Dims{0, 1, 3, 2}), out_shape);
+  for (int64_t i = 0; i < k; ++i) order.push_back(3 + i);
+  Tensor columns = reshape(permute(reshape(windows, split), order),
+                           groups == 1 ? Dims{n, channels * taps, positions}
+                                       : Dims{n, groups, group_channels * taps, positions});
+  Tensor weights = groups == 1 ? reshape(w, Dims{out_channels, channels * taps})
+                               : reshape(w, Dims{groups, group_out, group_channels * taps});
+  return reshape(matmul(weights, columns), out_shape);  // (N, [G,] O_g, L)
 }
 
 // The transposed convolution: each input position spreads x[n, c, l...] w[c, o, k...] over its
@@ -211,23 +207,21 @@ Tensor transposed_convolution(const Tensor& x, const Tensor& w, const ConvParams
   }
   LOOM_CHECK(fits, Runtime, "Given input size per channel: ", spatial(in_spatial),
              ". Calculated output size per channel: ", spatial(out_spatial), ". Output size is too small");
-  // (N, G, L, C_g) @ (G, C_g, O_g * K) -> (N, G, L, O_g * K)
-  Tensor rows = transpose(reshape(x, Dims{n, groups, group_channels, positions}), 2, 3);
-  Tensor out = matmul(groups == 1 ? reshape(rows, Dims{n, positions, channels}) : rows,
-                      groups == 1 ? reshape(w, Dims{channels, out_channels * taps})
-                                  : reshape(w, Dims{groups, group_channels, group_out * taps}));
-  // -> (N, G, L..., O_g, K...) -> (N, G, O_g, L..., K...) -> (N, O, L..., K...)
-  Dims split{n, groups};
-  for (int64_t s : in_spatial) split.push_back(s);
-  split.push_back(group_out);
+  // (G, O_g * K, C_g) @ (N, G, C_g, L) -> (N, G, O_g * K, L): the windows in the order
+  // windows_sum reads them (window element before position), so no copy between the two.
+  Tensor rows = groups == 1 ? reshape(x, Dims{n, channels, positions})
+                            : reshape(x, Dims{n, groups, group_channels, positions});
+  Tensor weights = groups == 1 ? t(reshape(w, Dims{channels, out_channels * taps}))
+                               : transpose(reshape(w, Dims{groups, group_channels, group_out * taps}), 1, 2);
+  Tensor out = matmul(weights, rows);
+  // -> (N, O, K..., L...) -> (N, O, L..., K...)
+  Dims split{n, out_channels};
   for (int64_t s : kernel) split.push_back(s);
-  Dims order{0, 1, 2 + static_cast<int64_t>(k)};
+  for (int64_t s : in_spatial) split.push_back(s);
+  Dims order{0, 1};
+  for (size_t i = 0; i < k; ++i) order.push_back(2 + static_cast<int64_t>(k + i));
   for (size_t i = 0; i < k; ++i) order.push_back(2 + static_cast<int64_t>(i));
-  for (size_t i = 0; i < k; ++i) order.push_back(3 + static_cast<int64_t>(k + i));
-  Dims windows_shape{n, out_channels};
-  for (int64_t s : in_spatial) windows_shape.push_back(s);
-  for (int64_t s : kernel) windows_shape.push_back(s);
-  Tensor windows = reshape(permute(reshape(out, split), order), windows_shape);
+  Tensor windows = permute(reshape(out, split), order);
   Tensor result = windows_sum(windows, full_shape, 2, kernel, p.stride, p.dilation);
   for (size_t i = 0; i < k; ++i)
     if (p.pad_before[i] || p.pad_after[i])
@@ -325,6 +319,13 @@ BlockParams block_params(IntSpan kernel, IntSpan dilation, IntSpan padding, IntS
 }
 
 // The number of blocks along each of the two dims of `spatial`, or raises as PyTorch does.
+// F.unfold / F.fold take floating dtypes only (PyTorch's CPU kernels dispatch on them; an integer
+// convolution or pooling gradient still sums windows: the check is here, not in Col2Im).
+void check_floating_blocks(const Tensor& x, const char* kernel_name) {
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "\"", kernel_name, "\" not implemented for '",
+             dtype_info(x->dtype()).scalar_type_name, "'");
+}
+
 Dims block_counts(IntSpan extent, const BlockParams& p) {
   Dims counts;
   for (size_t i = 0; i < 2; ++i)
@@ -351,6 +352,7 @@ Tensor im2col(const Tensor& input, IntSpan kernel_size, IntSpan dilation, IntSpa
              "input, but got: ", format_dims(input->sizes()));
   Tensor x = batched ? input : unsqueeze(input, 0);
   block_counts(x->sizes().subspan(2), p);
+  check_floating_blocks(x, "im2col_out_cpu");
   if (p.padding[0] || p.padding[1]) x = pad(x, Dims{p.padding[1], p.padding[1], p.padding[0], p.padding[0]});
   Tensor windows = sliding_windows(x, 2, p.kernel, p.stride, p.dilation);  // (N, C, L_h, L_w, K_h, K_w)
   IntSpan s = windows->sizes();
@@ -378,6 +380,7 @@ Tensor col2im(const Tensor& input, IntSpan output_size, IntSpan kernel_size, Int
              spatial(p.padding, ", "), ", stride=", spatial(p.stride, ", "),
              ", expected size of input's dimension 2 to match the calculated number of sliding blocks ", counts[0],
              " * ", counts[1], " = ", counts[0] * counts[1], ", but got input.size(2)=", x->sizes()[2], ".");
+  check_floating_blocks(x, "col2im_out_cpu");
   int64_t n = x->sizes()[0], channels = rows / taps;
   Tensor windows = permute(reshape(x, Dims{n, channels, p.kernel[0], p.kernel[1], counts[0], counts[1]}),
                            Dims{0, 1, 4, 5, 2, 3});

@@ -8,16 +8,6 @@
 namespace loom::ops {
 namespace {
 
-const char* type_name(DType d) {
-  switch (d) {
-    case DType::Int64: return "Long";
-    case DType::Int32: return "Int";
-    case DType::UInt8: return "Byte";
-    case DType::Bool: return "Bool";
-    default: return dtype_name(d);
-  }
-}
-
 // x padded along dim d by `before` and `after` (negative amounts crop). Reflection and
 // replication read the input as it is, also where the other side is cropped (PyTorch indexes
 // them from the input); circular padding wraps the cropped input, as PyTorch copies it.
@@ -67,7 +57,7 @@ Tensor pad(const Tensor& x, IntSpan pads, std::string_view mode, std::optional<d
     LOOM_CHECK(dims == n - 2, Runtime, "Invalid padding size, expected ", 2 * (n - 2), " but got ", pads.size());
   else
     LOOM_CHECK(is_floating(x->dtype()), Runtime, "\"", mode == "reflect" ? "reflection_pad" : "replication_pad", dims,
-               "d", mode == "reflect" ? "" : "_cpu", "\" not implemented for '", type_name(x->dtype()), "'");
+               "d", mode == "reflect" ? "" : "_cpu", "\" not implemented for '", dtype_info(x->dtype()).scalar_type_name, "'");
   bool nonempty = true;
   for (int64_t d = n - dims - 1; d < n; ++d) nonempty = nonempty && x->sizes()[d] > 0;
   if (mode != "circular")

@@ -24,21 +24,6 @@ int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 
 
 const char* const kCounted[] = {"one", "two", "three"};
 
-// PyTorch's name of a dtype in "not implemented for 'Long'" errors.
-const char* scalar_type_name(DType d) {
-  switch (d) {
-    case DType::Int64: return "Long";
-    case DType::Int32: return "Int";
-    case DType::UInt8: return "Byte";
-    case DType::Bool: return "Bool";
-    case DType::Float16: return "Half";
-    case DType::BFloat16: return "BFloat16";
-    case DType::Float32: return "Float";
-    case DType::Float64: return "Double";
-    default: return dtype_name(d);
-  }
-}
-
 // "kH: 0 kW: 0" / "dilationT: 0 dilationH: 0 dilationW: 0", as PyTorch's pooling checks name values.
 std::string lettered(const char* prefix, IntSpan values) {
   static const char* const letters = "THW";
@@ -201,7 +186,7 @@ std::pair<Tensor, Tensor> window_maxima(const Tensor& x, const Tensor& windows, 
 
 void require_floating(const Tensor& x, const char* kernel_name) {
   LOOM_CHECK(is_floating(x->dtype()), Runtime, "\"", kernel_name, "\" not implemented for '",
-             scalar_type_name(x->dtype()), "'");
+             dtype_info(x->dtype()).scalar_type_name, "'");
 }
 
 Tensor unbatch(const Tensor& t, bool batched) { return batched || !t ? t : squeeze(t, DimList{0}); }
@@ -410,7 +395,7 @@ std::pair<Tensor, Tensor> adaptive_max_pool(const Tensor& input, size_t k, IntSp
 Tensor max_unpool(const Tensor& input, const Tensor& indices, size_t k, IntSpan output_size) {
   const char* name = pool_name("max_unpool", k);
   LOOM_CHECK(indices->dtype() == DType::Int64, Runtime, "elements in indices should be type int64 but got: ",
-             scalar_type_name(indices->dtype()));
+             dtype_info(indices->dtype()).scalar_type_name);
   LOOM_CHECK(Dims(indices->sizes()) == Dims(input->sizes()), Runtime, "Expected shape of indices to be same as that of "
              "the input tensor (", format_dims(input->sizes()), ") but got indices tensor with shape: ",
              format_dims(indices->sizes()));

@@ -133,6 +133,10 @@ ERRORS = [
     ("fold_blocks", lambda m: F(m).fold(m.ones(2, 12, 5), (4, 4), 2)),
     ("fold_channels", lambda m: F(m).fold(m.ones(2, 10, 9), (4, 4), 2)),
     ("fold_dims", lambda m: F(m).fold(m.ones(2, 3, 12, 9), (4, 4), 2)),
+    ("unfold_long", lambda m: F(m).unfold(m.ones(2, 3, 4, 4, dtype=m.int64), 2)),
+    ("unfold_bool_blocks", lambda m: F(m).unfold(m.ones(2, 3, 4, 4, dtype=m.bool), 5)),
+    ("fold_int", lambda m: F(m).fold(m.ones(2, 12, 9, dtype=m.int32), (4, 4), 2)),
+    ("fold_long_blocks", lambda m: F(m).fold(m.ones(2, 12, 5, dtype=m.int64), (4, 4), 2)),
 ]
 
 
@@ -177,6 +181,42 @@ def test_fused_equals_unfused_equals_eager(dtype):
     t_outs = conv_program(torch, *(torch.from_numpy(a.copy()) for a in inputs))
     for got, want in zip(eager, t_outs):
         np.testing.assert_allclose(got, want.detach().numpy(), rtol=tol, atol=tol)
+
+
+def col2im_sums(m, x1, x3, cols):
+    """Every path to the Col2Im step: 1-d and 3-d pooling gradients (windows summed over one and
+    three dims, overlapping, dilated, with a remainder the windows never reach) and F.fold."""
+    x1, x3 = x1.requires_grad_(), x3.requires_grad_()
+    y1 = F(m).max_pool1d(x1, 3, stride=2, dilation=2)
+    y3 = F(m).avg_pool3d(x3, (2, 3, 2), stride=(1, 2, 1))
+    g1, g3 = m.autograd.grad((y1 * y1).sum() + (y3 * y3).sum(), (x1, x3))
+    return [g1, g3, F(m).fold(cols, (5, 6), (2, 3), stride=(1, 2), dilation=(2, 1))]
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_col2im_cuda_kernel_sums_as_the_cpu(dtype):
+    """The CUDA kernel of Col2Im (run by the host emulation) adds each output's window elements
+    in the CPU kernel's order and precision: the same bits, not only close values, as the same
+    lazy program on the CPU executor (same fused kernels around it)."""
+    inputs = [R(2, 3, 13, dtype=dtype), R(1, 2, 4, 7, 5, dtype=dtype), R(2, 18, 6, dtype=dtype)]
+    results = {}
+    try:
+        for executor in ["compiled", "cuda-emulated"]:
+            loom._C._set_executor(executor)
+            outs = col2im_sums(loom, *(loom.tensor(a, device="lazy") for a in inputs))
+            results[executor] = [o.detach().numpy() for o in outs]
+    finally:
+        loom._C._set_executor("compiled")
+    for k, (got, want) in enumerate(zip(results["cuda-emulated"], results["compiled"])):
+        np.testing.assert_array_equal(got, want, err_msg=str(k))
+    eager = [o.detach().numpy() for o in col2im_sums(loom, *(loom.tensor(a) for a in inputs))]
+    # PyTorch 1.13 pools no float16 on the CPU (its CUDA kernels do, as loom): compare in float32
+    t_outs = col2im_sums(torch, *(torch.from_numpy(a.astype(np.float32 if dtype == np.float16 else dtype))
+                                  for a in inputs))
+    tol = 1e-2 if dtype == np.float16 else 1e-5
+    for got, lazy, want in zip(eager, results["compiled"], t_outs):
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=tol, atol=tol)
+        np.testing.assert_allclose(lazy, got, rtol=tol, atol=tol)
 
 
 def test_lazy_convolution_stores_no_more_than_its_columns():
