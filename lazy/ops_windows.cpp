@@ -17,21 +17,6 @@ namespace {
 
 Placement where_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
 
-// A view of x with a hand-written backward, recorded as ops.cpp's make_view records views (what
-// autograd needs of a view: made in no_grad mode or not, its history's version). h/ops-data
-// makes that helper public as ops::strided_view: use it here once both branches are merged.
-template <typename Transform>
-Tensor view_with_backward(const Tensor& x, Transform&& transform, const char* name,
-                          std::function<Tensor(const Tensor&)> backward) {
-  Tensor out = view_of(x, transform);
-  if (out->is_view() && is_floating(out->dtype())) {
-    if (!grad_enabled()) out->mark_made_in_no_grad_mode();
-    else if (requires_grad(*x)) record_view(*out);
-  }
-  record_function(name, *x, *out, std::move(backward));
-  return out;
-}
-
 Dims dims_of(IntSpan s) { return Dims(s.begin(), s.end()); }
 
 void check_window_params(size_t k, IntSpan stride, IntSpan dilation) {
@@ -86,7 +71,7 @@ Tensor sliding_windows(const Tensor& x, int64_t first, IntSpan size, IntSpan str
     }
     return w;
   };
-  return view_with_backward(x, transform, "UnfoldBackward0", [shape, first, sz, st, dl](const Tensor& g) {
+  return strided_view(x, transform, "UnfoldBackward0", [shape, first, sz, st, dl](const Tensor& g) {
     return windows_sum(g, shape, first, sz, st, dl);
   });
 }

@@ -6,6 +6,7 @@ from loom.nn.modules.attention import MultiheadAttention
 from loom.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from loom.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from loom.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from loom.nn.modules.distance import CosineSimilarity, PairwiseDistance
 from loom.nn.modules.dropout import Dropout
 from loom.nn.modules.flatten import Flatten, Unflatten
 from loom.nn.modules.fold import Fold, Unfold
@@ -49,4 +50,5 @@ __all__ = [
     "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
     "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
     "TripletMarginWithDistanceLoss",
+    "CosineSimilarity", "PairwiseDistance",
 ]
