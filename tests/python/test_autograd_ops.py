@@ -583,6 +583,9 @@ case("interpolate_trilinear", lambda m, x: m.nn.functional.interpolate(x, size=(
 case("interpolate_nearest", lambda m, x: m.nn.functional.interpolate(x, scale_factor=(1.7, 0.6)), [N(2, 2, 4, 6)])
 case("interpolate_area", lambda m, x: m.nn.functional.interpolate(x, size=(3, 4), mode="area"), [N(2, 2, 5, 7)])
 case("pixel_shuffle", lambda m, x: m.nn.functional.pixel_shuffle(x, 2), [N(2, 8, 2, 3)])
+# PyTorch 1.13's channel_shuffle has no derivative: its reference is the same permutation of channels
+case("channel_shuffle", lambda m, x: m.channel_shuffle(x, 3), [N(2, 6, 2, 3)],
+     torch_fn=lambda m, x: x[:, [0, 2, 4, 1, 3, 5]])
 case("affine_grid", lambda m, t: m.nn.functional.affine_grid(t, (2, 1, 3, 4), align_corners=False), [N(2, 2, 3)])
 case("cross_entropy_nd_weight_smoothing", lambda m, x, t, w: m.nn.functional.cross_entropy(
     x, t, weight=w, ignore_index=1, label_smoothing=0.2), [N(2, 4, 3, 2), C([[[0, 1], [3, 2], [1, 1]],
@@ -610,6 +613,8 @@ case("hinge_embedding_loss", lambda m, x, t: m.nn.functional.hinge_embedding_los
      [N(5), C([1, -1, -1, 1, -1])])
 case("multilabel_soft_margin_loss", lambda m, x, t: m.nn.functional.multilabel_soft_margin_loss(x, t),
      [N(3, 4), C([[1.0, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0]])])
+case("multilabel_margin_loss", lambda m, x, t: m.nn.functional.multilabel_margin_loss(x, t),
+     [N(3, 4), C([[3, 0, -1, 1], [2, 2, 1, -1], [-1, 0, 1, 2]])])
 case("multi_margin_loss", lambda m, x, t, w: m.nn.functional.multi_margin_loss(x, t, p=2, margin=0.5, weight=w),
      [N(3, 4), C([0, 3, 1]), C(U(0.5, 2, 4))])
 case("poisson_nll_loss_full", lambda m, x, t: m.nn.functional.poisson_nll_loss(x, t, full=True), [N(3, 4),

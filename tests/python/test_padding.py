@@ -177,7 +177,23 @@ def test_pixel_shuffle_matches_torch(device):
     np.testing.assert_array_equal(round_trip.numpy(), x)
 
 
+def test_channel_shuffle_matches_torch(device):
+    check(device, lambda m, x: F(m).channel_shuffle(x, 2), R(2, 6, 3, 4))
+    check(device, lambda m, x: m.channel_shuffle(x, 3), R(1, 6, 5))
+    check(device, lambda m, x: m.channel_shuffle(x, 2), R(2, 4, 2, 1, 3))
+    x = np.arange(24).reshape(1, 4, 6)
+    check(device, lambda m, x: m.channel_shuffle(x, 4), x)  # integers: a permutation of the channels
+
+
+def test_resampling_names_are_the_same_function():
+    for name in ["pixel_shuffle", "pixel_unshuffle", "channel_shuffle"]:
+        assert getattr(loom, name) is getattr(loom.nn.functional, name)
+
+
 @pytest.mark.parametrize("name,call", [
+    ("shuffle_rank", lambda m: m.channel_shuffle(m.ones(4, 6), 2)),
+    ("shuffle_groups", lambda m: m.channel_shuffle(m.ones(1, 4, 3), 0)),
+    ("shuffle_divisible", lambda m: m.channel_shuffle(m.ones(1, 4, 3), 3)),
     ("channels", lambda m: F(m).pixel_shuffle(m.ones(2, 3, 4, 4), 3)),
     ("rank", lambda m: F(m).pixel_shuffle(m.ones(4, 4), 2)),
     ("factor", lambda m: F(m).pixel_shuffle(m.ones(2, 8, 3, 3), 0)),
@@ -260,6 +276,7 @@ MODULES = [
     ("UpsamplingBilinear2d", lambda m: m.nn.UpsamplingBilinear2d(size=5), (2, 3, 4, 5)),
     ("PixelShuffle", lambda m: m.nn.PixelShuffle(2), (2, 8, 3, 4)),
     ("PixelUnshuffle", lambda m: m.nn.PixelUnshuffle(2), (2, 2, 4, 6)),
+    ("ChannelShuffle", lambda m: m.nn.ChannelShuffle(3), (2, 6, 4)),
 ]
 
 

@@ -432,6 +432,39 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss, reduction)
 
 
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Over the number of classes, the sum of max(0, 1 - (x[j] - x[i])) over the target classes j
+    (a row's entries of target before its first -1) and the classes i that are not targets. A
+    class index out of range adds nothing where PyTorch raises (as cross_entropy: no sync)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_reduction(reduction)
+    if input.dim() > 2 or input.numel() == 0 and input.dim() != 2:
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    if tuple(target.shape) != tuple(input.shape):
+        raise RuntimeError(f"inconsistent size {list(target.shape)} for argument #2 'target'")
+    if target.dtype != loom.int64:
+        raise RuntimeError(f"expected scalar type Long but found {_type_name(target.dtype)}")
+    if not input.is_floating_point():
+        raise RuntimeError(f"\"multilabel_margin_loss_forward_out_frame\" not implemented for "
+                           f"'{_type_name(input.dtype)}'")
+    batched = input.dim() == 2
+    x = input if batched else input.reshape(1, -1)
+    t = target.reshape(x.shape)
+    classes = x.shape[1]
+    valid = (t == -1).cumsum(1) == 0  # (N, J): the entries before the first -1
+    # (N, J, C): target entry j names class c
+    hot = (t.unsqueeze(2) == loom.arange(classes, device=t.device)) & valid.unsqueeze(2)
+    is_target = hot.any(1)  # (N, C)
+    picked = (x.unsqueeze(1) * hot).sum(2, keepdim=True)  # (N, J, 1): x at target j
+    z = (1 - picked + x.unsqueeze(1)).clamp(min=0)  # (N, J, C)
+    counted = valid.unsqueeze(2) & ~is_target.unsqueeze(1)
+    loss = loom.where(counted, z, 0.0).sum((1, 2)) / classes
+    if not batched and reduction == "none":
+        loss = loss.reshape(())
+    return _reduce(loss, reduction)
+
+
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The mean over classes j != y of max(0, margin - x[y] + x[j]) ** p (times weight[y])."""
     reduction = _legacy_reduction(size_average, reduce, reduction)

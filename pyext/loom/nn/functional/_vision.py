@@ -1,4 +1,4 @@
-"""Resampling of loom.nn.functional: interpolate (upsample), pixel_shuffle, affine_grid.
+"""Resampling of loom.nn.functional: interpolate (upsample), pixel_shuffle, channel_shuffle, affine_grid.
 
 interpolate is separable: each spatial dim is resampled on its own. The linear and cubic modes
 are one matrix product per dim with an interpolation matrix (out, in) whose rows hold the
@@ -249,6 +249,20 @@ def pixel_shuffle(input, upscale_factor):
     x = input.reshape(*batch, c // (r * r), r, r, h, w)
     x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
     return x.reshape(*batch, c // (r * r), h * r, w * r)
+
+
+def channel_shuffle(input, groups):
+    """(N, C, *) with its channels read as (groups, C / groups) and written as (C / groups, groups):
+    a reshape, a transpose and a reshape (so it differentiates, where PyTorch 1.13's does not)."""
+    if input.dim() <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(input.shape)}")
+    if groups <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{groups}")
+    n, c = input.shape[0], input.shape[1]
+    if c % groups != 0:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {groups} groups.")
+    rest = tuple(input.shape[2:])
+    return input.reshape(n, groups, c // groups, *rest).transpose(1, 2).reshape(n, c, *rest)
 
 
 def pixel_unshuffle(input, downscale_factor):

@@ -4,6 +4,7 @@ from loom.nn.modules.module import Module
 from loom.nn.modules.activation import GELU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh
 from loom.nn.modules.attention import MultiheadAttention
 from loom.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from loom.nn.modules.channelshuffle import ChannelShuffle
 from loom.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from loom.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from loom.nn.modules.distance import CosineSimilarity, PairwiseDistance
@@ -14,6 +15,7 @@ from loom.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, Instanc
 from loom.nn.modules.linear import Bilinear, Identity, Linear
 from loom.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
                                   HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+                                  MultiLabelMarginLoss,
                                   MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss,
                                   SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
 from loom.nn.modules.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
@@ -49,6 +51,6 @@ __all__ = [
     "NLLLoss", "NLLLoss2d", "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss",
     "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
     "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
-    "TripletMarginWithDistanceLoss",
+    "TripletMarginWithDistanceLoss", "ChannelShuffle", "MultiLabelMarginLoss",
     "CosineSimilarity", "PairwiseDistance",
 ]
