@@ -90,7 +90,8 @@ INTERPOLATE_CASES = [
     ((1, 2, 3, 4, 5), {"size": (4, 3, 7)}), ((1, 2, 3, 4, 5), {"scale_factor": 1.5}),
     ((2, 3, 1, 6), {"size": (1, 1)}), ((2, 3, 7, 6), {"scale_factor": 1.0}),
 ]
-MODES = {1: ["nearest", "nearest-exact", "linear", "area"], 2: ["nearest", "nearest-exact", "bilinear", "bicubic", "area"],
+MODES = {1: ["nearest", "nearest-exact", "linear", "area"],
+         2: ["nearest", "nearest-exact", "bilinear", "bicubic", "area"],
          3: ["nearest", "nearest-exact", "trilinear", "area"]}
 
 

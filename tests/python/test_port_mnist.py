@@ -30,7 +30,8 @@ def run(source, device, capsys, save_to, after_epoch=None):
     namespace["main"](device, save_to=str(save_to))
     out = capsys.readouterr().out
     train = [float(v) for v in re.findall(r"\tLoss: ([0-9.]+)", out)]
-    tests = [(float(loss), int(correct)) for loss, correct in re.findall(r"Average loss: ([0-9.]+), Accuracy: (\d+)/", out)]
+    tests = [(float(loss), int(correct))
+             for loss, correct in re.findall(r"Average loss: ([0-9.]+), Accuracy: (\d+)/", out)]
     assert train and len(tests) == 4, out
     return train, tests
 
