@@ -250,6 +250,7 @@ class Lowering {
       case OpId::Index: return index(step, out, what);
       case OpId::IndexPut: return index_put(step, out, what);
       case OpId::Cumsum: return cumsum(step, out, what);
+      case OpId::Col2Im: return col2im(step, out, what);
       case OpId::Scatter:
       case OpId::ScatterReduce: return scatter(step, out, what);
       case OpId::ViewDtype: return view_dtype(step, out, what);
@@ -374,6 +375,25 @@ class Lowering {
     Launch& l = launch(CudaModule::Library, "loom_gather", n, ip, {}, {x.address, idx.address, out.address, error()}, what);
     reports(l, ErrorKind::Runtime,
             "gather(): index out of bounds for dimension " + std::to_string(dim) + " with size " + std::to_string(dim_size));
+  }
+
+  // loom_col2im's ip: output elements, k, B, R, then per window dim extent, size, count, stride,
+  // dilation (k each), the input's strides over (B, size..., count..., R), its dtype code.
+  void col2im(const fusion::Step& step, const View& out, const std::string& what) {
+    int64_t n = numel_of(out.sizes);
+    if (n == 0) return;
+    View in = operand(step.operands[0]);
+    const Attrs& a = node(step.node).attrs();
+    int64_t k = a[0];
+    std::vector<int64_t> ip{n, k, in.sizes[0], in.sizes.back()};
+    for (int64_t part : {0, 1})  // extent, size
+      for (int64_t i = 0; i < k; ++i) ip.push_back(a[1 + part * k + i]);
+    for (int64_t i = 0; i < k; ++i) ip.push_back(in.sizes[1 + k + i]);  // count
+    for (int64_t part : {2, 3})  // stride, dilation
+      for (int64_t i = 0; i < k; ++i) ip.push_back(a[1 + part * k + i]);
+    ip.insert(ip.end(), in.strides.begin(), in.strides.end());
+    ip.push_back(cuda::dtype_code(out.dtype));
+    launch(CudaModule::Library, "loom_col2im", n, ip, {}, {in.address, out.address}, what);
   }
 
   void scatter_add(const fusion::Step& step, const View& out, const std::string& what) {

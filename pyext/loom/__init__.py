@@ -56,5 +56,7 @@ def reset_peak_memory_stats(device="cpu"):
 
 from loom.serialization import load, save  # noqa: E402
 from loom import nn, optim, utils  # noqa: E402  (they import loom)
+# PyTorch names these resampling functions torch.<name> too (the same function).
+from loom.nn.functional import channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
 
 __all__ = [name for name in dir() if not name.startswith("_")]
