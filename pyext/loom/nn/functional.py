@@ -608,3 +608,14 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     denom = loom.linalg.vector_norm(input, p, dim, keepdim=True).clamp(min=eps)
     return input / denom.expand_as(input)
 
+
+def _under_autocast(namespace):
+    """The composites above that autocast's policy table names (layer_norm, group_norm, the
+    losses, bilinear, ...) cast their arguments by it and run as one op inside an autocast region
+    (pyext/autocast.h); the others autocast op by op, as PyTorch's decompositions do."""
+    for name, value in list(namespace.items()):
+        if not name.startswith("_") and type(value) is type(_under_autocast):
+            namespace[name] = _C._autocast_function(name, value)
+
+
+_under_autocast(globals())
