@@ -46,7 +46,7 @@ def test_full_backward_hook_sees_and_replaces_gradients(device):
     x0, y0 = arr(4, 3), arr(4, 3)
     results = {}
     for lib, dev in ((torch, "cpu"), (loom, device)):
-        m = Two.make(lib)
+        m = Two.make(lib).to(dev)
         seen = []
 
         def hook(module, grad_input, grad_output):
@@ -64,7 +64,7 @@ def test_full_backward_hook_sees_and_replaces_gradients(device):
         y = lib.tensor(y0, requires_grad=True) if lib is torch else loom.tensor(y0, device=dev, requires_grad=True)
         out, total = m(x, 0.5, y)
         (out.sum() * (2 if lib is torch else 1) + total * 3).backward()
-        results[lib] = (seen, x.grad.to("cpu").numpy(), y.grad.to("cpu").numpy(), m.w.grad.to("cpu").numpy())
+        results[lib] = (seen, *(t.grad.to("cpu").numpy().copy() for t in (x, y, m.w)))
         handle.remove()
         x.grad = None
         out, total = m(x, 0.5, y)
