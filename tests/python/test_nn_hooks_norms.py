@@ -196,3 +196,35 @@ def test_memory_formats_accepted():
         x.to(memory_format="channels_last")
     with pytest.raises(TypeError, match="memory_format"):
         model.to(memory_format="channels_last")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("enforce_sorted", [True, False])
+def test_rnn_on_packed_sequences_matches_torch(kind, enforce_sorted, device):
+    """Packed input to RNN / LSTM / GRU (2 layers, bidirectional, given hx): the packed output,
+    the final states per sequence and the gradients, against PyTorch."""
+    torch.manual_seed(0)
+    tm = getattr(torch.nn, kind)(3, 4, num_layers=2, bidirectional=True)
+    lm = copy_module(tm, getattr(loom.nn, kind)(3, 4, num_layers=2, bidirectional=True), device)
+    lengths = [5, 4, 2, 1] if enforce_sorted else [2, 5, 1, 4]
+    x = arr(5, 4, 3)
+    h0 = arr(4, 4, 4)
+    tx = torch.tensor(x, requires_grad=True)
+    lx = loom.tensor(x, device=device, requires_grad=True)
+    tpacked = torch.nn.utils.rnn.pack_padded_sequence(tx, lengths, enforce_sorted=enforce_sorted)
+    lpacked = loom.nn.utils.rnn.pack_padded_sequence(lx, lengths, enforce_sorted=enforce_sorted)
+    thx = (torch.tensor(h0), torch.tensor(h0)) if kind == "LSTM" else torch.tensor(h0)
+    lhx = (loom.tensor(h0, device=device),) * 2 if kind == "LSTM" else loom.tensor(h0, device=device)
+    tout, tfinal = tm(tpacked, thx)
+    lout, lfinal = lm(lpacked, lhx)
+    assert isinstance(lout, loom.nn.utils.rnn.PackedSequence)
+    close(lout.data, tout.data, 1e-5)
+    assert lout.batch_sizes.tolist() == tout.batch_sizes.tolist()
+    for a, b in zip(lfinal if kind == "LSTM" else (lfinal,), tfinal if kind == "LSTM" else (tfinal,)):
+        close(a, b, 1e-5)
+    (tout.data.sum() + (tfinal[0] if kind == "LSTM" else tfinal).pow(2).sum()).backward()
+    (lout.data.sum() + ((lfinal[0] if kind == "LSTM" else lfinal) ** 2).sum()).backward()
+    close(lx.grad, tx.grad, 1e-4)
+    for (name, tp), lp in zip(tm.named_parameters(), lm.parameters()):
+        close(lp.grad, tp.grad, 1e-4)
