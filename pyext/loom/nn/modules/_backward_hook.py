@@ -40,16 +40,22 @@ class BackwardHook:
             args[i] = t
         return tuple(args)
 
-    def _run_hooks(self, grad_inputs):
-        for hook in self.hooks:
-            result = hook(self.module, grad_inputs, self.grad_outputs)
+    @staticmethod
+    def _chain(hooks, grads, call, what, name):
+        """grads passed through each hook in turn (call(hook, grads) -> replacement or None)."""
+        for hook in hooks:
+            result = call(hook, grads)
             if result is None:
                 continue
-            if len(result) != len(grad_inputs):
-                raise RuntimeError(f"Backward hook returned an invalid number of grad_input, got {len(result)}, "
-                                   f"but expected {len(grad_inputs)}")
-            grad_inputs = tuple(result)
-        return grad_inputs
+            if len(result) != len(grads):
+                raise RuntimeError(f"{what} returned an invalid number of {name}, got {len(result)}, but expected "
+                                   f"{len(grads)}")
+            grads = tuple(result)
+        return grads
+
+    def _run_hooks(self, grad_inputs):
+        return self._chain(self.hooks, grad_inputs, lambda hook, g: hook(self.module, g, self.grad_outputs),
+                           "Backward hook", "grad_input")
 
     def _on_input_grads(self, grads):
         grad_inputs = self._run_hooks(self._pack(self.input_positions, grads, self.n_inputs))
@@ -57,15 +63,8 @@ class BackwardHook:
         return tuple(grad_inputs[i] for i in self.input_positions)
 
     def _on_output_grads(self, grads):
-        grad_outputs = self._pack(self.output_positions, grads, self.n_outputs)
-        for hook in self.pre_hooks:
-            result = hook(self.module, grad_outputs)
-            if result is None:
-                continue
-            if len(result) != len(grad_outputs):
-                raise RuntimeError(f"Backward pre hook returned an invalid number of grad_output, got {len(result)}, "
-                                   f"but expected {len(grad_outputs)}")
-            grad_outputs = tuple(result)
+        grad_outputs = self._chain(self.pre_hooks, self._pack(self.output_positions, grads, self.n_outputs),
+                                   lambda hook, g: hook(self.module, g), "Backward pre hook", "grad_output")
         self.grad_outputs = grad_outputs
         if not self.inputs_need_grad:  # no input gradient will come: the hooks run now, as PyTorch's
             self._run_hooks((None,) * self.n_inputs)
