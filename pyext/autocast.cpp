@@ -388,6 +388,16 @@ PyObject* autocast_function_get(PyObject* self_obj, PyObject* obj, PyObject*) {
   return PyMethod_New(self_obj, obj);
 }
 
+// Pickled and deep-copied by reference, as a function is: loom.nn.functional.<name>.
+PyObject* autocast_function_reduce(PyObject* self_obj, PyObject*) {
+  return Py_NewRef(reinterpret_cast<AutocastFunction*>(self_obj)->name);
+}
+
+PyMethodDef autocast_function_methods[] = {
+    {"__reduce__", autocast_function_reduce, METH_NOARGS, "pickled by its name in its module"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
 PyTypeObject AutocastFunctionType = [] {
   PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
   t.tp_name = "loom._C._AutocastFunction";
@@ -402,6 +412,7 @@ PyTypeObject AutocastFunctionType = [] {
   t.tp_getattro = autocast_function_getattro;
   t.tp_repr = autocast_function_repr;
   t.tp_descr_get = autocast_function_get;
+  t.tp_methods = autocast_function_methods;
   return t;
 }();
 

@@ -58,7 +58,7 @@ def reset_peak_memory_stats(device="cpu"):
 from loom.serialization import load, save  # noqa: E402
 from loom import nn, optim, utils  # noqa: E402  (they import loom)
 from loom import amp, cpu  # noqa: E402
-import loom.cuda.amp  # noqa: E402  (torch.cuda.amp)
+from loom.cuda import amp as _cuda_amp  # noqa: E402,F401  (loom.cuda.amp, as torch.cuda.amp)
 from loom._backend_settings import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402
                                     get_float32_matmul_precision, is_deterministic_algorithms_warn_only_enabled,
                                     set_deterministic_debug_mode, set_float32_matmul_precision,

@@ -291,3 +291,24 @@ def test_custom_fwd_casts_inputs(device):
     with loom.autocast("cpu" if device == "cpu" else "lazy"):
         out = forward(Ctx(), a, a)
     assert seen == {"dtype": loom.float32, "enabled": False} and out.dtype is loom.float32
+
+
+def test_wrapped_composites_copy_and_pickle_as_functions():
+    """The functional composites under the table keep what functions do: names, docs, signature,
+    pickling and deepcopy by reference, binding as methods."""
+    import copy
+    import inspect
+    import pickle
+
+    assert F.mse_loss.__name__ == "mse_loss" and F.mse_loss.__module__ == "loom.nn.functional"
+    assert "input" in str(inspect.signature(F.mse_loss))
+    assert pickle.loads(pickle.dumps(F.mse_loss)) is F.mse_loss
+    assert copy.deepcopy(F.layer_norm) is F.layer_norm
+
+    class Holder:
+        loss = F.mse_loss
+
+    x = loom.ones(3)
+    assert Holder.loss(x, x + 1).item() == 1.0
+    with pytest.raises(TypeError):  # bound to the instance, as a function would be
+        Holder().loss(x, x + 1)
