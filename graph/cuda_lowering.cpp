@@ -8,6 +8,8 @@
 #include "graph/cuda_program.h"
 #include "lazy/collectives.h"
 #include "runtime/cuda/kernel_source.h"
+#include "runtime/determinism.h"
+#include "runtime/warning.h"
 
 namespace loom::graph {
 namespace {
@@ -401,6 +403,11 @@ class Lowering {
     copy(out, x, what);
     int64_t n = numel_of(idx.sizes);
     if (n == 0) return;
+    if (is_floating(out.dtype) && deterministic_algorithms().enabled)
+      warn_once("scatter_add deterministic",
+                "scatter_add (index_add, the gradients of gathers and embeddings) accumulates floating values with "
+                "atomics on a GPU: the order of its sums, and so its last bits, can differ between runs although "
+                "loom.use_deterministic_algorithms(True) was set (loom has no deterministic form of it yet)");
     int64_t dim = node(step.node).attrs()[0];
     auto r = static_cast<int64_t>(idx.sizes.size());
     int64_t dim_size = out.sizes.empty() ? 1 : out.sizes[dim];
