@@ -67,18 +67,26 @@ LOOM_KERNEL loom_gather(const i64* ip, const i64* sp, void* const* bufs) {
   }
 }
 
+// Element e of a scatter's index: its offsets in the index (io), the source (so) and the
+// destination without the scattered dim (oo), which the index value then supplies.
+LOOM_FN void loom_scatter_offsets(i64 e, int r, const i64* sizes, const i64* os, const i64* is, const i64* ss, i64 dim,
+                                  i64* oo, i64* io, i64* so) {
+  i64 rest = e;
+  *oo = *io = *so = 0;
+  for (int d = r - 1; d >= 0; --d) {
+    const i64 c = rest % sizes[d]; rest /= sizes[d];
+    *io += c * is[d];
+    *so += c * ss[d];
+    if (d != dim) *oo += c * os[d];
+  }
+}
 LOOM_KERNEL loom_scatter_add(const i64* ip, const i64* sp, void* const* bufs) {
   const int r = (int)ip[1];
   const i64* sizes = ip + 2; const i64* os = sizes + r; const i64* is = os + r; const i64* ss = is + r;
   const i64 dim = ss[r], dim_size = ss[r + 1], type = ss[r + 2], code = ss[r + 3];
   LOOM_FOR_EACH(e, ip[0]) {
-    i64 rest = e, oo = 0, io = 0, so = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      const i64 c = rest % sizes[d]; rest /= sizes[d];
-      io += c * is[d];
-      so += c * ss[d];
-      if (d != dim) oo += c * os[d];
-    }
+    i64 oo, io, so;
+    loom_scatter_offsets(e, r, sizes, os, is, ss, dim, &oo, &io, &so);
     const i64 i = ((const i64*)bufs[0])[io];
     if (i < 0 || i >= dim_size) { loom_report(bufs[3], code); continue; }
     if (r > 0) oo += i * os[dim];
@@ -143,13 +151,8 @@ LOOM_KERNEL loom_scatter_reduce(const i64* ip, const i64* sp, void* const* bufs)
   const i64* sizes = ip + 2; const i64* os = sizes + r; const i64* is = os + r; const i64* ss = is + r;
   const i64 dim = ss[r], dim_size = ss[r + 1], type = ss[r + 2], kind = ss[r + 3], reset = ss[r + 4], code = ss[r + 5];
   LOOM_FOR_EACH(e, ip[0]) {
-    i64 rest = e, oo = 0, io = 0, so = 0;
-    for (int d = r - 1; d >= 0; --d) {
-      const i64 c = rest % sizes[d]; rest /= sizes[d];
-      io += c * is[d];
-      so += c * ss[d];
-      if (d != dim) oo += c * os[d];
-    }
+    i64 oo, io, so;
+    loom_scatter_offsets(e, r, sizes, os, is, ss, dim, &oo, &io, &so);
     const i64 i = ((const i64*)bufs[0])[io];
     if (i < 0 || i >= dim_size) { loom_report(bufs[3], code); continue; }
     if (r > 0) oo += i * os[dim];
