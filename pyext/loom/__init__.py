@@ -53,5 +53,7 @@ def reset_peak_memory_stats(device="cpu"):
 
 from loom.serialization import load, save  # noqa: E402
 from loom import nn, optim, utils  # noqa: E402  (they import loom)
+from loom._compile import compile  # noqa: E402,A001  (loom.compile, as torch.compile)
+from loom import compiler  # noqa: E402
 
 __all__ = [name for name in dir() if not name.startswith("_")]
