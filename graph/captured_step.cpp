@@ -374,6 +374,11 @@ std::variant<std::unique_ptr<CapturedStep>, std::string> CapturedStep::make(cons
     s.bumps_.push_back({found, by});
   }
   if (!b.failure().empty()) return b.failure();
+  // A .grad the step set to None stays None unless a result of the step became it.
+  std::erase_if(s.grads_dropped_, [&](int32_t r) {
+    return std::ranges::any_of(s.fresh_, [&](const Fresh& f) { return std::ranges::find(f.grad_of, r) != f.grad_of.end(); });
+  });
+  for (const Root& r : s.roots_) s.bound_.push_back({r.storage, r.offset});
   return step;
 }
 
@@ -439,19 +444,28 @@ std::vector<Tensor> CapturedStep::replay(const ReplayInputs& in, const Resolved&
     return (root_array(r).layout.offset - roots_[static_cast<size_t>(r)].offset) *
            static_cast<int64_t>(itemsize(roots_[static_cast<size_t>(r)].dtype));
   };
+  std::vector<Bound> now(roots_.size());
+  std::vector<bool> moved_roots(roots_.size());
+  for (size_t r = 0; r < roots_.size(); ++r) {
+    const Array& a = resolved.roots[r]->array();
+    now[r] = {a.storage.get(), a.layout.offset};
+    moved_roots[r] = now[r].storage != bound_[r].storage || now[r].offset != bound_[r].offset;
+  }
   for (const InputSlot& slot : inputs_) {
-    if (slot.root < 0) continue;
+    if (slot.root < 0 || !moved_roots[static_cast<size_t>(slot.root)]) continue;
     Node* leaf = t.nodes[static_cast<size_t>(slot.node)];
     std::optional<Layout> l = moved(slot.layout, leaf->dtype(), moved_by(slot.root));
     LOOM_CHECK(l, Runtime, "loom.compile: an argument moved by a part of an element since the step was captured");
     leaf->set_leaf_value(root_array(slot.root).view_as(std::move(*l)));
   }
   for (const DestinationSlot& slot : destinations_) {
+    if (!moved_roots[static_cast<size_t>(slot.root)]) continue;
     std::optional<Array>& d = t.outputs[static_cast<size_t>(slot.output)].destination;
     std::optional<Layout> l = moved(slot.layout, d->dtype, moved_by(slot.root));
     LOOM_CHECK(l, Runtime, "loom.compile: an argument moved by a part of an element since the step was captured");
     d = root_array(slot.root).view_as(std::move(*l));
   }
+  bound_ = std::move(now);  // every slot on a moved root is filled
   Generator& generator = default_generator(t.device);
   PhiloxState random = random_ops_ > 0 ? generator.draw(random_ops_) : PhiloxState{generator.seed(), 0};
   for (const ScalarSlot& slot : scalars_) {
@@ -509,13 +523,8 @@ std::vector<Tensor> CapturedStep::replay(const ReplayInputs& in, const Resolved&
     if (base) view->mark_view_of(*base);
     for (int32_t j : v.returned) returned[static_cast<size_t>(j)] = view;
   }
-  for (int32_t r : grads_dropped_) {
-    TensorImpl& p = *resolved.roots[static_cast<size_t>(r)];
-    bool set = false;
-    for (const Fresh& f : fresh_) set = set || std::ranges::find(f.grad_of, r) != f.grad_of.end();
-    if (!set)
-      if (AutogradMeta* m = p.autograd_meta()) m->grad.reset();
-  }
+  for (int32_t r : grads_dropped_)
+    if (AutogradMeta* m = resolved.roots[static_cast<size_t>(r)]->autograd_meta()) m->grad.reset();
   return returned;
 }
 

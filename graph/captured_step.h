@@ -173,11 +173,19 @@ class CapturedStep {
   std::vector<Fresh> fresh_;
   std::vector<ReturnedView> views_;
   std::vector<Bump> bumps_;
-  std::vector<int32_t> grads_dropped_;  // roots whose .grad the step set to None
+  std::vector<int32_t> grads_dropped_;  // roots whose .grad the step set to None (and no result)
   std::vector<int32_t> numbers_used_;
   size_t returned_count_ = 0;
   uint64_t random_ops_ = 0;  // random ops the step drew (the generator advances by as many)
   std::vector<std::string> constants_;  // each constant leaf's bytes, for agrees_with
+  // Where each root's memory was when its slots were last filled (at capture, then each replay):
+  // a root still there (a parameter updated in place, the same batch) keeps its slots' values.
+  // The slots hold those storages, so an address seen here is never reused meanwhile.
+  struct Bound {
+    const Storage* storage = nullptr;
+    int64_t offset = 0;
+  };
+  std::vector<Bound> bound_;
 
   std::mutex replaying_;
 };

@@ -7,7 +7,6 @@
 #include "lazy/dispatch.h"
 #include "lazy/ops.h"
 #include "runtime/error.h"
-#include "runtime/hash.h"
 
 namespace loom::optim {
 namespace {
@@ -15,11 +14,11 @@ namespace {
 // Note [Optimizer numbers] (optimizer_steps.h): the list being made, under NumbersOnly.
 thread_local Numbers* numbers_only = nullptr;
 
-// Under NumbersOnly an op records nothing: it is hashed into the shape and returns a tensor of
-// its operands (never read: the rules branch on options only). The ids only tell the ops apart.
+// Under NumbersOnly an op records nothing: it is listed and returns a tensor of its operands
+// (never read: the rules branch on options only). The ids only tell the ops apart.
 bool skip(OpId op) {
   if (!numbers_only) [[likely]] return false;
-  numbers_only->shape = hash_combine(numbers_only->shape, static_cast<uint64_t>(op) + 1);
+  numbers_only->ops.push_back(static_cast<uint16_t>(op));
   return true;
 }
 Tensor any(const Arg& a, const Arg& b = Arg(0.0)) { return a.is_tensor() ? a.tensor : b.tensor; }

@@ -24,6 +24,18 @@
 // replays. LOOM_LOG=compile,syncs,recompiles prints captures and fallbacks, sync points inside a
 // step (with the Python line), and guard failures; explain() returns the same history.
 //
+// Note [Float arguments]
+//
+// A Python float passed to the compiled function is a number of the step (read anew at every
+// replay) only if nothing but loom's ops took its value: the Scalar an op makes of it carries
+// its tag (lazy/capture.h), but a value Python computed from it (1 - p, p > 0.5, f"{p}") or an
+// op took as a setting (to_double: an attribute, not a Scalar) would be baked into the capture.
+// So a recording passes the function a float subclass equal to it (loom._compile._StepFloat)
+// that notes every use by Python, and to_double notes the reads of such floats; a float that was
+// used so is a guard on its value for that capture instead (as with dynamic=False). What
+// neither sees is C code outside loom that reads the float's bits directly (math.exp(p)):
+// README, what loom.compile cannot see.
+//
 // Note [A failed replay]
 //
 // A replay whose run throws (an index out of range in the new data, out of memory) has changed
@@ -82,6 +94,7 @@ struct Entry {
 // The Python helpers of loom/_compile.py and the package's folder (frames inside it are not the
 // user's lines).
 PyObject* guard_state_helper = nullptr;
+PyObject* step_float_type = nullptr;  // loom._compile._StepFloat (Note [Float arguments])
 std::string package_dir;
 
 // LOOM_LOG: which compile channels print.
@@ -170,6 +183,23 @@ std::string python_line() {
   return {};
 }
 
+// Whether `obj` is `item` or holds it in its tuples, lists and dicts.
+bool holds(PyObject* obj, PyObject* item, int depth = 0) {
+  if (obj == item) return true;
+  if (depth > 8) return false;
+  if (PyTuple_Check(obj) || PyList_Check(obj)) {
+    PyRef items = PyRef::checked(PySequence_Fast(obj, "a result"));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(items.get()); ++i)
+      if (holds(PySequence_Fast_GET_ITEM(items.get(), i), item, depth + 1)) return true;
+  } else if (PyDict_Check(obj)) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(obj, &pos, &k, &v))
+      if (holds(v, item, depth + 1)) return true;
+  }
+  return false;
+}
+
 // The updates a recorded step makes (pyext/optim_bindings.h).
 class RecordingLog final : public UpdateLog {
  public:
@@ -187,15 +217,17 @@ thread_local std::vector<std::string>* recording_notes = nullptr;
 // Installs the thread-local hooks of the extension for a recording.
 struct RecordingScopes {
   RecordingScopes(RecordingLog* log, const std::vector<std::pair<PyObject*, uint32_t>>* tags,
-                  std::vector<std::string>* notes) {
+                  std::vector<std::string>* notes, std::vector<PyObject*>* read_by_value) {
     set_update_log(log);
     float_argument_tags = tags;
     recording_notes = notes;
+    floats_read_by_value = read_by_value;
   }
   ~RecordingScopes() {
     set_update_log(nullptr);
     float_argument_tags = nullptr;
     recording_notes = nullptr;
+    floats_read_by_value = nullptr;
   }
 };
 
@@ -210,7 +242,7 @@ bool same_updates(const Entry& a, const Entry& b) {
   for (size_t i = 0; i < a.updates.size(); ++i) {
     const RecordedUpdate &x = a.updates[i], &y = b.updates[i];
     if (x.rule != y.rule || x.group.get() != y.group.get() || x.optimizer.get() != y.optimizer.get() ||
-        x.numbers.shape != y.numbers.shape || x.numbers.values.size() != y.numbers.values.size() ||
+        x.numbers.ops != y.numbers.ops || x.numbers.values.size() != y.numbers.values.size() ||
         x.params != y.params)
       return false;
   }
@@ -251,18 +283,26 @@ PyObject* record(CompiledFunction* self, PyObject* const* args, size_t nargs, Py
 
   StepRecording rec(python_line, self->options.fullgraph);
   RecordingLog log;
+  // The float arguments, as floats that note their uses (Note [Float arguments]), and their tags.
+  std::vector<PyObject*> call_args(args, args + nargs + nkw);
+  std::vector<PyRef> tracked;
   std::vector<std::pair<PyObject*, uint32_t>> tags;
-  for (size_t k = 0; k < values.floats.size(); ++k)
-    tags.emplace_back(values.floats[k], rec.add_number({NumberSource::Argument, static_cast<int32_t>(k), 0,
-                                                        PyFloat_AS_DOUBLE(values.floats[k])}));
+  for (PyObject*& a : call_args) {
+    if (tracked.size() >= values.floats.size() || !PyFloat_CheckExact(a)) continue;
+    size_t k = tracked.size();
+    tracked.push_back(PyRef::checked(PyObject_CallOneArg(step_float_type, a)));
+    a = tracked.back().get();
+    tags.emplace_back(a, rec.add_number({NumberSource::Argument, static_cast<int32_t>(k), 0, PyFloat_AS_DOUBLE(a)}));
+  }
+  std::vector<PyObject*> read_by_value;
   std::vector<std::string> notes;
   PyRef result;
   std::optional<Device> device;
   std::vector<Device> devices;
   {
     StepRecording::Scope scope(rec);
-    RecordingScopes hooks(&log, self->options.floats_are_numbers ? &tags : nullptr, &notes);
-    result = PyRef::steal(PyObject_Vectorcall(self->fn, args, nargs, kwnames));
+    RecordingScopes hooks(&log, &tags, &notes, &read_by_value);
+    result = PyRef::steal(PyObject_Vectorcall(self->fn, call_args.data(), nargs, kwnames));
     if (!result) return nullptr;
     // The step's own sync: its trace goes to the recording (lazy/capture.h).
     devices = pending_devices();
@@ -272,6 +312,17 @@ PyObject* record(CompiledFunction* self, PyObject* const* args, size_t nargs, Py
     }
   }
   if (devices.size() > 1) sync_all();
+  for (size_t k = 0; k < tracked.size(); ++k) {
+    PyObject* f = tracked[k].get();
+    // Used by Python, read as a setting, or returned (a replay would return the recorded one).
+    bool used = PyObject_HasAttrString(f, "_loom_read") || std::ranges::find(read_by_value, f) != read_by_value.end() ||
+                holds(result.get(), f);
+    if (used) {
+      spec.guard_float(k, values.floats[k]);
+      st.note("compile", "float argument " + std::to_string(k) + " (" + std::to_string(PyFloat_AS_DOUBLE(f)) +
+                             ") is used by the step's Python, not only by loom ops: its value is a guard");
+    }
+  }
 
   // What a replay would need, or why there can be none.
   std::vector<std::string> reasons;
@@ -413,7 +464,19 @@ Replay try_replay(CompiledFunction* self, PyObject* const* args, size_t nargs, P
       returned = entry->step->replay(in, resolved, busy);
     } catch (const Error& err) {
       if (err.kind() == ErrorKind::Interrupted) throw;
-      st.note("compile", std::string("a replay failed (") + err.what() + "): the call runs uncompiled");  // Note [A failed replay]
+      st.note("compile", std::string("a replay failed (") + err.what() + "): the call runs uncompiled");  // Note [Float arguments]
+//
+// A Python float passed to the compiled function is a number of the step (read anew at every
+// replay) only if nothing but loom's ops took its value: the Scalar an op makes of it carries
+// its tag (lazy/capture.h), but a value Python computed from it (1 - p, p > 0.5, f"{p}") or an
+// op took as a setting (to_double: an attribute, not a Scalar) would be baked into the capture.
+// So a recording passes the function a float subclass equal to it (loom._compile._StepFloat)
+// that notes every use by Python, and to_double notes the reads of such floats; a float that was
+// used so is a guard on its value for that capture instead (as with dynamic=False). What
+// neither sees is C code outside loom that reads the float's bits directly (math.exp(p)):
+// README, what loom.compile cannot see.
+//
+// Note [A failed replay]
       return Replay::Uncompiled;
     }
     if (busy) {
@@ -619,12 +682,14 @@ PyTypeObject CompiledFunctionType = [] {
   return t;
 }();
 
-// _compile_setup(guard_state, package_dir): loom/_compile.py's helpers.
+// _compile_setup(guard_state, step_float, package_dir): loom/_compile.py's helpers.
 PyObject* f_compile_setup(PyObject*, PyObject* args) {
   PyObject* helper = nullptr;
+  PyObject* float_type = nullptr;
   const char* dir = nullptr;
-  if (!PyArg_ParseTuple(args, "Os", &helper, &dir)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OOs", &helper, &float_type, &dir)) return nullptr;
   Py_XSETREF(guard_state_helper, Py_NewRef(helper));
+  Py_XSETREF(step_float_type, Py_NewRef(float_type));
   package_dir = dir;
   return Py_NewRef(Py_None);
 }
@@ -644,7 +709,7 @@ PyObject* f_compile_recording(PyObject*, PyObject*) { return PyBool_FromLong(rec
 }  // namespace
 
 PyMethodDef compile_functions[] = {
-    {"_compile_setup", f_compile_setup, METH_VARARGS, "_compile_setup(guard_state, package_dir)"},
+    {"_compile_setup", f_compile_setup, METH_VARARGS, "_compile_setup(guard_state, step_float, package_dir)"},
     {"_compile_note_disabled", f_compile_note_disabled, METH_O, "a disabled function runs inside a recorded step"},
     {"_compile_recording", f_compile_recording, METH_NOARGS, "whether this thread records a compiled step now"},
     {nullptr, nullptr, 0, nullptr},

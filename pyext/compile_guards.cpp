@@ -38,6 +38,12 @@ std::string repr(PyObject* v) {
 
 std::string key_repr(PyObject* key) { return repr(key); }
 
+// "training", made once (read from every guarded module at every call).
+PyObject* training_name() {
+  static PyObject* name = check(PyUnicode_InternFromString("training"));
+  return name;
+}
+
 }  // namespace
 
 // ---- ArgSpec ----
@@ -47,37 +53,52 @@ ArgSpec ArgSpec::of(PyObject* const* args, size_t nargs, PyObject* kwnames, bool
   ArgSpec spec;
   values.tensors.clear();
   values.floats.clear();
-  for (size_t i = 0; i < nargs; ++i) spec.add(args[i], floats_are_numbers, values);
+  // Only the arguments themselves can be numbers (Note [Float arguments]); add() makes floats guards.
+  auto add_argument = [&](PyObject* a) {
+    if (floats_are_numbers && PyFloat_CheckExact(a)) {
+      spec.items_.push_back({Item::Float, PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(a))), 0});
+      values.floats.push_back(a);
+    } else {
+      spec.add(a, values);
+    }
+  };
+  for (size_t i = 0; i < nargs; ++i) add_argument(args[i]);
   if (kwnames && PyTuple_GET_SIZE(kwnames) > 0) {
     spec.kwnames_ = PyRef::borrow(kwnames);
-    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) spec.add(args[nargs + static_cast<size_t>(i)], floats_are_numbers, values);
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(kwnames); ++i) add_argument(args[nargs + static_cast<size_t>(i)]);
   }
   return spec;
 }
 
-void ArgSpec::add(PyObject* obj, bool floats_are_numbers, CallValues& values) {
+void ArgSpec::guard_float(size_t k, PyObject* value) {
+  for (Item& item : items_)
+    if (item.kind == Item::Float && k-- == 0) {
+      item.object = PyRef::checked(PyFloat_FromDouble(PyFloat_AsDouble(value)));
+      item.guarded = true;
+      return;
+    }
+}
+
+void ArgSpec::add(PyObject* obj, CallValues& values) {
   if (is_tensor(obj)) {
     items_.push_back({Item::Tensor, {}, 0});
     values.tensors.push_back(obj);
-  } else if (floats_are_numbers && PyFloat_Check(obj)) {
-    items_.push_back({Item::Float, PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj))), 0});
-    values.floats.push_back(obj);
   } else if (by_value(obj) || PyFloat_Check(obj)) {
     items_.push_back({Item::Value, PyRef::borrow(obj), 0});
   } else if (PyTuple_Check(obj)) {
     Py_ssize_t n = PyTuple_GET_SIZE(obj);
     items_.push_back({Item::Tuple, PyRef::borrow(reinterpret_cast<PyObject*>(Py_TYPE(obj))), n});
-    for (Py_ssize_t i = 0; i < n; ++i) add(PyTuple_GET_ITEM(obj, i), floats_are_numbers, values);
+    for (Py_ssize_t i = 0; i < n; ++i) add(PyTuple_GET_ITEM(obj, i), values);
   } else if (PyList_CheckExact(obj)) {
     Py_ssize_t n = PyList_GET_SIZE(obj);
     items_.push_back({Item::List, {}, n});
-    for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(obj, i), floats_are_numbers, values);
+    for (Py_ssize_t i = 0; i < n; ++i) add(PyList_GET_ITEM(obj, i), values);
   } else if (PyDict_CheckExact(obj)) {
     PyRef keys = PyRef::checked(PyDict_Keys(obj));
     PyRef tuple = PyRef::checked(PyList_AsTuple(keys.get()));
     Py_ssize_t n = PyTuple_GET_SIZE(tuple.get());
     items_.push_back({Item::Dict, PyRef::borrow(tuple.get()), n});
-    for (Py_ssize_t i = 0; i < n; ++i) add(PyDict_GetItem(obj, PyTuple_GET_ITEM(tuple.get(), i)), floats_are_numbers, values);
+    for (Py_ssize_t i = 0; i < n; ++i) add(PyDict_GetItem(obj, PyTuple_GET_ITEM(tuple.get(), i)), values);
   } else {
     items_.push_back({Item::Identity, PyRef::borrow(obj), 0});
   }
@@ -111,8 +132,9 @@ std::string ArgSpec::check(PyObject* obj, size_t& at, CallValues& values, const 
       values.tensors.push_back(obj);
       return {};
     case Item::Float:
-      if (Py_TYPE(obj) != reinterpret_cast<PyTypeObject*>(item.object.get()))
-        return where + " is a " + type_name(obj) + ", was a float";
+      if (item.guarded ? !same_value(obj, item.object.get()) : !PyFloat_CheckExact(obj))
+        return where + " is " + repr(obj) + ", was " + (item.guarded ? repr(item.object.get()) : "a float") +
+               (item.guarded ? " (the step's Python uses its value)" : "");
       values.floats.push_back(obj);
       return {};
     case Item::Value:
@@ -160,7 +182,8 @@ bool ArgSpec::operator==(const ArgSpec& other) const {
     return false;
   for (size_t i = 0; i < items_.size(); ++i) {
     const Item &a = items_[i], &b = other.items_[i];
-    if (a.kind != b.kind || a.size != b.size) return false;
+    if (a.kind != b.kind || a.size != b.size || a.guarded != b.guarded) return false;
+    if (a.kind == Item::Float && !a.guarded) continue;
     if (a.kind == Item::Identity && a.object.get() != b.object.get()) return false;
     if ((a.kind == Item::Value || a.kind == Item::Dict || a.kind == Item::Tuple || a.kind == Item::Float) &&
         !same_value(a.object.get(), b.object.get()))
@@ -205,7 +228,7 @@ PyGuards PyGuards::snapshot(PyObject* state, CallValues& values) {
   }
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(modules); ++i) {
     PyObject* m = PyList_GET_ITEM(modules, i);
-    PyRef training = PyRef::checked(PyObject_GetAttrString(m, "training"));
+    PyRef training = PyRef::checked(PyObject_GetAttr(m, training_name()));
     g.modules_.emplace_back(PyRef::borrow(m), check_truth(training.get()));
   }
   return g;
@@ -229,7 +252,7 @@ std::string PyGuards::check(CallValues& values) const {
     }
   }
   for (const auto& [m, training] : modules_) {
-    PyRef now = PyRef::steal(PyObject_GetAttrString(m.get(), "training"));
+    PyRef now = PyRef::steal(PyObject_GetAttr(m.get(), training_name()));
     if (!now) {
       PyErr_Clear();
       return std::string("a ") + type_name(m.get()) + " lost its training flag";

@@ -7,8 +7,10 @@
 // dicts with their keys, named tuples with their type). Its leaves:
 //   - tensors: only that they are loom lazy tensors; which ones the step reads, and their dtypes
 //     and shapes, the captured step checks. They are the call's tensor arguments, in walk order;
-//   - Python floats: numbers of the step (lazy/capture.h NumberSource Argument), read at every
-//     call; with dynamic=False they are guards (their value at capture) instead;
+//   - Python floats passed as arguments themselves (not inside a container): numbers of the step
+//     (lazy/capture.h NumberSource Argument), read at every call, unless the recording saw the
+//     step's Python use the value (pyext/compile_bindings.cpp, Note [Float arguments]): then,
+//     and with dynamic=False, and for floats inside containers, guards on their value;
 //   - ints, bools, strings, None, bytes: guards on their value (they decide Python control flow
 //     and shapes: a new value is a new capture, as torch.compile specializes on ints);
 //   - anything else (a module, an optimizer, a function): a guard on its identity.
@@ -45,14 +47,19 @@ class ArgSpec {
   // "" if a call matches (values filled), else what differs.
   std::string match(PyObject* const* args, size_t nargs, PyObject* kwnames, CallValues& values) const;
   bool operator==(const ArgSpec& other) const;
+  // Float argument k (CallValues::floats) is also a guard on `value`: the step's Python used it.
+  void guard_float(size_t k, PyObject* value);
 
  private:
   struct Item {
     enum Kind : uint8_t { Tuple, List, Dict, Tensor, Float, Value, Identity } kind;
-    PyRef object;  // Tuple: the type (named tuples); Dict: the keys (a tuple); Value: the value; Identity: it
+    // Tuple: the type (named tuples); Dict: the keys (a tuple); Value: the value; Identity: it;
+    // Float: its type, or (a guarded float) its value
+    PyRef object;
     Py_ssize_t size = 0;
+    bool guarded = false;  // Float: `object` is the value it must have
   };
-  void add(PyObject* obj, bool floats_are_numbers, CallValues& values);
+  void add(PyObject* obj, CallValues& values);
   std::string check(PyObject* obj, size_t& at, CallValues& values, const std::string& where) const;
 
   std::vector<Item> items_;

@@ -19,9 +19,34 @@ using FastArgs = PyObject* const*;
 
 thread_local UpdateLog* update_log = nullptr;
 
+// The str of a key, made once: the rules look keys up by C string, and a replay reads dozens a
+// call (PyDict_GetItemString would make a str at each). Keys are string literals, so their
+// addresses name them; the GIL guards the table.
+PyObject* key_object(const char* key) {
+  static std::vector<std::pair<const char*, PyObject*>> keys;
+  for (const auto& [k, o] : keys)
+    if (k == key) return o;
+  PyObject* o = check(PyUnicode_InternFromString(key));  // immortal for the process
+  keys.emplace_back(key, o);
+  return o;
+}
+
+// dict[key], or null (no exception) where it has none.
+PyObject* lookup(PyObject* dict, const char* key) {
+  PyObject* v = PyDict_GetItemWithError(dict, key_object(key));
+  if (!v && PyErr_Occurred()) throw PythonError{};
+  return v;
+}
+
 // What one rule reads and writes, for an update (the group's values now; writes at once) or for
 // a replay of a recorded one (tensors not read; writes deferred; the tensors the update read
 // compared by identity).
+//
+// A replay first runs the rule for one parameter standing for all (`representative`): the rules
+// treat every parameter alike, so where every parameter's own inputs (its step count, scalar
+// state, which optional state tensors it has) are the same, its numbers are the first one's
+// repeated (replay_update checks the ops agree). The reads and writes of the state still cover
+// every parameter. Where they differ (`uniform` false), the rule runs again for all of them.
 class GroupCall {
  public:
   // An update of `params` (`record`: while a step is recorded, what it reads is noted there);
@@ -30,12 +55,17 @@ class GroupCall {
             RecordedUpdate* record, ReplayedUpdate* out = nullptr)
       : params(std::move(params)), optimizer_(optimizer), group_(group), states_(std::move(states)), record_(record),
         out_(out) {}
-  // A replay of `recorded`: its numbers only, the tensors it read compared by identity.
-  GroupCall(const RecordedUpdate& recorded, ReplayedUpdate& out)
-      : params(recorded.params), optimizer_(recorded.optimizer.get()), group_(recorded.group.get()),
-        replayed_(&recorded), out_(&out) {
+  // A replay of `recorded`: its numbers only, the tensors it read compared by identity; for its
+  // first parameter alone if `representative`.
+  GroupCall(const RecordedUpdate& recorded, ReplayedUpdate& out, bool representative)
+      : params(representative && !recorded.params.empty() ? std::vector<Tensor>{recorded.params[0]} : recorded.params),
+        optimizer_(recorded.optimizer.get()), group_(recorded.group.get()), replayed_(&recorded), out_(&out),
+        representative_(representative) {
     for (const PyRef& s : recorded.states) states_.push_back(s.get());
   }
+
+  // Whether every parameter's own inputs agreed (a representative call's numbers stand for all).
+  bool uniform = true;
 
   bool numbers_only() const noexcept { return out_ != nullptr; }
 
@@ -48,7 +78,7 @@ class GroupCall {
     return {to_double(PyTuple_GET_ITEM(items.get(), 0), key), to_double(PyTuple_GET_ITEM(items.get(), 1), key)};
   }
   bool attribute(const char* name) {
-    PyRef v = PyRef::checked(PyObject_GetAttrString(optimizer_, name));
+    PyRef v = PyRef::checked(PyObject_GetAttr(optimizer_, key_object(name)));
     return check_truth(v.get());
   }
 
@@ -56,29 +86,30 @@ class GroupCall {
   // (1 for the first).
   std::vector<int64_t> advance_steps() {
     std::vector<int64_t> steps;
+    static PyObject* one = check(PyLong_FromLong(1));
     for (PyObject* s : states_) {
       PyObject* old = state_item(s, "step");
-      PyRef one = PyRef::checked(PyLong_FromLong(1));
-      PyRef next = PyRef::checked(PyNumber_Add(old, one.get()));
+      PyRef next = PyRef::checked(PyNumber_Add(old, one));
       steps.push_back(to_int64(next.get(), "step"));
       write(s, "step", std::move(next));
     }
-    return steps;
+    return for_params(std::move(steps));
   }
   // state[key] of each parameter as numbers, and writing them back.
   std::vector<double> state_numbers(const char* key) {
     std::vector<double> out;
     for (PyObject* s : states_) out.push_back(to_double(state_item(s, key), key));
-    return out;
+    return for_params(std::move(out));
   }
   void set_state_numbers(const char* key, const std::vector<double>& values) {
-    for (size_t i = 0; i < states_.size(); ++i) write(states_[i], key, PyRef::checked(PyFloat_FromDouble(values[i])));
+    for (size_t i = 0; i < states_.size(); ++i)
+      write(states_[i], key, PyRef::checked(PyFloat_FromDouble(values[representative_ ? 0 : i])));
   }
   // state[key] of each parameter, a tensor (or None, as null, when `optional`).
   std::vector<Tensor> state_tensors(const char* key, bool optional = false) {
     std::vector<Tensor> out;
     for (PyObject* s : states_) {
-      PyObject* v = optional ? PyDict_GetItemString(s, key) : state_item(s, key);
+      PyObject* v = optional ? lookup(s, key) : state_item(s, key);
       if (!v || v == Py_None) {
         LOOM_CHECK(optional, Value, "optimizer state '", key, "' must be a tensor, not None");
         out.emplace_back();
@@ -96,10 +127,15 @@ class GroupCall {
       if ((!was || *was != out) && mismatch.empty())
         mismatch = std::string("the optimizer state '") + key + "' holds other tensors than when the step was captured";
     }
-    if (numbers_only())  // placeholders: the rule reads no tensor (null stays null)
-      for (size_t i = 0; i < out.size(); ++i)
-        if (out[i]) out[i] = params[i];
-    return out;
+    if (!numbers_only()) return out;
+    // Placeholders: the rule reads no tensor (null stays null).
+    std::vector<bool> present(out.size());
+    for (size_t i = 0; i < out.size(); ++i) present[i] = static_cast<bool>(out[i]);
+    present = for_params(std::move(present));
+    std::vector<Tensor> placeholders(present.size());
+    for (size_t i = 0; i < present.size(); ++i)
+      if (present[i]) placeholders[i] = params[i];
+    return placeholders;
   }
   // state[key] = tensor (None for null) of each parameter; an update only.
   void set_state_tensors(const char* key, const std::vector<Tensor>& values) {
@@ -124,8 +160,18 @@ class GroupCall {
   std::string mismatch;  // a replay: what differs from the recorded update
 
  private:
+  // Per-parameter values as the rule takes them: all of them, or the first one's for a
+  // representative call (noting whether the others agree).
+  template <typename T>
+  std::vector<T> for_params(std::vector<T> values) {
+    if (!representative_ || values.empty()) return values;
+    for (size_t i = 1; i < values.size(); ++i) uniform = uniform && values[i] == values[0];
+    values.resize(1);
+    return values;
+  }
+
   PyObject* item(const char* key) {
-    PyObject* v = PyDict_GetItemString(group_, key);
+    PyObject* v = lookup(group_, key);
     if (!v) {
       PyErr_Format(PyExc_KeyError, "'%s'", key);
       throw PythonError{};
@@ -134,7 +180,7 @@ class GroupCall {
   }
   static PyObject* state_item(PyObject* state, const char* key) {
     LOOM_CHECK(PyDict_Check(state), Type, "optimizer state must be a dict, not ", type_name(state));
-    PyObject* v = PyDict_GetItemString(state, key);
+    PyObject* v = lookup(state, key);
     if (!v) {
       PyErr_Format(PyExc_KeyError, "'%s'", key);
       throw PythonError{};
@@ -143,10 +189,10 @@ class GroupCall {
   }
   void write(PyObject* dict, const char* key, PyRef value) {
     if (!out_) {
-      check_status(PyDict_SetItemString(dict, key, value.get()));
+      check_status(PyDict_SetItem(dict, key_object(key), value.get()));
       return;
     }
-    out_->writes.push_back({PyRef::borrow(dict), PyRef::checked(PyUnicode_FromString(key)), std::move(value)});
+    out_->writes.push_back({PyRef::borrow(dict), PyRef::borrow(key_object(key)), std::move(value)});
   }
 
   PyObject* optimizer_;
@@ -155,6 +201,7 @@ class GroupCall {
   RecordedUpdate* record_ = nullptr;
   const RecordedUpdate* replayed_ = nullptr;
   ReplayedUpdate* out_ = nullptr;
+  bool representative_ = false;
 };
 
 // ---- the rules: what each reads and writes around its update (lazy/optimizer_steps.h) ----
@@ -355,17 +402,46 @@ void ReplayedUpdate::commit() {
   writes.clear();
 }
 
+namespace {
+
+// Whether `part`, repeated, is `whole`.
+template <typename T>
+bool repeats(const std::vector<T>& part, const std::vector<T>& whole, size_t times) {
+  if (part.size() * times != whole.size()) return false;
+  for (size_t i = 0; i < whole.size(); ++i)
+    if (whole[i] != part[i % part.size()]) return false;
+  return true;
+}
+
+}  // namespace
+
 std::string replay_update(const RecordedUpdate& update, ReplayedUpdate& out) {
-  out.writes.clear();
   if (update.rule < 0) return "an optimizer update's numbers could not all be followed";
-  GroupCall call(update, out);
-  optim::NumbersOnly only(out.numbers);
-  kRules[update.rule].fn(call);
-  if (!call.mismatch.empty()) return call.mismatch;
-  if (out.numbers.shape != update.numbers.shape || out.numbers.values.size() != update.numbers.values.size())
-    return std::string("the ") + update_rule_name(update.rule) +
-           " update takes another code path than when the step was captured (a hyperparameter switched between zero "
-           "and non-zero, or a flag changed)";
+  size_t n = update.params.size();
+  // One parameter standing for all where they agree (GroupCall), else all of them.
+  for (bool representative : {true, false}) {
+    if (representative && n < 2) continue;
+    out.writes.clear();
+    GroupCall call(update, out, representative);
+    {
+      optim::NumbersOnly only(out.numbers);
+      kRules[update.rule].fn(call);
+    }
+    if (!call.mismatch.empty()) return call.mismatch;
+    if (representative) {
+      if (!call.uniform || !repeats(out.numbers.ops, update.numbers.ops, n)) continue;
+      std::vector<double> one = std::move(out.numbers.values);
+      out.numbers.values.clear();
+      for (size_t i = 0; i < n; ++i) out.numbers.values.insert(out.numbers.values.end(), one.begin(), one.end());
+      out.numbers.ops = update.numbers.ops;
+      return {};
+    }
+    if (out.numbers.ops != update.numbers.ops || out.numbers.values.size() != update.numbers.values.size())
+      return std::string("the ") + update_rule_name(update.rule) +
+             " update takes another code path than when the step was captured (a hyperparameter switched between "
+             "zero and non-zero, or a flag changed)";
+    return {};
+  }
   return {};
 }
 

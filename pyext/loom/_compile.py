@@ -237,6 +237,34 @@ def _guard_state(fn, args):
     return globals_, cells, unique, tensors
 
 
+class _StepFloat(float):
+    """A float argument while a step is recorded (Note [Float arguments], pyext/compile_bindings.cpp):
+    equal to it, and noting (`_loom_read`) any use of its value by Python (arithmetic, a
+    comparison, formatting, conversion), which makes that argument a guard of the captured step
+    instead of a number a replay reads anew."""
+
+    __slots__ = ("_loom_read",)
+
+
+def _noting(name):
+    method = getattr(float, name)
+
+    def use(self, *args):
+        self._loom_read = True
+        return method(float(self.real), *args)  # float.real of a subclass: the plain float value
+    use.__name__ = name
+    return use
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__", "__rtruediv__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__divmod__", "__rdivmod__", "__pow__",
+              "__rpow__", "__neg__", "__pos__", "__abs__", "__float__", "__int__", "__trunc__", "__floor__",
+              "__ceil__", "__round__", "__bool__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__",
+              "__hash__", "__repr__", "__str__", "__format__", "__getnewargs__", "is_integer", "as_integer_ratio",
+              "hex", "conjugate"):
+    setattr(_StepFloat, _name, _noting(_name))
+del _name
+
 _ALL = __import__("weakref").WeakSet()
 
 
@@ -245,4 +273,4 @@ def _reset_all():
         compiled._reset()
 
 
-_C._compile_setup(_guard_state, os.path.dirname(os.path.abspath(__file__)) + os.sep)
+_C._compile_setup(_guard_state, _StepFloat, os.path.dirname(os.path.abspath(__file__)) + os.sep)

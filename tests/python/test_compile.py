@@ -540,3 +540,59 @@ def test_explain_reports_what_a_capture_reads_and_writes():
     text = str(explanation)
     assert "captured the step" in text and "reads" in text and "writes" in text
     assert "1 optimizer updates recomputed" in text
+
+
+def test_parameters_at_different_step_counts_get_their_own_numbers():
+    """A replay computes one parameter's optimizer numbers for all where every parameter is at the
+    same step; here the first layer starts later (no gradient for two steps), so Adam's bias
+    corrections differ between the layers and each must get its own."""
+    results = {}
+    for compiled in (False, True):
+        model = mlp(loom.float64, dropout=0.0)
+        opt = loom.optim.Adam(model.parameters(), lr=0.01)
+        x, y = batch(dtype=loom.float64)
+        for _ in range(2):  # the last layer alone: the others have no .grad, so no step counted
+            opt.zero_grad()
+            model[-1](loom.ones(6, 16, dtype=loom.float64, device="lazy")).square().sum().backward()
+            opt.step()
+
+        def step():
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return loss
+
+        run = loom.compile(step) if compiled else step
+        before = loom.metrics()
+        losses = [run().item() for _ in range(8)]
+        results[compiled] = (losses, {k: v.numpy().copy() for k, v in model.state_dict().items()},
+                             metrics_delta(before)["compiled_replays"])
+    assert sorted({s["step"] for s in opt.state.values()}) == [8, 10]
+    np.testing.assert_array_equal(results[True][0], results[False][0])
+    for k, v in results[False][1].items():
+        np.testing.assert_array_equal(results[True][1][k], v, err_msg=k)
+    assert results[True][2] >= 5
+
+
+def test_a_float_argument_python_computes_with_is_a_guard():
+    """A float the step's Python computes with (1 - p) or an op reads by value (data of a tensor it
+    makes, a setting that decides a shape) is baked into the captured trace: it must be a guard, so
+    a new value records again instead of replaying the old one."""
+    x, _ = batch()
+
+    def arithmetic(x, p):
+        return x * (1 - p)
+
+    def data(x, p):
+        return x + loom.tensor([p] * 8, device="lazy")  # read by value, into a tensor made in the step
+
+    def shape(x, step):
+        return x.sum() + loom.arange(0.0, 1.0, step, device="lazy").sum()  # its value decides a shape
+
+    for fn in (arithmetic, data, shape):
+        compiled = loom.compile(fn)
+        for p in [0.5, 0.5, 0.5, 0.25, 0.25, 0.25, 0.1]:
+            np.testing.assert_array_equal(compiled(x, p).numpy(), fn(x, p).numpy(), err_msg=f"{fn.__name__} {p}")
+        assert len(compiled._entries()) == 2, fn.__name__
+        assert "is used by the step's Python" in "\n".join(compiled._history())
