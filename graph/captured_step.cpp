@@ -415,19 +415,21 @@ std::string CapturedStep::check(const ReplayInputs& in, Resolved& out) const {
       return std::string(ref_kind(r.ref.kind)) + " " + std::to_string(i) + " changed its requires_grad";
     out.roots[i] = std::move(x);
   }
-  // Storage shared exactly as at capture (the trace key depends on it): only roots whose storage
-  // changed since can share differently.
-  for (size_t i = 0; i < roots_.size(); ++i) {
-    const Storage* si = out.roots[i]->array().storage.get();
-    if (si == roots_[i].storage) continue;
-    for (size_t j = 0; j < roots_.size(); ++j) {
-      if (j == i) continue;
-      bool now = out.roots[j]->array().storage.get() == si;
-      int32_t ci = roots_[i].same_storage_as < 0 ? static_cast<int32_t>(i) : roots_[i].same_storage_as;
-      int32_t cj = roots_[j].same_storage_as < 0 ? static_cast<int32_t>(j) : roots_[j].same_storage_as;
-      if (now != (ci == cj))
-        return std::string("tensors share memory differently than when the step was captured (") + ref_kind(roots_[i].ref.kind) +
-               " " + std::to_string(i) + " and " + ref_kind(roots_[j].ref.kind) + " " + std::to_string(j) + ")";
+  // Storage shared exactly as at capture (the trace key depends on it): each root's first root on
+  // the same storage is the one it had then. O(n log n): a step reads hundreds of tensors.
+  std::vector<std::pair<const Storage*, int32_t>> by_storage(roots_.size());
+  for (size_t i = 0; i < roots_.size(); ++i) by_storage[i] = {out.roots[i]->array().storage.get(), static_cast<int32_t>(i)};
+  std::ranges::sort(by_storage);
+  for (size_t k = 0, first = 0; k < by_storage.size(); ++k) {
+    if (by_storage[k].first != by_storage[first].first) first = k;
+    auto i = static_cast<size_t>(by_storage[k].second);
+    int32_t now = by_storage[first].second;
+    int32_t then = roots_[i].same_storage_as < 0 ? static_cast<int32_t>(i) : roots_[i].same_storage_as;
+    if (now != then) {
+      size_t j = static_cast<size_t>(now == static_cast<int32_t>(i) ? then : now);
+      return std::string("tensors share memory differently than when the step was captured (") +
+             ref_kind(roots_[i].ref.kind) + " " + std::to_string(i) + " and " + ref_kind(roots_[j].ref.kind) + " " +
+             std::to_string(j) + ")";
     }
   }
   return {};

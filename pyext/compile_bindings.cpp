@@ -493,8 +493,10 @@ Replay try_replay(CompiledFunction* self, PyObject* const* args, size_t nargs, P
     }
     ++entry->replays;
     count(metrics().compiled_replays);
-    if (e > 0) std::rotate(st.entries.begin(), st.entries.begin() + static_cast<std::ptrdiff_t>(e),
-                           st.entries.begin() + static_cast<std::ptrdiff_t>(e) + 1);
+    // Most recently used first. The run released the GIL: another thread may have changed the
+    // list meanwhile (a capture, a reset), so the entry is looked up again.
+    if (auto it = std::find(st.entries.begin(), st.entries.end(), entry); it != st.entries.end())
+      std::rotate(st.entries.begin(), it, it + 1);
     out = PyRef::checked(entry->result.make(returned, values));
     return Replay::Done;
   }
