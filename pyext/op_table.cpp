@@ -34,7 +34,7 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
 
 // CPython passes a C function no closure: binding i is reached through entry point i, one of
 // kSlots instantiations that each find their binding by index.
-constexpr size_t kSlots = 512;
+constexpr size_t kSlots = 1024;
 const Binding* g_bindings[kSlots];
 
 template <size_t I>
@@ -132,6 +132,9 @@ const MethodDefs& all_defs() {
     add_op_rows(d);
     add_tensor_rows(d);
     add_creation_rows(d);
+    add_data_rows(d);
+    add_linalg_rows(d);
+    add_reduce_rows(d);
     d.functions.push_back({"_signatures", signatures_of_rows, METH_NOARGS,
                            "_signatures(): (name, forms, signatures) of each row of the op table"});
     return d;

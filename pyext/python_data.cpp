@@ -69,6 +69,9 @@ Dims infer_shape(PyObject* data) {
   Dims shape;
   PyRef obj = PyRef::borrow(data);
   while (is_nested_sequence(obj.get())) {
+    // PyTorch's ValueError; the walks below recurse once per dimension.
+    LOOM_CHECK(shape.size() < kMaxDims, Value, "too many dimensions '", type_name(obj.get()), "' (a tensor has at most ",
+               kMaxDims, ")");
     Py_ssize_t n = PySequence_Size(obj.get());
     check_status(static_cast<int>(n < 0 ? -1 : 0));
     shape.push_back(n);
@@ -266,7 +269,7 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
 
 Scalar scalar_from_py(PyObject* value, const char* what) {
   if (PyBool_Check(value)) return Scalar(value == Py_True);
-  if (is_tensor(value)) return item(array_of(value));
+  if (is_tensor(value)) return item(array_of(value, SyncCause::Item));
   if (is_index_like(value)) return Scalar(to_int64(value, what));
   return Scalar(to_double(value, what));
 }

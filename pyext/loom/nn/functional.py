@@ -593,3 +593,18 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not batched:
         return out.squeeze(1), weights.squeeze(0)
     return out, weights
+
+
+# ---- distances and normalization ----
+
+cosine_similarity = _C.cosine_similarity
+pairwise_distance = _C.pairwise_distance
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input divided by its p-norm along dim, the norm at least eps."""
+    if out is not None:
+        raise NotImplementedError("loom's normalize has no out= argument")
+    denom = loom.linalg.vector_norm(input, p, dim, keepdim=True).clamp(min=eps)
+    return input / denom.expand_as(input)
+
