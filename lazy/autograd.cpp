@@ -6,6 +6,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "lazy/capture.h"
 #include "lazy/dispatch.h"
 #include "lazy/ops.h"
 #include "runtime/error.h"
@@ -457,6 +458,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grad_
               bool create_graph) {
   Run run;
   auto seeds = seeds_of(roots, grad_roots);
+  if (StepRecording* r = recording(); r && !retain_graph && !create_graph) r->note_backward(roots);  // lazy/capture.h
   // retain_grad() on non-leaves: their gradient is what reaches their grad_fn.
   execute(std::move(seeds), retain_graph || create_graph, create_graph, run);
 }

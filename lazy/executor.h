@@ -74,5 +74,8 @@ uint64_t trace_key(const Trace& trace);
 // holds the executor it runs until it returns, so installing another one meanwhile is safe.
 void install_executor(std::unique_ptr<Executor> executor);
 Executor& executor();
+// The installed executor, for a caller that runs it as a sync does (loom.compile's replays,
+// graph/captured_step.h): held until the caller lets it go.
+std::shared_ptr<Executor> shared_executor();
 
 }  // namespace loom

@@ -1,7 +1,9 @@
 #include "lazy/node.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "runtime/error.h"
 #include "runtime/free_list.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -53,20 +55,34 @@ Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* cons
   return n;
 }
 
+void Node::set_leaf_value(Array array) {
+  LOOM_CHECK(op_ == OpId::Input && array.dtype == dtype_ && std::ranges::equal(array.sizes(), shape_), Runtime,
+             "internal: a captured input leaf given an array of another description");
+  *array_ = std::move(array);
+}
+
+void Node::set_leaf_value(Scalar value) {
+  LOOM_CHECK(op_ == OpId::Scalar && value.kind() == scalar_.kind(), Runtime,
+             "internal: a captured scalar leaf given a number of another kind");
+  scalar_ = value;
+}
+
 Ref<Node> Node::input(Array array) {
   Ref<Node> n(new Node());
   n->op_ = OpId::Input;
   n->dtype_ = array.dtype;
   n->shape_ = Dims(array.sizes());
   n->hash_ = hash_combine(hash_meta(OpId::Input, n->dtype_, n->shape_, {}), array.is_contiguous());
-  n->array_ = std::make_unique<const Array>(std::move(array));
+  n->array_ = std::make_unique<Array>(std::move(array));
   return n;
 }
 
 Ref<Node> Node::scalar(Scalar value, bool foldable) {
   Ref<Node> n(new Node());
   double v = value.as_double();
-  bool folded = foldable && (v == 0.0 || v == 1.0) && !(value.is_float() && std::signbit(v));
+  // A number loom.compile knows the source of stays a parameter whatever its value: a replay
+  // gives it that source's value of the call (lazy/capture.h).
+  bool folded = foldable && value.source() == 0 && (v == 0.0 || v == 1.0) && !(value.is_float() && std::signbit(v));
   n->op_ = folded ? OpId::Constant : OpId::Scalar;
   n->dtype_ = value.kind() == ScalarKind::Bool ? DType::Bool
               : value.kind() == ScalarKind::Int ? DType::Int64

@@ -49,6 +49,13 @@ class Node final : public RefCounted {
   // false (random seeds and offsets: every value must reuse the trace), others Scalars.
   static Ref<Node> scalar(Scalar value, bool foldable = true);
 
+  // loom.compile's replays (graph/captured_step.h) give the leaves of a captured trace each
+  // call's values: the new array of an Input (same dtype and shape, checked) or number of a
+  // Scalar (same kind). Only on private copies of leaves that nothing else refers to: every
+  // other node is immutable once made.
+  void set_leaf_value(Array array);
+  void set_leaf_value(Scalar value);
+
   // Scratch of the trace builder (lazy/sync.cpp), the one mutable part of a node: its index in
   // the trace being built, valid while `trace_epoch` equals that build's epoch. Builds run one at
   // a time (under the GIL), so a stamp replaces a hash map from node to index.
@@ -68,7 +75,7 @@ class Node final : public RefCounted {
 
   // Only Input leaves have an array: kept out of line, so that the node every op makes is small
   // (cheaper to make and to walk).
-  std::unique_ptr<const Array> array_;
+  std::unique_ptr<Array> array_;
   Scalar scalar_{int64_t{0}};
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lazy/capture.h"
 #include "lazy/dispatch.h"
 #include "lazy/ops.h"
 #include "runtime/error.h"
@@ -10,17 +11,61 @@
 namespace loom::optim {
 namespace {
 
-// A hyperparameter: always a trace parameter, never folded into the trace (see the header).
-Arg param(double v) { return Arg::param(Scalar(v)); }
+// Note [Optimizer numbers] (optimizer_steps.h): the list being made, under NumbersOnly.
+thread_local Numbers* numbers_only = nullptr;
 
-// Short names for the op forms the rules are written in; each is one op of PyTorch's formula.
-Tensor operator+(const Tensor& a, const Tensor& b) { return ops::add(Arg(a), Arg(b)); }
-Tensor operator*(const Tensor& a, const Tensor& b) { return ops::mul(Arg(a), Arg(b)); }
-Tensor operator/(const Tensor& a, const Tensor& b) { return ops::div(Arg(a), Arg(b)); }
-Tensor scaled(const Tensor& a, double v) { return ops::mul(Arg(a), param(v)); }
-Tensor plus(const Tensor& a, double v) { return ops::add(Arg(a), param(v)); }
-Tensor over(const Tensor& a, double v) { return ops::div(Arg(a), param(v)); }
-Tensor sqrt(const Tensor& a) { return ops::unary(OpId::Sqrt, a); }
+// Under NumbersOnly an op records nothing: it is listed and returns a tensor of its operands
+// (never read: the rules branch on options only). The ids only tell the ops apart.
+bool skip(OpId op) {
+  if (!numbers_only) [[likely]] return false;
+  numbers_only->ops.push_back(static_cast<uint16_t>(op));
+  return true;
+}
+Tensor any(const Arg& a, const Arg& b = Arg(0.0)) { return a.is_tensor() ? a.tensor : b.tensor; }
+
+// A hyperparameter: always a trace parameter, never folded into the trace (see the header).
+// Every number of a rule goes through here, in the rule's order.
+Arg param(double v) {
+  if (numbers_only) {
+    numbers_only->values.push_back(v);
+    return Arg::param(Scalar(v));
+  }
+  Scalar s(v);
+  if (StepRecording* r = recording()) [[unlikely]]
+    s = s.with_source(r->optimizer_number(v));  // lazy/capture.h
+  return Arg::param(s);
+}
+
+// The ops the rules are written in, each one op of PyTorch's formula.
+Tensor add(const Arg& a, const Arg& b) { return skip(OpId::Add) ? any(a, b) : ops::add(a, b); }
+Tensor sub(const Arg& a, const Arg& b) { return skip(OpId::Sub) ? any(a, b) : ops::sub(a, b); }
+Tensor mul(const Arg& a, const Arg& b) { return skip(OpId::Mul) ? any(a, b) : ops::mul(a, b); }
+Tensor div(const Arg& a, const Arg& b) { return skip(OpId::Div) ? any(a, b) : ops::div(a, b); }
+Tensor binary(OpId op, const Arg& a, const Arg& b) { return skip(op) ? any(a, b) : ops::binary(op, a, b); }
+Tensor unary(OpId op, const Tensor& a) { return skip(op) ? a : ops::unary(op, a); }
+Tensor where(const Tensor& c, const Arg& a, const Arg& b) { return skip(OpId::Where) ? c : ops::where(c, a, b); }
+Tensor clamp(const Tensor& x, const Arg& lo, const Arg& hi) { return skip(OpId::Maximum) ? x : ops::clamp(x, lo, hi); }
+Tensor clone(const Tensor& x) { return skip(OpId::Cast) ? x : ops::clone(x); }
+void add_(const Tensor& t, const Arg& v) {
+  if (!skip(OpId::Add)) ops::add_(*t, v);
+}
+void sub_(const Tensor& t, const Arg& v) {
+  if (!skip(OpId::Sub)) ops::sub_(*t, v);
+}
+void mul_(const Tensor& t, const Arg& v) {
+  if (!skip(OpId::Mul)) ops::mul_(*t, v);
+}
+void copy_(const Tensor& t, const Tensor& v) {
+  if (!skip(OpId::Full)) ops::copy_(*t, v);
+}
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(Arg(a), Arg(b)); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(Arg(a), Arg(b)); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(Arg(a), Arg(b)); }
+Tensor scaled(const Tensor& a, double v) { return mul(Arg(a), param(v)); }
+Tensor plus(const Tensor& a, double v) { return add(Arg(a), param(v)); }
+Tensor over(const Tensor& a, double v) { return div(Arg(a), param(v)); }
+Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, a); }
 
 void check_lengths(size_t n, std::initializer_list<size_t> others) {
   for (size_t m : others) LOOM_CHECK(m == n, Value, "optimizer step: lists of different lengths (", n, " and ", m, ")");
@@ -28,28 +73,35 @@ void check_lengths(size_t n, std::initializer_list<size_t> others) {
 
 // The gradient a rule works with: negated to maximize, plus weight_decay * param (L2 decay).
 Tensor direction(const Tensor& grad, const Tensor& param, bool maximize, double weight_decay) {
-  Tensor d = maximize ? ops::unary(OpId::Neg, grad) : grad;
+  Tensor d = maximize ? unary(OpId::Neg, grad) : grad;
   return weight_decay != 0 ? d + scaled(param, weight_decay) : d;
 }
 
 // state.mul_(decay).add_(value * (1 - decay)): an exponential moving average, in place.
 void ema_(const Tensor& state, const Tensor& value, double decay) {
-  ops::mul_(*state, param(decay));
-  ops::add_(*state, Arg(scaled(value, 1 - decay)));
+  mul_(state, param(decay));
+  add_(state, Arg(scaled(value, 1 - decay)));
 }
 
 // state.mul_(decay).addcmul_(value, value, value=1 - decay): the moving average of the square.
 void ema_square_(const Tensor& state, const Tensor& value, double decay) {
-  ops::mul_(*state, param(decay));
-  ops::add_(*state, Arg(scaled(value, 1 - decay) * value));
+  mul_(state, param(decay));
+  add_(state, Arg(scaled(value, 1 - decay) * value));
 }
 
 // param.addcdiv_(num, den, value=-step): a step of size `step` along num / den.
 void step_along_(const Tensor& p, const Tensor& num, const Tensor& den, double step) {
-  ops::add_(*p, Arg(scaled(num, -step) / den));
+  add_(p, Arg(scaled(num, -step) / den));
 }
 
 }  // namespace
+
+NumbersOnly::NumbersOnly(Numbers& out) : previous_(numbers_only) {
+  out = Numbers{};
+  numbers_only = &out;
+}
+
+NumbersOnly::~NumbersOnly() { numbers_only = previous_; }
 
 void adam(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
           std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs, std::span<const int64_t> steps,
@@ -57,7 +109,7 @@ void adam(std::span<const Tensor> params, std::span<const Tensor> grads, std::sp
   check_lengths(params.size(), {grads.size(), exp_avgs.size(), exp_avg_sqs.size(), steps.size()});
   if (o.amsgrad) check_lengths(params.size(), {max_exp_avg_sqs.size()});
   for (size_t i = 0; i < params.size(); ++i) {
-    if (o.decoupled_weight_decay && o.weight_decay != 0) ops::mul_(*params[i], param(1 - o.lr * o.weight_decay));
+    if (o.decoupled_weight_decay && o.weight_decay != 0) mul_(params[i], param(1 - o.lr * o.weight_decay));
     Tensor grad = direction(grads[i], params[i], o.maximize, o.decoupled_weight_decay ? 0 : o.weight_decay);
     ema_(exp_avgs[i], grad, o.beta1);
     ema_square_(exp_avg_sqs[i], grad, o.beta2);
@@ -66,7 +118,7 @@ void adam(std::span<const Tensor> params, std::span<const Tensor> grads, std::sp
     double bias_correction2_sqrt = std::sqrt(1 - std::pow(o.beta2, step));
     Tensor second = exp_avg_sqs[i];
     if (o.amsgrad) {
-      ops::copy_(*max_exp_avg_sqs[i], ops::binary(OpId::Maximum, Arg(max_exp_avg_sqs[i]), Arg(exp_avg_sqs[i])));
+      copy_(max_exp_avg_sqs[i], binary(OpId::Maximum, Arg(max_exp_avg_sqs[i]), Arg(exp_avg_sqs[i])));
       second = max_exp_avg_sqs[i];
     }
     // denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
@@ -83,17 +135,17 @@ void sgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::vec
     if (o.momentum != 0) {
       Tensor& buf = momentum_buffers[i];
       if (!buf || buf->is_errored()) {  // errored: made by a step whose sync failed (lazy/sync.h)
-        buf = ops::clone(d_p);
+        buf = clone(d_p);
       } else {
         // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-        ops::mul_(*buf, param(o.momentum));
-        ops::add_(*buf, Arg(scaled(d_p, 1 - o.dampening)));
+        mul_(buf, param(o.momentum));
+        add_(buf, Arg(scaled(d_p, 1 - o.dampening)));
       }
       // nesterov: d_p.add(buf, alpha=momentum)
       d_p = o.nesterov ? d_p + scaled(buf, o.momentum) : buf;
     }
     // param.add_(d_p, alpha=-lr)
-    ops::add_(*params[i], Arg(scaled(d_p, -o.lr)));
+    add_(params[i], Arg(scaled(d_p, -o.lr)));
   }
 }
 
@@ -106,7 +158,7 @@ void adadelta(std::span<const Tensor> params, std::span<const Tensor> grads, std
     // delta = (acc_delta + eps).sqrt() / (square_avg + eps).sqrt() * grad
     Tensor delta = sqrt(plus(acc_deltas[i], o.eps)) / sqrt(plus(square_avgs[i], o.eps)) * grad;
     ema_square_(acc_deltas[i], delta, o.rho);
-    ops::add_(*params[i], Arg(scaled(delta, -o.lr)));
+    add_(params[i], Arg(scaled(delta, -o.lr)));
   }
 }
 
@@ -116,7 +168,7 @@ void adagrad(std::span<const Tensor> params, std::span<const Tensor> grads, std:
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor grad = direction(grads[i], params[i], o.maximize, o.weight_decay);
     double clr = o.lr / (1 + static_cast<double>(steps[i] - 1) * o.lr_decay);
-    ops::add_(*state_sums[i], Arg(grad * grad));
+    add_(state_sums[i], Arg(grad * grad));
     step_along_(params[i], grad, plus(sqrt(state_sums[i]), o.eps), clr);
   }
 }
@@ -140,9 +192,9 @@ void rmsprop(std::span<const Tensor> params, std::span<const Tensor> grads, std:
     avg = plus(avg, o.eps);
     if (o.momentum > 0) {
       // buf.mul_(momentum).addcdiv_(grad, avg); param.add_(buf, alpha=-lr)
-      ops::mul_(*momentum_buffers[i], param(o.momentum));
-      ops::add_(*momentum_buffers[i], Arg(grad / avg));
-      ops::add_(*params[i], Arg(scaled(momentum_buffers[i], -o.lr)));
+      mul_(momentum_buffers[i], param(o.momentum));
+      add_(momentum_buffers[i], Arg(grad / avg));
+      add_(params[i], Arg(scaled(momentum_buffers[i], -o.lr)));
     } else {
       step_along_(params[i], grad, avg, o.lr);
     }
@@ -156,8 +208,8 @@ void adamax(std::span<const Tensor> params, std::span<const Tensor> grads, std::
     Tensor grad = direction(grads[i], params[i], o.maximize, o.weight_decay);
     ema_(exp_avgs[i], grad, o.beta1);
     // exp_inf = max(exp_inf * beta2, |grad| + eps)
-    ops::copy_(*exp_infs[i], ops::binary(OpId::Maximum, Arg(scaled(exp_infs[i], o.beta2)),
-                                         Arg(plus(ops::unary(OpId::Abs, grad), o.eps))));
+    copy_(exp_infs[i],
+          binary(OpId::Maximum, Arg(scaled(exp_infs[i], o.beta2)), Arg(plus(unary(OpId::Abs, grad), o.eps))));
     double clr = o.lr / (1 - std::pow(o.beta1, static_cast<double>(steps[i])));
     step_along_(params[i], exp_avgs[i], exp_infs[i], clr);
   }
@@ -170,7 +222,7 @@ void nadam(std::span<const Tensor> params, std::span<const Tensor> grads, std::s
   for (size_t i = 0; i < params.size(); ++i) {
     auto step = static_cast<double>(steps[i]);
     double bias_correction2 = 1 - std::pow(o.beta2, step);
-    if (o.decoupled_weight_decay && o.weight_decay != 0) ops::mul_(*params[i], param(1 - o.lr * o.weight_decay));
+    if (o.decoupled_weight_decay && o.weight_decay != 0) mul_(params[i], param(1 - o.lr * o.weight_decay));
     Tensor grad = direction(grads[i], params[i], o.maximize, o.decoupled_weight_decay ? 0 : o.weight_decay);
     // the momentum coefficients of this step and the next (Dozat's schedule)
     double mu = o.beta1 * (1 - 0.5 * std::pow(0.96, step * o.momentum_decay));
@@ -191,7 +243,7 @@ void radam(std::span<const Tensor> params, std::span<const Tensor> grads, std::s
     auto step = static_cast<double>(steps[i]);
     double bias_correction1 = 1 - std::pow(o.beta1, step);
     double bias_correction2 = 1 - std::pow(o.beta2, step);
-    if (o.decoupled_weight_decay && o.weight_decay != 0) ops::mul_(*params[i], param(1 - o.lr * o.weight_decay));
+    if (o.decoupled_weight_decay && o.weight_decay != 0) mul_(params[i], param(1 - o.lr * o.weight_decay));
     Tensor grad = direction(grads[i], params[i], o.maximize, o.decoupled_weight_decay ? 0 : o.weight_decay);
     ema_(exp_avgs[i], grad, o.beta1);
     ema_square_(exp_avg_sqs[i], grad, o.beta2);
@@ -201,10 +253,10 @@ void radam(std::span<const Tensor> params, std::span<const Tensor> grads, std::s
     double rho_t = rho_inf - 2 * step * std::pow(o.beta2, step) / bias_correction2;
     if (rho_t > 5) {  // the variance is tractable: rectify the adaptive step
       double rect = std::sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t));
-      Tensor adaptive_lr = ops::div(param(std::sqrt(bias_correction2)), Arg(plus(sqrt(exp_avg_sqs[i]), o.eps)));
+      Tensor adaptive_lr = div(param(std::sqrt(bias_correction2)), Arg(plus(sqrt(exp_avg_sqs[i]), o.eps)));
       update = scaled(update * adaptive_lr, rect);
     }
-    ops::sub_(*params[i], Arg(update));
+    sub_(params[i], Arg(update));
   }
 }
 
@@ -213,13 +265,13 @@ void asgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::sp
   check_lengths(params.size(), {grads.size(), axs.size(), etas.size(), mus.size(), steps.size()});
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor grad = direction(grads[i], params[i], o.maximize, o.weight_decay);
-    ops::mul_(*params[i], param(1 - o.lambd * etas[i]));
-    ops::add_(*params[i], Arg(scaled(grad, -etas[i])));
+    mul_(params[i], param(1 - o.lambd * etas[i]));
+    add_(params[i], Arg(scaled(grad, -etas[i])));
     if (mus[i] != 1) {
       // ax.add_(param.sub(ax).mul(mu))
-      ops::add_(*axs[i], Arg(scaled(ops::sub(Arg(params[i]), Arg(axs[i])), mus[i])));
+      add_(axs[i], Arg(scaled(sub(Arg(params[i]), Arg(axs[i])), mus[i])));
     } else {
-      ops::copy_(*axs[i], params[i]);
+      copy_(axs[i], params[i]);
     }
     auto step = static_cast<double>(steps[i]);
     etas[i] = o.lr / std::pow(1 + o.lambd * o.lr * step, o.alpha);
@@ -231,20 +283,20 @@ void rprop(std::span<const Tensor> params, std::span<const Tensor> grads, std::s
            std::span<const Tensor> step_sizes, const RpropOptions& o) {
   check_lengths(params.size(), {grads.size(), prevs.size(), step_sizes.size()});
   for (size_t i = 0; i < params.size(); ++i) {
-    Tensor grad = o.maximize ? ops::unary(OpId::Neg, grads[i]) : grads[i];
+    Tensor grad = o.maximize ? unary(OpId::Neg, grads[i]) : grads[i];
     // the sign of grad * prev picks the step size's factor: etaplus, etaminus, or 1 at a zero
-    Tensor agreement = ops::unary(OpId::Sign, grad * prevs[i]);
-    Tensor increasing = ops::binary(OpId::Gt, Arg(agreement), Scalar(int64_t{0}));
-    Tensor reversing = ops::binary(OpId::Lt, Arg(agreement), Scalar(int64_t{0}));
+    Tensor agreement = unary(OpId::Sign, grad * prevs[i]);
+    Tensor increasing = binary(OpId::Gt, Arg(agreement), Scalar(int64_t{0}));
+    Tensor reversing = binary(OpId::Lt, Arg(agreement), Scalar(int64_t{0}));
     // (agreement * etaplus where it is 1 and agreement * -etaminus where it is -1 keep the
     // factor in the gradient's dtype, as PyTorch's sign tensor is)
-    Tensor factor = ops::where(increasing, Arg(scaled(agreement, o.etaplus)),
-                               Arg(ops::where(reversing, Arg(scaled(agreement, -o.etaminus)), Scalar(1.0))));
-    ops::copy_(*step_sizes[i], ops::clamp(step_sizes[i] * factor, param(o.step_size_min), param(o.step_size_max)));
+    Tensor factor = where(increasing, Arg(scaled(agreement, o.etaplus)),
+                          Arg(where(reversing, Arg(scaled(agreement, -o.etaminus)), Scalar(1.0))));
+    copy_(step_sizes[i], clamp(step_sizes[i] * factor, param(o.step_size_min), param(o.step_size_max)));
     // after a sign change the gradient counts as 0: no step now, and no sign to compare next time
-    grad = ops::where(reversing, Scalar(0.0), Arg(grad));
-    ops::sub_(*params[i], Arg(ops::unary(OpId::Sign, grad) * step_sizes[i]));
-    ops::copy_(*prevs[i], grad);
+    grad = where(reversing, Scalar(0.0), Arg(grad));
+    sub_(params[i], Arg(unary(OpId::Sign, grad) * step_sizes[i]));
+    copy_(prevs[i], grad);
   }
 }
 

@@ -9,6 +9,20 @@
 // reach 1, keeps the trace key and replays the compiled graph. What changes the trace is what
 // changes PyTorch's code path: weight decay or momentum switching between zero and non-zero,
 // amsgrad, nesterov, maximize.
+//
+// Note [Optimizer numbers]
+//
+// Every number a rule takes as a trace parameter goes through one function, in an order fixed
+// by the rule's code and its options, so the numbers can be computed without recording: under
+// NumbersOnly a rule records no op; it lists the numbers its ops would take (`values`, in that
+// order), lists which ops it would record (`ops`), and returns, having updated the scalar
+// state it updates (NAdam's mu_products, ASGD's etas and mus) as it would have. Tensors are not
+// read then (any non-null tensor stands for each; null where the rule tests for a missing one,
+// SGD's first momentum buffer). loom.compile recomputes a captured update's numbers that way at
+// every replay, from the group's current hyperparameters and step counts, so a scheduled
+// learning rate takes effect without a new capture; other ops (weight decay switched on: a
+// different trace) are a failed guard. While a step is recorded for loom.compile, each
+// number is tagged with its position in the list (lazy/capture.h).
 #pragma once
 
 #include <span>
@@ -17,6 +31,24 @@
 #include "lazy/tensor.h"
 
 namespace loom::optim {
+
+// What a rule's call takes without its tensors (Note [Optimizer numbers]).
+struct Numbers {
+  std::vector<double> values;
+  std::vector<uint16_t> ops;  // the ops the rule would record, in order: its code path
+};
+
+// While it lives, the rules called on this thread fill `out` instead of recording ops.
+class NumbersOnly {
+ public:
+  explicit NumbersOnly(Numbers& out);
+  ~NumbersOnly();
+  NumbersOnly(const NumbersOnly&) = delete;
+  NumbersOnly& operator=(const NumbersOnly&) = delete;
+
+ private:
+  Numbers* previous_;
+};
 
 struct AdamOptions {
   double lr, beta1, beta2, eps, weight_decay;

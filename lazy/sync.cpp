@@ -1,5 +1,6 @@
 #include "lazy/sync.h"
 
+#include "lazy/capture.h"
 #include "lazy/dispatch.h"
 
 #include <pthread.h>
@@ -443,6 +444,8 @@ void follow_base(TensorImpl& v, const std::shared_ptr<const Error>& error) {
 // others computed again without them; then the first failure (an interrupt: that one) is raised.
 // Note [Sync causes] (lazy/sync.h): every call is one sync, counted for the reason its thread gave.
 void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views, std::vector<OrphanWrite> orphans) {
+  StepRecording* recorded = recording();  // loom.compile (lazy/capture.h): a sync in a step, or the step's own
+  if (recorded) recorded->note_sync_point(r.device, "syncs");
   if (!roots.empty() || !orphans.empty()) count_sync(detail::sync_reason);
   std::shared_ptr<const Error> raised;
   {
@@ -465,6 +468,11 @@ void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views,
           if (r.device.is_cpu()) unlocked.emplace();
           Scoped run(running);
           results = executor->run(trace);
+        }
+        if (recorded) {
+          std::vector<Array> written(orphans.size());
+          for (size_t i = 0; i < orphans.size(); ++i) written[i] = orphans[i].destination;
+          recorded->trace_ran(trace, roots, views, written);
         }
         count(metrics().traces);
         last_key.store(trace.key, std::memory_order_relaxed);
@@ -644,6 +652,14 @@ int64_t pending_count(Device device) {
   return r ? r->count : 0;
 }
 
+std::vector<Device> pending_devices() {
+  std::vector<Device> out;
+  if (mine)
+    for (Registry* r : mine->slots)
+      if (r && (r->head || !r->orphans.empty())) out.push_back(r->device);
+  return out;
+}
+
 bool recorded_here(const TensorImpl& t) noexcept { return t.registry && is_mine(*t.registry); }
 
 void prepare_foreign_read(TensorImpl& t) {
@@ -700,6 +716,8 @@ void synchronize_all() {
 }
 
 void materialize(TensorImpl& t) {
+  if (t.is_lazy())
+    if (StepRecording* r = recording()) [[unlikely]] r->note_sync_point(t.device(), "reads a tensor's value");
   Tensor keep(&t);  // another thread may drop its last other reference while this one waits
   for (;;) {
     t.check_usable();
@@ -722,6 +740,8 @@ void install_executor(std::unique_ptr<Executor> e) {
   std::lock_guard lock(executor_mutex());
   installed() = std::move(next);  // a sync running the previous one holds it until it returns
 }
+
+std::shared_ptr<Executor> shared_executor() { return current_executor(); }
 
 Executor& executor() {
   std::lock_guard lock(executor_mutex());

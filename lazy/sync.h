@@ -124,5 +124,8 @@ void sync_writes_into(const Array& region);
 
 // Number of live pending tensors of the calling thread on a device (tests and diagnostics).
 int64_t pending_count(Device device);
+// The devices where the calling thread has pending tensors or orphan writes (loom.compile's
+// recordings sync the one a step computed on).
+std::vector<Device> pending_devices();
 
 }  // namespace loom

@@ -1,6 +1,7 @@
 #include "lazy/tensor.h"
 
 #include "lazy/autograd.h"
+#include "lazy/capture.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 #include "runtime/free_list.h"
@@ -9,6 +10,8 @@ namespace loom {
 
 TensorImpl::TensorImpl(Array value, bool lazy) : value_(std::move(value)), lazy_(lazy) {
   device_ = value_.device();
+  if (lazy) [[likely]]
+    if (StepRecording* r = recording()) [[unlikely]] r->note_created(*this);  // lazy/capture.h
 }
 
 TensorImpl::TensorImpl(Ref<Node> node, Device device) : node_(std::move(node)), device_(device), lazy_(true) {
@@ -38,6 +41,7 @@ Ref<Node> TensorImpl::read_node() {
     return node_;
   }
   if (!input_leaf_) input_leaf_ = Node::input(value_);
+  if (StepRecording* r = recording()) [[unlikely]] r->note_read(*this);  // lazy/capture.h
   return input_leaf_;
 }
 
@@ -49,6 +53,7 @@ Ref<Node> TensorImpl::read_node_slow() {
   check_usable();
   if (node_) return node_;
   if (!input_leaf_) input_leaf_ = Node::input(value_);
+  if (StepRecording* r = recording()) [[unlikely]] r->note_read(*this);
   return input_leaf_;
 }
 
@@ -68,6 +73,8 @@ void TensorImpl::rebind(Ref<Node> node, bool write) {
     written_->requires_grad = m && m->requires_grad;
   }
   if (!node_) {
+    if (write)
+      if (StepRecording* r = recording()) [[unlikely]] r->note_first_write(*this);  // lazy/capture.h
     // Materialized until now: the new value goes into the existing storage at the sync.
     destination_ = value_;
     value_.storage->add_pending_write();

@@ -109,7 +109,10 @@ def _materialize(mode):
 
 
 def _captured(mode, fn, inputs):
-    """torch-cudagraph and torch-compile: the step `fn(*inputs)` captured once, replayed after."""
+    """torch-cudagraph, torch-compile and loom-compile: the step `fn(*inputs)` captured once,
+    replayed after."""
+    if mode.capture == "loom-compile":
+        return mode.module.compile(fn)
     if mode.capture == "compile":
         return torch.compile(fn, mode="reduce-overhead")
     stream = torch.cuda.Stream()
@@ -259,6 +262,8 @@ def _training_runner(model_fn, data_fn, warmup=3):
             run = replay
         elif mode.capture == "compile":
             run = torch.compile(step, mode="reduce-overhead")
+        elif mode.capture == "loom-compile":
+            run = m.compile(step)
         else:
             run = step
         while len(losses) < warmup:
@@ -276,8 +281,8 @@ def _training_runner(model_fn, data_fn, warmup=3):
 
 # ---- the table of cases ----
 
-LOOM_AND_TORCH = ["loom-lazy", "loom-lazy-nofuse", "loom-lazy-nograph", "loom-eager", "torch-eager",
-                  "torch-cudagraph", "torch-compile"]
+LOOM_AND_TORCH = ["loom-lazy", "loom-compile", "loom-lazy-nofuse", "loom-lazy-nograph", "loom-eager",
+                  "torch-eager", "torch-cudagraph", "torch-compile"]
 
 # (repeats, steps per block) for the full run and for --quick
 SIZES = {

@@ -22,7 +22,7 @@ class Mode:
         self.what = what          # one line for --help
         self.executor = executor  # loom lazy modes: the executor kind installed while it runs
         self.gpu_only = gpu_only
-        self.capture = capture    # torch GPU modes: "cudagraph" or "compile"
+        self.capture = capture    # torch GPU modes: "cudagraph" or "compile"; "loom-compile"
 
     @property
     def module(self):
@@ -89,6 +89,8 @@ def _allocator_device(device):
 
 MODES = [
     Mode("loom-lazy", "loom", 'device="lazy": fusion + cached graph replay', executor="fused"),
+    Mode("loom-compile", "loom", "loom.compile(step): the whole step captured once, replayed without Python",
+         executor="fused", capture="loom-compile"),
     Mode("loom-lazy-nofuse", "loom", "graph replay without fusion (ablation, as LOOM_FUSION=0)", executor="unfused"),
     Mode("loom-lazy-nograph", "loom", "fusion without CUDA graph replay (ablation, as LOOM_CUDA_GRAPHS=0)",
          executor="fused-nograph", gpu_only=True),

@@ -52,6 +52,10 @@ def markdown(results, targets):
         if r["status"] == "unavailable":
             unavailable.setdefault(r["message"], set()).add(r["mode"])
     notes += [f"not run ({why}): {', '.join(sorted(modes))}" for why, modes in sorted(unavailable.items())]
+    notes += [f"loom-compile, {r['case']}: a replayed call takes {duration(r['compiled_call_s'])}, of which "
+              f"{duration(r['compiled_host_s'])} is host overhead (everything but the plan's run); "
+              f"{r['replays_per_step']:.2f} replays per step" for r in results["rows"]
+              if r["status"] == "ok" and r.get("compiled_host_s") is not None]
     lines += [""] + [f"- {n}" for n in notes]
     if results.get("cold"):
         lines += ["", "| cold start (loom-lazy, first step) | empty kernel cache | warm disk cache, new process |",

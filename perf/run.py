@@ -126,6 +126,11 @@ def summarize(row, steps):
         row.update(kernels_per_step=total["kernel_launches"] / n, graphs_per_step=total["graph_replays"] / n,
                    traces_per_step=total["traces"] / n, compiled_after_warmup=total["kernels_compiled"],
                    graphs_lowered_after_warmup=total["graph_cache_misses"])
+        if total.get("compiled_replays"):  # loom-compile: a replayed call's time outside the plan's run
+            replays = total["compiled_replays"]
+            row.update(replays_per_step=replays / n,
+                       compiled_call_s=total["compiled_replay_seconds"] / replays,
+                       compiled_host_s=(total["compiled_replay_seconds"] - total["compiled_plan_seconds"]) / replays)
     if peaks:
         row["step_peak_bytes"] = max(peaks)
 

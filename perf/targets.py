@@ -90,6 +90,29 @@ def _speedup(case, device, goals):
     return decide
 
 
+def _compiled_speedup(case, goal):
+    """loom-compile's speed-up over torch-eager on the CPU."""
+    def decide(results):
+        if results["device"] != "cpu":
+            return None
+        row = _row(results, case, "loom-compile")
+        if row is None or "torch-eager" not in row["vs"]:
+            return None
+        ratio = row["vs"]["torch-eager"]
+        return f"{ratio:.2f}x torch-eager, {_cpu_threads(results, 'torch')}", ratio >= goal
+    return decide
+
+
+def _compiled_host(results):
+    if results["device"] != "cpu":
+        return None
+    row = _row(results, "mlp", "loom-compile")
+    if row is None or row.get("compiled_host_s") is None:
+        return None
+    host = row["compiled_host_s"]
+    return f"{host * 1e6:.1f} us of a {row['compiled_call_s'] * 1e6:.0f} us call", host <= 15e-6
+
+
 def _chain_bandwidth(results):
     if results["device"] != "cuda" or results.get("copy_1e7_s") is None:
         return None
@@ -152,6 +175,10 @@ TARGETS = [
      _speedup("mlp", "cuda", {"torch-eager": 5, "torch-cudagraph": 1.5, "torch-compile": 1.0})),
     ("gpt, GPU", "at least 3x torch-eager, 1.0x torch-compile",
      _speedup("gpt", "cuda", {"torch-eager": 3, "torch-compile": 1.0})),
+    ("mlp, CPU, loom.compile", "loom-compile at least 5x torch-eager", _compiled_speedup("mlp", 5)),
+    ("gpt, CPU, loom.compile", "loom-compile at least 1.3x torch-eager", _compiled_speedup("gpt", 1.3)),
+    ("mlp, CPU, loom.compile host overhead", "at most 15 us a replayed call outside the plan's run",
+     _compiled_host),
     ("chain 1e7, GPU", "effective bandwidth at least 85% of a device-to-device copy", _chain_bandwidth),
     ("chain 1e7, CPU", "at least 3x faster than numpy", _chain_cpu),
     ("steady state", "0 kernels compiled and 0 graphs captured after warm-up", _steady_state),

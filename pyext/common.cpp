@@ -66,8 +66,11 @@ int64_t to_int64(PyObject* obj, const char* what) {
   return v;
 }
 
+thread_local std::vector<PyObject*>* floats_read_by_value = nullptr;
+
 double to_double(PyObject* obj, const char* what) {
   if (PyFloat_CheckExact(obj)) return PyFloat_AS_DOUBLE(obj);
+  if (floats_read_by_value && PyFloat_Check(obj)) [[unlikely]] floats_read_by_value->push_back(obj);
   if (!PyNumber_Check(obj)) LOOM_FAIL(Type, what, " must be a number, not ", type_name(obj));
   double v = PyFloat_AsDouble(obj);
   if (v == -1.0 && PyErr_Occurred()) throw PythonError{};

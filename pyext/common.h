@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "runtime/dtype.h"
 #include "runtime/layout.h"
@@ -79,6 +80,9 @@ extern PyObject* DistBackendError;
 bool is_index_like(PyObject* obj) noexcept;
 int64_t to_int64(PyObject* obj, const char* what);
 double to_double(PyObject* obj, const char* what);
+// While loom.compile records a step, the float subclasses to_double read (the float arguments it
+// tracks, Note [Float arguments] in pyext/compile_bindings.cpp); null otherwise.
+extern thread_local std::vector<PyObject*>* floats_read_by_value;
 bool to_bool(PyObject* obj, const char* what);
 // A sequence of ints: tuple, list or loom.Size.
 Dims to_dims(PyObject* obj, const char* what);

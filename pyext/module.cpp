@@ -15,10 +15,12 @@ extern PyMethodDef cuda_functions[];
 extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
+extern PyMethodDef compile_functions[];
 extern PyMethodDef distributed_functions[];
 extern PyMethodDef autocast_functions[];
 extern PyMethodDef backward_hook_functions[];
 void register_autograd_types(PyObject* module);
+void register_compile_type(PyObject* module);
 void register_distributed_types(PyObject* module);
 
 namespace {
@@ -51,10 +53,12 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), lazy_functions));
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
+  check_status(PyModule_AddFunctions(module.get(), compile_functions));
   check_status(PyModule_AddFunctions(module.get(), distributed_functions));
   check_status(PyModule_AddFunctions(module.get(), autocast_functions));
   check_status(PyModule_AddFunctions(module.get(), backward_hook_functions));
   register_autograd_types(module.get());
+  register_compile_type(module.get());
   register_distributed_types(module.get());
   set_warning_handler(&python_warning);
   static std::vector<PyMethodDef> ops = [] {

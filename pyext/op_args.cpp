@@ -5,9 +5,17 @@
 
 namespace loom::py {
 
+thread_local const std::vector<std::pair<PyObject*, uint32_t>>* float_argument_tags = nullptr;
+
 std::optional<Scalar> scalar_of(PyObject* obj) {
   if (PyBool_Check(obj)) return Scalar(obj == Py_True);
-  if (PyFloat_Check(obj)) return Scalar(PyFloat_AS_DOUBLE(obj));
+  if (PyFloat_Check(obj)) {
+    Scalar s(PyFloat_AS_DOUBLE(obj));
+    if (float_argument_tags) [[unlikely]]
+      for (const auto& [argument, tag] : *float_argument_tags)
+        if (argument == obj) return s.with_source(tag);
+    return s;
+  }
   if (PyLong_Check(obj)) return Scalar(to_int64(obj, "value"));
   if (is_tensor(obj)) return std::nullopt;
   if (is_index_like(obj)) return Scalar(to_int64(obj, "value"));  // numpy integers

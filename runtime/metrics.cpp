@@ -30,6 +30,12 @@ std::span<const MetricField> metric_fields() noexcept {
       {"plan_cache_evictions", &Metrics::plan_cache_evictions},
       {"plan_cache_entries", &Metrics::plan_cache_entries, 1.0, true},
       {"plan_cache_bytes", &Metrics::plan_cache_bytes, 1.0, true},
+      {"compiled_calls", &Metrics::compiled_calls},
+      {"compiled_replays", &Metrics::compiled_replays},
+      {"compiled_recaptures", &Metrics::compiled_recaptures},
+      {"compiled_fallbacks", &Metrics::compiled_fallbacks},
+      {"compiled_replay_seconds", &Metrics::compiled_replay_nanoseconds, 1e-9},
+      {"compiled_plan_seconds", &Metrics::compiled_plan_nanoseconds, 1e-9},
   };
   return fields;
 }

@@ -55,6 +55,17 @@ struct Metrics {
   std::atomic<int64_t> plan_cache_evictions{0};
   std::atomic<int64_t> plan_cache_entries{0};
   std::atomic<int64_t> plan_cache_bytes{0};
+  // loom.compile (pyext/compile_bindings.cpp): calls of compiled functions, those a captured step
+  // served, steps captured after the first for a function (a guard failed), and calls that ran
+  // uncompiled (the function fell back for good, or that call could not replay).
+  std::atomic<int64_t> compiled_calls{0};
+  std::atomic<int64_t> compiled_replays{0};
+  std::atomic<int64_t> compiled_recaptures{0};
+  std::atomic<int64_t> compiled_fallbacks{0};
+  // The time of the replayed calls, from entering the compiled function to returning its result,
+  // and the part of it the executor ran the plan (the host overhead of a replay is the rest).
+  std::atomic<int64_t> compiled_replay_nanoseconds{0};
+  std::atomic<int64_t> compiled_plan_nanoseconds{0};
 
   // Zeroes the counters and the gauges of the last run (not the plan cache's state).
   void reset() noexcept;

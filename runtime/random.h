@@ -104,6 +104,11 @@ class Generator {
   PhiloxState draw() noexcept {
     return {seed_.load(std::memory_order_relaxed), offset_.fetch_add(1, std::memory_order_relaxed)};
   }
+  // The states of `count` random ops at once (a replayed step's, graph/captured_step.h): the
+  // first's; the others take the next offsets.
+  PhiloxState draw(uint64_t count) noexcept {
+    return {seed_.load(std::memory_order_relaxed), offset_.fetch_add(count, std::memory_order_relaxed)};
+  }
 
  private:
   std::atomic<uint64_t> seed_;

@@ -37,6 +37,16 @@ class Scalar {
   Scalar stored_as(DType dtype) const noexcept;
 
   double as_double() const noexcept { return kind_ == ScalarKind::Float ? d_ : static_cast<double>(i_); }
+
+  // Where the number came from, for loom.compile: 0 for nowhere known, else a tag that the
+  // recording of a compiled step gave it (lazy/capture.h, Note [Where a step's numbers come
+  // from]). Copies keep it; a number computed from it (-x, x.stored_as(...)) has none.
+  uint32_t source() const noexcept { return source_; }
+  Scalar with_source(uint32_t source) const noexcept {
+    Scalar s = *this;
+    s.source_ = source;
+    return s;
+  }
   int64_t as_int() const noexcept { return kind_ == ScalarKind::Float ? static_cast<int64_t>(d_) : i_; }
 
   // Reads element 0 of a buffer of the given dtype.
@@ -52,6 +62,7 @@ class Scalar {
 
  private:
   ScalarKind kind_;
+  uint32_t source_ = 0;  // in the padding: a Scalar stays 16 bytes
   union {
     int64_t i_;
     double d_;

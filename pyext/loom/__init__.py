@@ -71,5 +71,7 @@ from loom.amp.autocast_mode import (autocast, autocast_decrement_nesting, autoca
                                     is_autocast_enabled, set_autocast_cache_enabled, set_autocast_cpu_dtype,
                                     set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
                                     set_autocast_gpu_dtype)
+from loom._compile import compile  # noqa: E402,A001  (loom.compile, as torch.compile)
+from loom import compiler  # noqa: E402
 
 __all__ = [name for name in dir() if not name.startswith("_")]

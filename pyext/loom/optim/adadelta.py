@@ -1,4 +1,4 @@
-"""Adadelta (Zeiler, 2012), as torch.optim.Adadelta; the update is loom._C._adadelta_step."""
+"""Adadelta (Zeiler, 2012), as torch.optim.Adadelta; the update is loom._C._optimizer_step("adadelta", ...)."""
 
 import loom
 from loom import _C
@@ -20,7 +20,4 @@ class Adadelta(Optimizer):
     def _step_group(self, group, params):
         states = self._states(params, lambda p: {"step": 0, "square_avg": loom.zeros_like(p),
                                                  "acc_delta": loom.zeros_like(p)})
-        self._advance(states)
-        _C._adadelta_step(params, [p.grad for p in params], [s["square_avg"] for s in states],
-                          [s["acc_delta"] for s in states], float(group["lr"]), float(group["rho"]),
-                          float(group["eps"]), float(group["weight_decay"]), bool(group["maximize"]))
+        _C._optimizer_step("adadelta", self, group, params, states)

@@ -1,4 +1,4 @@
-"""Adagrad (Duchi et al., 2011), as torch.optim.Adagrad; the update is loom._C._adagrad_step.
+"""Adagrad (Duchi et al., 2011), as torch.optim.Adagrad; the update is loom._C._optimizer_step("adagrad", ...).
 As in PyTorch, each parameter's state exists from construction (share_memory() can reach it)."""
 
 import loom
@@ -42,8 +42,4 @@ class Adagrad(Optimizer):
     def _step_group(self, group, params):
         for p in params:
             self._init_state(p, group)
-        states = [self.state[p] for p in params]
-        steps = self._advance(states)
-        _C._adagrad_step(params, [p.grad for p in params], [s["sum"] for s in states], steps, float(group["lr"]),
-                         float(group["lr_decay"]), float(group["weight_decay"]), float(group["eps"]),
-                         bool(group["maximize"]))
+        _C._optimizer_step("adagrad", self, group, params, [self.state[p] for p in params])

@@ -1,4 +1,4 @@
-"""Adam and AdamW, with PyTorch's update rules; the update itself is loom._C._adam_step
+"""Adam and AdamW, with PyTorch's update rules; the update itself is loom._C._optimizer_step("adam", ...)
 (lazy/optimizer_steps.h), one call per parameter group."""
 
 import loom
@@ -33,15 +33,10 @@ class Adam(Optimizer):
             return state
 
         states = self._states(params, init)
-        steps = self._advance(states)
         if amsgrad:  # a state loaded from a run without amsgrad
             for p, s in zip(params, states):
                 s.setdefault("max_exp_avg_sq", loom.zeros_like(p))
-        beta1, beta2 = group["betas"]
-        _C._adam_step(params, [p.grad for p in params], [s["exp_avg"] for s in states],
-                      [s["exp_avg_sq"] for s in states], [s["max_exp_avg_sq"] for s in states] if amsgrad else [],
-                      steps, float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-                      float(group["weight_decay"]), self._decoupled, amsgrad, bool(group["maximize"]))
+        _C._optimizer_step("adam", self, group, params, states)
 
 
 class AdamW(Adam):

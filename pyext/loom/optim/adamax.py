@@ -1,5 +1,5 @@
 """Adamax (Kingma and Ba, 2015: Adam with the infinity norm), as torch.optim.Adamax; the update
-is loom._C._adamax_step."""
+is loom._C._optimizer_step("adamax", ...)."""
 
 import loom
 from loom import _C
@@ -20,8 +20,4 @@ class Adamax(Optimizer):
     def _step_group(self, group, params):
         states = self._states(params, lambda p: {"step": 0, "exp_avg": loom.zeros_like(p),
                                                  "exp_inf": loom.zeros_like(p)})
-        steps = self._advance(states)
-        beta1, beta2 = group["betas"]
-        _C._adamax_step(params, [p.grad for p in params], [s["exp_avg"] for s in states],
-                        [s["exp_inf"] for s in states], steps, float(group["lr"]), float(beta1), float(beta2),
-                        float(group["eps"]), float(group["weight_decay"]), bool(group["maximize"]))
+        _C._optimizer_step("adamax", self, group, params, states)

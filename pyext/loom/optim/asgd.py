@@ -1,5 +1,5 @@
 """Averaged SGD (Polyak and Juditsky, 1992), as torch.optim.ASGD; the update is
-loom._C._asgd_step. eta (the step size) and mu (the averaging weight) are numbers in each
+loom._C._optimizer_step("asgd", ...). eta (the step size) and mu (the averaging weight) are numbers in each
 parameter's state; PyTorch keeps 0-d tensors and reads them every step."""
 
 import loom
@@ -22,10 +22,4 @@ class ASGD(Optimizer):
     def _step_group(self, group, params):
         lr = float(group["lr"])
         states = self._states(params, lambda p: {"step": 0, "eta": lr, "mu": 1.0, "ax": loom.zeros_like(p)})
-        steps = self._advance(states)
-        etas, mus = _C._asgd_step(params, [p.grad for p in params], [s["ax"] for s in states],
-                                  [s["eta"] for s in states], [s["mu"] for s in states], steps, lr,
-                                  float(group["lambd"]), float(group["alpha"]), float(group["t0"]),
-                                  float(group["weight_decay"]), bool(group["maximize"]))
-        for s, eta, mu in zip(states, etas, mus):
-            s["eta"], s["mu"] = eta, mu
+        _C._optimizer_step("asgd", self, group, params, states)

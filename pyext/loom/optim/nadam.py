@@ -1,5 +1,5 @@
 """NAdam (Dozat, 2016: Adam with Nesterov momentum), as torch.optim.NAdam; the update is
-loom._C._nadam_step. mu_product (the product of the momentum coefficients) is a number in each
+loom._C._optimizer_step("nadam", ...). mu_product (the product of the momentum coefficients) is a number in each
 parameter's state; PyTorch keeps a 0-d tensor and reads it every step."""
 
 import loom
@@ -29,12 +29,4 @@ class NAdam(Optimizer):
     def _step_group(self, group, params):
         states = self._states(params, lambda p: {"step": 0, "mu_product": 1.0, "exp_avg": loom.zeros_like(p),
                                                  "exp_avg_sq": loom.zeros_like(p)})
-        steps = self._advance(states)
-        beta1, beta2 = group["betas"]
-        mu_products = _C._nadam_step(params, [p.grad for p in params], [s["exp_avg"] for s in states],
-                                     [s["exp_avg_sq"] for s in states], [s["mu_product"] for s in states], steps,
-                                     float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
-                                     float(group["weight_decay"]), float(group["momentum_decay"]),
-                                     bool(group["decoupled_weight_decay"]), bool(group["maximize"]))
-        for s, mu_product in zip(states, mu_products):
-            s["mu_product"] = mu_product
+        _C._optimizer_step("nadam", self, group, params, states)

@@ -156,13 +156,6 @@ class Optimizer:
             out.append(state)
         return out
 
-    @staticmethod
-    def _advance(states):
-        """Counts a step in each state and returns the step numbers (1 for the first)."""
-        for s in states:
-            s["step"] += 1
-        return [s["step"] for s in states]
-
     def state_dict(self):
         """{'state': {index: {...}}, 'param_groups': [{..., 'params': [indices]}]}, as PyTorch."""
         index = {}

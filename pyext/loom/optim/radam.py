@@ -1,5 +1,5 @@
 """RAdam (Liu et al., 2019: Adam with a rectified adaptive step), as torch.optim.RAdam; the
-update is loom._C._radam_step. Its first steps (while the variance estimate is intractable) are
+update is loom._C._optimizer_step("radam", ...). Its first steps (while the variance estimate is intractable) are
 plain momentum steps: a different trace for those few steps, as PyTorch takes a different path."""
 
 import loom
@@ -24,9 +24,4 @@ class RAdam(Optimizer):
     def _step_group(self, group, params):
         states = self._states(params, lambda p: {"step": 0, "exp_avg": loom.zeros_like(p),
                                                  "exp_avg_sq": loom.zeros_like(p)})
-        steps = self._advance(states)
-        beta1, beta2 = group["betas"]
-        _C._radam_step(params, [p.grad for p in params], [s["exp_avg"] for s in states],
-                       [s["exp_avg_sq"] for s in states], steps, float(group["lr"]), float(beta1), float(beta2),
-                       float(group["eps"]), float(group["weight_decay"]), bool(group["decoupled_weight_decay"]),
-                       bool(group["maximize"]))
+        _C._optimizer_step("radam", self, group, params, states)

@@ -1,5 +1,5 @@
 """RMSprop (Hinton), centered (Graves, 2013) and with momentum, as torch.optim.RMSprop; the
-update is loom._C._rmsprop_step."""
+update is loom._C._optimizer_step("rmsprop", ...)."""
 
 import loom
 from loom import _C
@@ -32,14 +32,9 @@ class RMSprop(Optimizer):
             return state
 
         states = self._states(params, init)
-        self._advance(states)
         for p, s in zip(params, states):  # a momentum or centering switched on after the first step
             if momentum > 0:
                 s.setdefault("momentum_buffer", loom.zeros_like(p))
             if centered:
                 s.setdefault("grad_avg", loom.zeros_like(p))
-        _C._rmsprop_step(params, [p.grad for p in params], [s["square_avg"] for s in states],
-                         [s["grad_avg"] for s in states] if centered else [],
-                         [s["momentum_buffer"] for s in states] if momentum > 0 else [], float(group["lr"]),
-                         float(group["alpha"]), float(group["eps"]), float(group["weight_decay"]), momentum, centered,
-                         bool(group["maximize"]))
+        _C._optimizer_step("rmsprop", self, group, params, states)

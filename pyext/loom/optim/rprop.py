@@ -1,6 +1,6 @@
 """Rprop (Riedmiller and Braun, 1993: steps by the gradient's sign, with per-element step sizes
 that grow while the sign holds and shrink when it flips), as torch.optim.Rprop; the update is
-loom._C._rprop_step."""
+loom._C._optimizer_step("rprop", ...)."""
 
 import loom
 from loom import _C
@@ -21,9 +21,4 @@ class Rprop(Optimizer):
         lr = group["lr"]
         states = self._states(params, lambda p: {"step": 0, "prev": loom.zeros_like(p),
                                                  "step_size": loom.full_like(p, lr)})
-        self._advance(states)
-        etaminus, etaplus = group["etas"]
-        step_size_min, step_size_max = group["step_sizes"]
-        _C._rprop_step(params, [p.grad for p in params], [s["prev"] for s in states],
-                       [s["step_size"] for s in states], float(etaminus), float(etaplus), float(step_size_min),
-                       float(step_size_max), bool(group["maximize"]))
+        _C._optimizer_step("rprop", self, group, params, states)

@@ -1,5 +1,5 @@
 """SGD with momentum, dampening, Nesterov momentum and weight decay, as torch.optim.SGD; the
-update itself is loom._C._sgd_step (lazy/optimizer_steps.h), one call per parameter group."""
+update itself is loom._C._optimizer_step("sgd", ...) (lazy/optimizer_steps.h), one call per parameter group."""
 
 from loom import _C
 from loom.optim._checks import check_lr, check_momentum, check_weight_decay
@@ -21,10 +21,4 @@ class SGD(Optimizer):
                                       differentiable=differentiable, fused=fused))
 
     def _step_group(self, group, params):
-        states = [self.state[p] for p in params]
-        momentum = float(group["momentum"])
-        buffers = _C._sgd_step(params, [p.grad for p in params], [s.get("momentum_buffer") for s in states],
-                               float(group["lr"]), momentum, float(group["dampening"]),
-                               float(group["weight_decay"]), bool(group["nesterov"]), bool(group["maximize"]))
-        for state, buf in zip(states, buffers):  # None without momentum, as PyTorch stores it
-            state["momentum_buffer"] = buf
+        _C._optimizer_step("sgd", self, group, params, [self.state[p] for p in params])
