@@ -5,7 +5,7 @@
 // steady-state step share most of their kernels, and a new batch size or a changed tail of a
 // trace shares nearly all. compile_host_kernels() takes the module's functions, finds each one
 // already loaded (compiled for an earlier module of this process and still held by some plan),
-// and compiles only the others: split into up to one unit per thread of loom's pool (a unit is
+// and compiles only the others: split into up to one unit per thread asked for (at most 8; a unit is
 // the prelude and some of the functions, compiled and cached on disk as a host module of its
 // own: rtc/host_compiler.h), the units compiled in parallel. Units are deterministic for the
 // same missing functions and thread count, so a new process with a warm disk cache loads them.
