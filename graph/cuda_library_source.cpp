@@ -217,6 +217,44 @@ LOOM_KERNEL loom_index_put(const i64* ip, const i64* sp, void* const* bufs) {
   }
 }
 
+// Col2Im (lazy/ops_windows.cpp): out[b, x..., r] sums in[b, j..., o..., r] over the window
+// elements j (row-major) whose window o lands it on x; one thread per output element, no
+// atomics, in the CPU's order and precision (double, int64 for integers).
+LOOM_KERNEL loom_col2im(const i64* ip, const i64* sp, void* const* bufs) {
+  const int k = (int)ip[1];
+  const i64 rest_size = ip[3];
+  const i64* extent = ip + 4; const i64* size = extent + k; const i64* count = size + k;
+  const i64* stride = count + k; const i64* dilation = stride + k; const i64* st = dilation + k;
+  const int type = (int)st[2 * k + 2];
+  i64 taps = 1;
+  for (int i = 0; i < k; ++i) taps *= size[i];
+  LOOM_FOR_EACH(e, ip[0]) {
+    const i64 r = e % rest_size, plane = e / rest_size;  // plane: b and x... (row-major)
+    i64 b = plane;
+    for (int i = k - 1; i >= 0; --i) b /= extent[i];
+    const i64 base = b * st[0] + r * st[2 * k + 1];
+    double fsum = 0.0;
+    i64 isum = 0;
+    bool is_float = false;  // no element lands: a zero of any type
+    for (i64 t = 0; t < taps; ++t) {
+      i64 left = t, at = base, rest = plane;  // x_i re-derived per tap: no per-thread array, any k
+      bool lands = true;
+      for (int i = k - 1; i >= 0; --i) {
+        const i64 x = rest % extent[i]; rest /= extent[i];
+        const i64 j = left % size[i]; left /= size[i];
+        const i64 p = x - j * dilation[i];
+        if (p < 0 || p % stride[i] != 0 || p / stride[i] >= count[i]) { lands = false; break; }
+        at += j * st[1 + i] + (p / stride[i]) * st[1 + k + i];
+      }
+      if (!lands) continue;
+      const loom_value v = loom_load(bufs[0], at, type);
+      is_float = v.is_float;
+      if (v.is_float) fsum += v.d; else isum += v.i;
+    }
+    loom_store(bufs[1], e, type, is_float ? loom_float(fsum) : loom_int(isum));
+  }
+}
+
 // The kernels over lines along a dim (cumsum, the scans, sort) read the ip cuda_lowering.cpp's
 // lines_ip writes: lines, r, sizes, x's strides, out's strides, then the tail: dim, x's dtype,
 // out's dtype and the kernel's own words. A line: where it starts in x and out, its length and

@@ -1,8 +1,9 @@
 // The source of the CUDA kernels behind the library steps of a program (fusion/program.h) that
 // are not matrix products of floats (those go to cuBLAS) nor plain copies and fills (the
 // runtime's kernels): gathers, scatters (by sum, replacement, product, maximum, minimum),
-// indexing, cumulative sums, integer floor division and remainder, and integer matrix products.
-// Plain text, built with or without the CUDA toolkit so the tests compile it with NVRTC anywhere.
+// indexing, cumulative sums, col2im, integer floor division and remainder, and integer matrix
+// products. Plain text, built with or without the CUDA toolkit so the tests compile it with
+// NVRTC anywhere.
 //
 // ABI and helpers as the runtime's kernels (runtime/cuda/kernel_source.h). Index kernels report
 // an index out of range, and the division kernel a zero divisor, by storing their `code` in the
@@ -25,6 +26,8 @@
 //                     sp = [the value's bits when !has_values]   bufs = [values, index_0..k-1, out, error]
 //   loom_cumsum       ip = [lines, r, sizes[r], x_strides[r], out_strides[r], dim, x T, out T]
 //                     bufs = [x, out]
+//   loom_col2im       ip = [n, k, B, R, extent[k], size[k], count[k], stride[k], dilation[k],
+//                     in_strides over (B, size..., count..., R)[2k + 2], T]   bufs = [in, out (contiguous)]
 //   loom_int_divmod   ip = [n, r, sizes[r], a_strides[r], b_strides[r], remainder, a T, b T, out T,
 //                     a_is_scalar, b_is_scalar, code]   sp = [a, b] (scalars, in out T)
 //                     bufs = [a, b, out (contiguous), error]

@@ -8,6 +8,8 @@
 #include "graph/cuda_program.h"
 #include "lazy/collectives.h"
 #include "runtime/cuda/kernel_source.h"
+#include "runtime/determinism.h"
+#include "runtime/warning.h"
 
 namespace loom::graph {
 namespace {
@@ -251,6 +253,7 @@ class Lowering {
       case OpId::Index: return index(step, out, what);
       case OpId::IndexPut: return index_put(step, out, what);
       case OpId::Cumsum: return cumsum(step, out, what);
+      case OpId::Col2Im: return col2im(step, out, what);
       case OpId::Scatter:
       case OpId::ScatterReduce: return scatter(step, out, what);
       case OpId::ViewDtype: return view_dtype(step, out, what);
@@ -377,11 +380,35 @@ class Lowering {
             "gather(): index out of bounds for dimension " + std::to_string(dim) + " with size " + std::to_string(dim_size));
   }
 
+  // loom_col2im's ip: output elements, k, B, R, then per window dim extent, size, count, stride,
+  // dilation (k each), the input's strides over (B, size..., count..., R), its dtype code.
+  void col2im(const fusion::Step& step, const View& out, const std::string& what) {
+    int64_t n = numel_of(out.sizes);
+    if (n == 0) return;
+    View in = operand(step.operands[0]);
+    const Attrs& a = node(step.node).attrs();
+    int64_t k = a[0];
+    std::vector<int64_t> ip{n, k, in.sizes[0], in.sizes.back()};
+    for (int64_t part : {0, 1})  // extent, size
+      for (int64_t i = 0; i < k; ++i) ip.push_back(a[1 + part * k + i]);
+    for (int64_t i = 0; i < k; ++i) ip.push_back(in.sizes[1 + k + i]);  // count
+    for (int64_t part : {2, 3})  // stride, dilation
+      for (int64_t i = 0; i < k; ++i) ip.push_back(a[1 + part * k + i]);
+    ip.insert(ip.end(), in.strides.begin(), in.strides.end());
+    ip.push_back(cuda::dtype_code(out.dtype));
+    launch(CudaModule::Library, "loom_col2im", n, ip, {}, {in.address, out.address}, what);
+  }
+
   void scatter_add(const fusion::Step& step, const View& out, const std::string& what) {
     View x = operand(step.operands[0]), idx = operand(step.operands[1]), src = operand(step.operands[2]);
     copy(out, x, what);
     int64_t n = numel_of(idx.sizes);
     if (n == 0) return;
+    if (is_floating(out.dtype) && deterministic_algorithms().enabled)
+      warn_once("scatter_add deterministic",
+                "scatter_add (index_add, the gradients of gathers and embeddings) accumulates floating values with "
+                "atomics on a GPU: the order of its sums, and so its last bits, can differ between runs although "
+                "loom.use_deterministic_algorithms(True) was set (loom has no deterministic form of it yet)");
     int64_t dim = node(step.node).attrs()[0];
     auto r = static_cast<int64_t>(idx.sizes.size());
     int64_t dim_size = out.sizes.empty() ? 1 : out.sizes[dim];

@@ -46,6 +46,8 @@ namespace loom {
   X(Scatter) X(ScatterReduce) X(ViewDtype)                                                          \
   /* matrix products */                                                                             \
   X(MatMul)                                                                                         \
+  /* convolution: windows summed into place (col2im, lazy/ops_windows.cpp) */                        \
+  X(Col2Im)                                                                                         \
   /* creation */                                                                                    \
   X(Full) X(Arange) X(RandUniform) X(RandNormal) X(RandInt)                                         \
   /* collectives (lazy/collectives.h) */                                                            \

@@ -158,4 +158,47 @@ void copy_(TensorImpl& self, const Tensor& src);
 // Sizes of the reduced result of a bitmask reduction, for composites that need the count.
 int64_t reduced_count(IntSpan shape, const DimList& dims);
 
+
+// ---- sliding windows, convolution, pooling, padding modes (lazy/ops_windows.cpp, ops_conv.cpp,
+// ops_pool.cpp, ops_pad.cpp). Spatial dims are the last k of (N, C, spatial...) or, unbatched,
+// (C, spatial...); one int for a per-dim parameter stands for every dim, as in PyTorch. ----
+
+// Windows over the consecutive dims [first, first + size.size()) of x, as Tensor.unfold on each:
+// dim first + i becomes the number of windows, (extent - dilation * (size - 1) - 1) / stride + 1,
+// and each window's extent size[i] is appended at the end. A view (overlapping when stride <
+// size); its gradient sums the windows back (windows_sum).
+Tensor sliding_windows(const Tensor& x, int64_t first, IntSpan size, IntSpan stride, IntSpan dilation);
+// col2im: windows shaped as sliding_windows returns them, each element added where
+// sliding_windows would have read it, into a tensor of `shape` (zeros elsewhere).
+Tensor windows_sum(const Tensor& windows, IntSpan shape, int64_t first, IntSpan size, IntSpan stride,
+                   IntSpan dilation);
+// The row-major index in `plane` of every element of every window: int64 (counts..., size...),
+// window o's element j at sum_i (offset_i + o_i * stride_i + j_i * dilation_i) * plane_stride_i
+// (offset empty: zeros).
+Tensor window_positions(IntSpan plane, IntSpan counts, IntSpan size, IntSpan stride, IntSpan dilation,
+                        IntSpan offset, Placement where);
+// torch.nn.functional.unfold / fold on (N, C, H, W) / (N, C * kh * kw, L) or unbatched input.
+Tensor im2col(const Tensor& x, IntSpan kernel_size, IntSpan dilation, IntSpan padding, IntSpan stride);
+Tensor col2im(const Tensor& x, IntSpan output_size, IntSpan kernel_size, IntSpan dilation, IntSpan padding,
+              IntSpan stride);
+// conv{k}d with numeric padding, or "same" / "valid".
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, IntSpan stride, IntSpan padding,
+            IntSpan dilation, int64_t groups, int64_t k);
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, IntSpan stride, std::string_view padding,
+            IntSpan dilation, int64_t groups, int64_t k);
+Tensor conv_transpose(const Tensor& x, const Tensor& weight, const Tensor* bias, IntSpan stride, IntSpan padding,
+                      IntSpan output_padding, int64_t groups, IntSpan dilation, int64_t k);
+// max_pool{k}d: (values, indices), the indices (flat positions in the input's spatial plane)
+// only when want_indices. An empty stride means the kernel size.
+std::pair<Tensor, Tensor> max_pool(const Tensor& x, size_t k, IntSpan kernel_size, IntSpan stride, IntSpan padding,
+                                   IntSpan dilation, bool ceil_mode, bool want_indices);
+Tensor avg_pool(const Tensor& x, size_t k, IntSpan kernel_size, IntSpan stride, IntSpan padding, bool ceil_mode,
+                bool count_include_pad, std::optional<int64_t> divisor_override);
+Tensor adaptive_avg_pool(const Tensor& x, size_t k, IntSpan output_size);
+std::pair<Tensor, Tensor> adaptive_max_pool(const Tensor& x, size_t k, IntSpan output_size, bool want_indices);
+Tensor max_unpool(const Tensor& x, const Tensor& indices, size_t k, IntSpan output_size);
+// torch.nn.functional.pad in every mode: "constant" (value, default 0), "reflect", "replicate",
+// "circular".
+Tensor pad(const Tensor& x, IntSpan pad, std::string_view mode, std::optional<double> value);
+
 }  // namespace loom::ops

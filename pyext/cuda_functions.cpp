@@ -6,6 +6,8 @@
 #include "rtc/nvrtc.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/cuda/kernel_source.h"
+#include "runtime/random.h"
+#include "runtime/determinism.h"
 #include "runtime/matmul_precision.h"
 
 namespace loom::py {
@@ -51,9 +53,34 @@ PyObject* f_allow_tf32(PyObject*, PyObject* args) {
   LOOM_PY_END(nullptr)
 }
 
+// _deterministic_algorithms() -> (enabled, warn_only); with arguments, sets them first.
+PyObject* f_deterministic(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  LOOM_PY_BEGIN
+  if (nargs == 2) set_deterministic_algorithms({check_truth(args[0]), check_truth(args[1])});
+  else LOOM_CHECK(nargs == 0, Type, "_deterministic_algorithms() or _deterministic_algorithms(mode, warn_only)");
+  DeterministicMode m = deterministic_algorithms();
+  return Py_BuildValue("(OO)", m.enabled ? Py_True : Py_False, m.warn_only ? Py_True : Py_False);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_manual_seed_device(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(nargs == 2, Type, "_manual_seed_device(device, seed)");
+  PyRef index = PyRef::checked(PyNumber_Index(args[1]));
+  unsigned long long s = PyLong_AsUnsignedLongLongMask(index.get());  // modulo 2^64, as manual_seed
+  if (PyErr_Occurred()) throw PythonError{};
+  default_generator(device_from_py(args[0])).manual_seed(s);
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
 }  // namespace
 
 PyMethodDef cuda_functions[] = {
+    {"_deterministic_algorithms", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_deterministic)),
+     METH_FASTCALL, "_deterministic_algorithms([mode, warn_only]) -> (enabled, warn_only)"},
+    {"_manual_seed_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_manual_seed_device)),
+     METH_FASTCALL, "_manual_seed_device(device, seed): reseeds one device's generator (loom.cuda.manual_seed)"},
     {"_cuda_synchronize", f_cuda_synchronize, METH_O, "_cuda_synchronize(device): wait for the GPU's work"},
     {"_cuda_kernel_sources", f_cuda_kernel_sources, METH_NOARGS,
      "_cuda_kernel_sources(): {'runtime': source, 'library': source}, the CUDA modules loom compiles besides fused ones"},

@@ -16,6 +16,8 @@ extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
 extern PyMethodDef distributed_functions[];
+extern PyMethodDef autocast_functions[];
+extern PyMethodDef backward_hook_functions[];
 void register_autograd_types(PyObject* module);
 void register_distributed_types(PyObject* module);
 
@@ -50,6 +52,8 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
   check_status(PyModule_AddFunctions(module.get(), distributed_functions));
+  check_status(PyModule_AddFunctions(module.get(), autocast_functions));
+  check_status(PyModule_AddFunctions(module.get(), backward_hook_functions));
   register_autograd_types(module.get());
   register_distributed_types(module.get());
   set_warning_handler(&python_warning);

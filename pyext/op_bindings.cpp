@@ -69,8 +69,7 @@ Result norm(const Parsed& p) {
 }
 
 Result pad(const Parsed& p) {
-  LOOM_CHECK(p.string(2) == "constant", NotImplemented, "pad: only mode='constant' is supported");
-  return ops::pad(p.tensor(0), p.int_list(1), p.optional_real(3).value_or(0.0));
+  return ops::pad(p.tensor(0), p.int_list(1), p.string(2), p.optional_real(3));
 }
 
 Result split(const Parsed& p) {

@@ -5,6 +5,7 @@
 #include <deque>
 #include <stdexcept>
 
+#include "pyext/autocast.h"
 #include "runtime/error.h"
 
 namespace loom::py {
@@ -18,13 +19,28 @@ struct Binding {
   Parser parser;
   Body body = nullptr;
   bool writes_some = false;
+  AutocastPolicy autocast;  // the row's autocast policy (in-place forms have none, as in PyTorch)
 };
+
+// Inside an autocast region: the call's tensors cast by the row's policy, then the body.
+PyObject* call_autocast(const Binding& b, Parsed& p) {
+  const std::vector<Param>& params = p.signature->params();
+  int dtype_slot = -1;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (params[i].type == ParamType::DType && params[i].name == "dtype") dtype_slot = static_cast<int>(i);
+  std::vector<PyRef> keep;
+  autocast_arguments(b.autocast, b.name, p.v, static_cast<int>(params.size()), dtype_slot, keep);
+  return b.body(p).release();
+}
 
 PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   Parsed p;
   b.parser.parse(b.form == kFunction ? nullptr : self, args, nargs, kwnames, p);
-  if (b.form != kInplace) return b.body(p).release();
+  if (b.form != kInplace) {
+    if (autocast_active() && b.autocast.any()) [[unlikely]] return call_autocast(b, p);
+    return b.body(p).release();
+  }
   TensorImpl& t = impl_of(self);
   if (!b.writes_some) check_no_internal_overlap(t);
   update(t, [&] { return b.body(p).take_tensor(); });
@@ -77,6 +93,7 @@ void bind(Variant form, const std::string& name, std::vector<Signature> signatur
   b.parser = Parser(std::move(signatures));
   b.body = row.body;
   b.writes_some = row.variants & kWritesSome;
+  if (form != kInplace) b.autocast = autocast_policy(name);
   size_t i = all.size() - 1;
   bool no_args = b.parser.takes_no_arguments();
   defs.push_back({b.name.c_str(), no_args ? as_cfunction(kEntries.second[i]) : as_cfunction(kEntries.first[i]),
@@ -135,6 +152,7 @@ const MethodDefs& all_defs() {
     add_data_rows(d);
     add_linalg_rows(d);
     add_reduce_rows(d);
+    add_nn_rows(d);
     d.functions.push_back({"_signatures", signatures_of_rows, METH_NOARGS,
                            "_signatures(): (name, forms, signatures) of each row of the op table"});
     return d;

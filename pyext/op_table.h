@@ -76,5 +76,6 @@ void add_creation_rows(MethodDefs& defs);  // creation.cpp: tensor, zeros, arang
 void add_data_rows(MethodDefs& defs);      // op_rows_data.cpp: data movement (lazy/ops_movement.h)
 void add_linalg_rows(MethodDefs& defs);    // op_rows_linalg.cpp: einsum, products, norms
 void add_reduce_rows(MethodDefs& defs);    // op_rows_reduce.cpp: statistics, sorting, sampling
+void add_nn_rows(MethodDefs& defs);        // op_rows_nn.cpp: convolution, pooling
 
 }  // namespace loom::py

@@ -168,7 +168,20 @@ Result as_dtype(const Parsed& p) {
   return converted(p, D, placement_of(impl_of(p.self)));
 }
 
+// memory_format= of to / contiguous / clone: a loom.memory_format (loom/_memory_format.py),
+// accepted and checked; loom keeps one (row-major) layout, so every format gives the same tensor.
+void check_memory_format(const Parsed& p) {
+  const Param* params = p.params;
+  for (size_t i = 0; i < p.signature->params().size(); ++i) {
+    if (params[i].name != "memory_format" || !p.has(static_cast<int>(i))) continue;
+    PyObject* f = p.object(static_cast<int>(i));
+    LOOM_CHECK(std::string_view(Py_TYPE(f)->tp_name) == "memory_format", Type, p.signature->name(),
+               "(): argument 'memory_format' must be torch.memory_format, not ", Py_TYPE(f)->tp_name);
+  }
+}
+
 Result to(const Parsed& p) {
+  check_memory_format(p);
   const TensorImpl& t = impl_of(p.self);
   if (p.index == 0) {
     Placement where = p.has(1) ? p.placement(1) : placement_of(t);
@@ -230,9 +243,10 @@ const Row kRows[] = {
      "A view without that dimension."},
     {{"repeat(Tensor input, SymInt[] repeats)"}, kMethod,
      LOOM_BODY(ops::repeat(p.tensor(0), p.int_list(1))), "Tiles the tensor (a copy)."},
-    {{"to(Tensor input, Device? device=None, ScalarType? dtype=None, bool non_blocking=False, bool copy=False)",
-      "to(Tensor input, ScalarType dtype, bool non_blocking=False, bool copy=False)",
-      "to(Tensor input, Tensor other, bool non_blocking=False, bool copy=False)"},
+    {{"to(Tensor input, Device? device=None, ScalarType? dtype=None, bool non_blocking=False, bool copy=False, *, "
+      "PyObject*? memory_format=None)",
+      "to(Tensor input, ScalarType dtype, bool non_blocking=False, bool copy=False, *, PyObject*? memory_format=None)",
+      "to(Tensor input, Tensor other, bool non_blocking=False, bool copy=False, *, PyObject*? memory_format=None)"},
      kMethod, to, "Returns self when nothing changes, unless copy=True."},
     {{"cuda(Tensor input, Device? device=None, bool non_blocking=False)"}, kMethod, [](const Parsed& p) -> Result {
        Device device = p.has(1) ? device_from_py(p.object(1)) : Device(DeviceType::CUDA, 0);
@@ -241,9 +255,11 @@ const Row kRows[] = {
      },
      "This tensor in GPU memory."},
     {{"t(Tensor input)"}, kMethod, LOOM_BODY(ops::t(p.tensor(0))), "The transpose of a tensor of at most 2 dims."},
-    {{"contiguous(Tensor input)"}, kMethod, LOOM_BODY(self_or(p, ops::contiguous(p.tensor(0)))),
+    {{"contiguous(Tensor input, *, PyObject*? memory_format=None)"}, kMethod,
+     LOOM_BODY((check_memory_format(p), self_or(p, ops::contiguous(p.tensor(0))))),
      "Self if contiguous, else a contiguous copy."},
-    {{"clone(Tensor input)"}, kMethod, LOOM_BODY(ops::clone(p.tensor(0))),
+    {{"clone(Tensor input, *, PyObject*? memory_format=None)"}, kMethod,
+     LOOM_BODY((check_memory_format(p), ops::clone(p.tensor(0)))),
      "A copy with its own storage, in this tensor's dim order."},
     {{"detach(Tensor input)"}, kMethod, LOOM_BODY(ops::detach(p.tensor(0))),
      "A new tensor sharing this one's value (and storage), without autograd history."},

@@ -4,6 +4,7 @@
 // return NotImplemented, so Python can try the other operand.
 #include <utility>
 
+#include "pyext/autocast.h"
 #include "pyext/op_args.h"
 #include "runtime/error.h"
 
@@ -44,17 +45,34 @@ PyObject* op_mul(PyObject* a, PyObject* b) {
 PyObject* op_sub(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::sub(x, y); }); }
 PyObject* op_div(PyObject* a, PyObject* b) { return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::div(x, y); }); }
 
+// `**` and `@` are pow and matmul to autocast (pyext/autocast.h): inside a region their
+// operands are cast by those ops' policies first. `keep` owns the cast operands.
+bool autocast_operands(const char* name, PyObject*& a, PyObject*& b, std::vector<PyRef>& keep) {
+  if (!autocast_active()) [[likely]] return true;
+  PyObject* slots[2] = {a, b};
+  LOOM_PY_BEGIN
+  autocast_arguments(autocast_policy(name), name, slots, 2, -1, keep);
+  a = slots[0];
+  b = slots[1];
+  return true;
+  LOOM_PY_END(false)
+}
+
 PyObject* op_pow(PyObject* a, PyObject* b, PyObject* mod) {
   if (mod != Py_None) {
     PyErr_SetString(PyExc_TypeError, "pow() 3rd argument not allowed for tensors");
     return nullptr;
   }
+  std::vector<PyRef> keep;
+  if (!autocast_operands("pow", a, b, keep)) return nullptr;
   return binary_operator(a, b, [](const auto& x, const auto& y) { return ops::pow(x, y); });
 }
 
 PyObject* op_matmul(PyObject* a, PyObject* b) {
   LOOM_PY_BEGIN
   if (!is_tensor(a) || !is_tensor(b)) Py_RETURN_NOTIMPLEMENTED;
+  std::vector<PyRef> keep;
+  if (!autocast_operands("matmul", a, b, keep)) return nullptr;
   return wrap(ops::matmul(tensor_of(a), tensor_of(b)));
   LOOM_PY_END(nullptr)
 }

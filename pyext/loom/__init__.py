@@ -13,6 +13,7 @@ del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linal
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,  # noqa: F401
                               chain_matmul, einsum, meshgrid, tensordot)
 from loom._config import show_config
+from loom._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
 
 __version__ = version.__version__
@@ -56,5 +57,19 @@ def reset_peak_memory_stats(device="cpu"):
 
 from loom.serialization import load, save  # noqa: E402
 from loom import nn, optim, utils  # noqa: E402  (they import loom)
+# PyTorch names these resampling functions torch.<name> too (the same function).
+from loom.nn.functional import channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
+from loom import amp, cpu  # noqa: E402
+from loom.cuda import amp as _cuda_amp  # noqa: E402,F401  (loom.cuda.amp, as torch.cuda.amp)
+from loom._backend_settings import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402
+                                    get_float32_matmul_precision, is_deterministic_algorithms_warn_only_enabled,
+                                    set_deterministic_debug_mode, set_float32_matmul_precision,
+                                    use_deterministic_algorithms)
+from loom.amp.autocast_mode import (autocast, autocast_decrement_nesting, autocast_increment_nesting,  # noqa: E402
+                                    clear_autocast_cache, get_autocast_cpu_dtype, get_autocast_dtype,
+                                    get_autocast_gpu_dtype, is_autocast_cache_enabled, is_autocast_cpu_enabled,
+                                    is_autocast_enabled, set_autocast_cache_enabled, set_autocast_cpu_dtype,
+                                    set_autocast_cpu_enabled, set_autocast_dtype, set_autocast_enabled,
+                                    set_autocast_gpu_dtype)
 
 __all__ = [name for name in dir() if not name.startswith("_")]

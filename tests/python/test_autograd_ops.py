@@ -530,6 +530,101 @@ case("sdpa_bool_mask", lambda m, q, k, v, a: m.nn.functional.scaled_dot_product_
                                             [False, False, False, True]])],
      torch_fn=lambda m, q, k, v, a: _sdpa_reference(m, q, k, v, mask=a))
 
+# ---- convolution, pooling, padding, resampling, losses (ops-nn) ----
+# The input gradients of convolutions and pools sum overlapping windows back (col2im); max
+# pooling's reaches one element per window (no ties: `distinct`).
+case("conv1d", lambda m, x, w, b: m.nn.functional.conv1d(x, w, b, stride=2, padding=1, dilation=2),
+     [N(2, 3, 9), N(4, 3, 3), N(4)])
+case("conv2d", lambda m, x, w, b: m.nn.functional.conv2d(x, w, b, padding=(1, 2)), [N(2, 3, 5, 4), N(2, 3, 3, 2), N(2)])
+case("conv2d_strided_dilated_groups", lambda m, x, w: m.nn.functional.conv2d(x, w, stride=(2, 1), dilation=(1, 2),
+                                                                             groups=2), [N(1, 4, 6, 7), N(4, 2, 2, 3)])
+case("conv2d_depthwise", lambda m, x, w: m.nn.functional.conv2d(x, w, padding=1, groups=2), [N(2, 2, 4, 4),
+                                                                                                N(4, 1, 3, 3)])
+case("conv2d_same", lambda m, x, w: m.nn.functional.conv2d(x, w, padding="same"), [N(1, 2, 4, 5), N(3, 2, 2, 3)])
+case("conv3d", lambda m, x, w, b: m.nn.functional.conv3d(x, w, b, stride=2, padding=1), [N(1, 2, 3, 4, 3),
+                                                                                            N(2, 2, 2, 2, 2), N(2)])
+case("conv_transpose1d", lambda m, x, w, b: m.nn.functional.conv_transpose1d(x, w, b, stride=3, padding=1),
+     [N(2, 3, 4), N(3, 2, 3), N(2)])
+case("conv_transpose2d", lambda m, x, w: m.nn.functional.conv_transpose2d(x, w, stride=2, padding=1,
+                                                                          output_padding=1, groups=2, dilation=(1, 2)),
+     [N(1, 4, 3, 3), N(4, 1, 3, 2)])
+case("conv_transpose3d", lambda m, x, w: m.nn.functional.conv_transpose3d(x, w, stride=(1, 2, 1)),
+     [N(1, 2, 2, 3, 2), N(2, 2, 2, 2, 2)])
+case("unfold_im2col", lambda m, x: m.nn.functional.unfold(x, (2, 3), dilation=(2, 1), padding=1, stride=(1, 2)),
+     [N(2, 2, 5, 6)])
+case("fold_col2im", lambda m, x: m.nn.functional.fold(x, (4, 5), 2, padding=1, stride=(1, 2)), [N(2, 8, 15)])
+case("max_pool2d", lambda m, x: m.nn.functional.max_pool2d(x, 3, 2, 1, ceil_mode=True), [distinct(2, 2, 5, 6)])
+case("max_pool2d_dilated_indices", lambda m, x: m.nn.functional.max_pool2d(x, 2, 1, 1, dilation=2,
+                                                                           return_indices=True),
+     [distinct(1, 2, 5, 5)])
+case("max_pool1d", lambda m, x: m.nn.functional.max_pool1d(x, 3, 2), [distinct(2, 3, 8)])
+case("max_pool3d", lambda m, x: m.nn.functional.max_pool3d(x, 2, 1), [distinct(1, 2, 3, 3, 4)])
+case("avg_pool2d", lambda m, x: m.nn.functional.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+     [N(2, 2, 5, 6)])
+case("avg_pool2d_divisor", lambda m, x: m.nn.functional.avg_pool2d(x, 2, divisor_override=3), [N(2, 2, 4, 6)])
+case("avg_pool1d", lambda m, x: m.nn.functional.avg_pool1d(x, 3, 2, 1), [N(2, 3, 8)])
+case("avg_pool3d", lambda m, x: m.nn.functional.avg_pool3d(x, 2, 1, 1), [N(1, 2, 3, 3, 4)])
+case("adaptive_avg_pool2d", lambda m, x: m.nn.functional.adaptive_avg_pool2d(x, (3, 4)), [N(2, 2, 5, 7)])
+case("adaptive_avg_pool1d_tiles", lambda m, x: m.nn.functional.adaptive_avg_pool1d(x, 4), [N(2, 3, 8)])
+case("adaptive_max_pool2d", lambda m, x: m.nn.functional.adaptive_max_pool2d(x, (2, 3)), [distinct(2, 2, 5, 7)])
+case("max_unpool2d", lambda m, x, i: m.nn.functional.max_unpool2d(x, i, 2), [N(1, 2, 2, 3),
+                                                                             C([[[[0, 3, 5], [12, 9, 23]],
+                                                                                 [[7, 2, 4], [18, 21, 16]]]])])
+case("lp_pool2d", lambda m, x: m.nn.functional.lp_pool2d(x, 2, (2, 3)), [U(0.5, 2, 1, 2, 4, 6)])
+case("pad_reflect", lambda m, x: m.nn.functional.pad(x, (2, 1, 1, 2), "reflect"), [N(2, 2, 3, 4)])
+case("pad_replicate", lambda m, x: m.nn.functional.pad(x, (2, 1, 0, 3, 1, 1), "replicate"), [N(1, 2, 2, 3, 4)])
+case("pad_circular", lambda m, x: m.nn.functional.pad(x, (2, -1), "circular"), [N(2, 3, 4)])
+case("interpolate_bilinear", lambda m, x: m.nn.functional.interpolate(x, size=(5, 7), mode="bilinear"),
+     [N(2, 2, 3, 4)])
+case("interpolate_bicubic_corners", lambda m, x: m.nn.functional.interpolate(x, scale_factor=1.5, mode="bicubic",
+                                                                             align_corners=True), [N(1, 2, 3, 4)])
+case("interpolate_trilinear", lambda m, x: m.nn.functional.interpolate(x, size=(3, 2, 5), mode="trilinear"),
+     [N(1, 2, 2, 3, 4)])
+case("interpolate_nearest", lambda m, x: m.nn.functional.interpolate(x, scale_factor=(1.7, 0.6)), [N(2, 2, 4, 6)])
+case("interpolate_area", lambda m, x: m.nn.functional.interpolate(x, size=(3, 4), mode="area"), [N(2, 2, 5, 7)])
+case("pixel_shuffle", lambda m, x: m.nn.functional.pixel_shuffle(x, 2), [N(2, 8, 2, 3)])
+# PyTorch 1.13's channel_shuffle has no derivative: its reference is the same permutation of channels
+case("channel_shuffle", lambda m, x: m.channel_shuffle(x, 3), [N(2, 6, 2, 3)],
+     torch_fn=lambda m, x: x[:, [0, 2, 4, 1, 3, 5]])
+case("affine_grid", lambda m, t: m.nn.functional.affine_grid(t, (2, 1, 3, 4), align_corners=False), [N(2, 2, 3)])
+case("cross_entropy_nd_weight_smoothing", lambda m, x, t, w: m.nn.functional.cross_entropy(
+    x, t, weight=w, ignore_index=1, label_smoothing=0.2), [N(2, 4, 3, 2), C([[[0, 1], [3, 2], [1, 1]],
+                                                                            [[2, 3], [0, 0], [3, 1]]]),
+                                                           C(U(0.5, 2, 4))])
+case("cross_entropy_probabilities", lambda m, x, t: m.nn.functional.cross_entropy(x, t, label_smoothing=0.1),
+     [N(3, 4), U(0, 1, 3, 4)])
+case("nll_loss_none", lambda m, x, t: m.nn.functional.nll_loss(x, t, reduction="none"), [N(3, 4), C([0, 3, 1])])
+case("binary_cross_entropy", lambda m, x, y, w: m.nn.functional.binary_cross_entropy(x, y, w),
+     [U(0.05, 0.95, 3, 4), U(0, 1, 3, 4), C(U(0.5, 2, 4))])
+case("smooth_l1_loss", lambda m, x, y: m.nn.functional.smooth_l1_loss(x, y, beta=0.5), [N(3, 4), N(3, 4)])
+case("huber_loss", lambda m, x, y: m.nn.functional.huber_loss(x, y, delta=0.5), [N(3, 4), N(3, 4)])
+case("kl_div_batchmean", lambda m, x, y: m.nn.functional.kl_div(x, y, reduction="batchmean"),
+     [N(3, 4), U(0.1, 1, 3, 4)])
+case("kl_div_log_target", lambda m, x, y: m.nn.functional.kl_div(x, y, reduction="sum", log_target=True),
+     [N(3, 4), N(3, 4)])
+case("soft_margin_loss", lambda m, x, y: m.nn.functional.soft_margin_loss(x, y), [N(3, 4), C([[1, -1, 1, 1]] * 3)])
+case("margin_ranking_loss", lambda m, x, y, t: m.nn.functional.margin_ranking_loss(x, y, t, margin=0.2),
+     [N(5), N(5), C([1, -1, -1, 1, 1])])
+case("cosine_embedding_loss", lambda m, x, y, t: m.nn.functional.cosine_embedding_loss(x, y, t, margin=0.1),
+     [N(4, 3), N(4, 3), C([1, -1, -1, 1])])
+case("triplet_margin_loss", lambda m, a, p, n: m.nn.functional.triplet_margin_loss(a, p, n, margin=3.0, swap=True),
+     [N(4, 3), N(4, 3), N(4, 3)])
+case("hinge_embedding_loss", lambda m, x, t: m.nn.functional.hinge_embedding_loss(x, t, margin=2.0),
+     [N(5), C([1, -1, -1, 1, -1])])
+case("multilabel_soft_margin_loss", lambda m, x, t: m.nn.functional.multilabel_soft_margin_loss(x, t),
+     [N(3, 4), C([[1.0, 0, 0, 1], [0, 1, 1, 0], [1, 1, 0, 0]])])
+case("multilabel_margin_loss", lambda m, x, t: m.nn.functional.multilabel_margin_loss(x, t),
+     [N(3, 4), C([[3, 0, -1, 1], [2, 2, 1, -1], [-1, 0, 1, 2]])])
+case("multi_margin_loss", lambda m, x, t, w: m.nn.functional.multi_margin_loss(x, t, p=2, margin=0.5, weight=w),
+     [N(3, 4), C([0, 3, 1]), C(U(0.5, 2, 4))])
+case("poisson_nll_loss_full", lambda m, x, t: m.nn.functional.poisson_nll_loss(x, t, full=True), [N(3, 4),
+                                                                                                   U(0, 4, 3, 4)])
+case("gaussian_nll_loss", lambda m, x, t, v: m.nn.functional.gaussian_nll_loss(x, t, v), [N(3, 4), N(3, 4),
+                                                                                           U(0.5, 2, 3, 1)])
+case("sdpa_dropout_off_enable_gqa", lambda m, q, k, v: m.nn.functional.scaled_dot_product_attention(
+    q, k, v, dropout_p=0.0, enable_gqa=True), [N(1, 4, 3, 2), N(1, 2, 3, 2), N(1, 2, 3, 2)],
+     torch_fn=lambda m, q, k, v: _sdpa_reference(m, q, k.repeat_interleave(2, -3), v.repeat_interleave(2, -3)))
+
 # data movement (lazy/ops_movement.h)
 case("diagonal", lambda m, x: x.diagonal().exp(), [N(3, 4)])
 case("diagonal_offset_dims", lambda m, x: m.diagonal(x, -1, 2, 0) * 2, [N(3, 2, 4)])

@@ -80,8 +80,8 @@ def test_wheel_has_the_engine_the_extension_the_package_and_the_harness(wheel):
 
     names = set(zipfile.ZipFile(wheel).namelist())
     suffix = sysconfig.get_config_var("EXT_SUFFIX")
-    for name in [f"loom/_C{suffix}", "loom/libloom.so", "loom/version.py", "loom/__init__.py", "loom/nn/functional.py",
-                 "loom/optim/adam.py", "loom/perf/run.py", "loom/perf/__main__.py"]:
+    for name in [f"loom/_C{suffix}", "loom/libloom.so", "loom/version.py", "loom/__init__.py",
+                 "loom/nn/functional/__init__.py", "loom/optim/adam.py", "loom/perf/run.py", "loom/perf/__main__.py"]:
         assert name in names, f"{name} missing from {wheel.name}"
     assert wheel.name.startswith(f"loom-{loom.__version__}-")
 

@@ -218,6 +218,71 @@ def _cat_cands(env):
     return out
 
 
+# Convolution, pooling, padding, resampling, losses (ops-nn): a value of rank 3 reads as (N, C, L),
+# of rank 4 as (N, C, H, W); convolution weights are windows of the input itself.
+def _spatial(k, min_size=2, floats_only=False):
+    def cands(env):
+        return [(i, v) for i, t in enumerate(env) for v in range(3)
+                if t.dim() == k + 2 and t.numel() and min(t.shape[2:]) >= min_size and t.dtype != torch.bool
+                and (not floats_only or _is_float(t))]
+    return cands
+
+
+def _pool_run(m, env, p):
+    x, variant = env[p[0]], p[1]
+    F = m.nn.functional
+    if x.dim() == 3:
+        return (F.max_pool1d(x, 2, 1, 1), F.avg_pool1d(x, 2, 1, 1, ceil_mode=True),
+                F.adaptive_max_pool1d(x, 2))[variant]
+    return (F.max_pool2d(x, 2, 1, 1, ceil_mode=True), F.avg_pool2d(x, 2, count_include_pad=False),
+            F.adaptive_avg_pool2d(x, (2, 3)))[variant]
+
+
+def _conv_run(m, env, p):
+    x, variant = env[p[0]], p[1]
+    F = m.nn.functional
+    w = x[:2, :, :2] if x.dim() == 3 else x[:2, :, :2, :2]
+    conv, conv_t = (F.conv1d, F.conv_transpose1d) if x.dim() == 3 else (F.conv2d, F.conv_transpose2d)
+    if variant == 0:
+        return conv(x, w, padding=1)
+    if variant == 1:
+        return conv_t(x, w.transpose(0, 1), stride=2)
+    return F.pad(x, (1, 1) * (x.dim() - 2), ("reflect", "replicate", "circular")[x.shape[0] % 3])
+
+
+def _resample_run(m, env, p):
+    x, variant = env[p[0]], p[1]
+    F = m.nn.functional
+    if variant == 0 or not _is_float(x):
+        return F.interpolate(x, scale_factor=1.5)
+    mode = "linear" if x.dim() == 3 else "bilinear"
+    return F.interpolate(x, size=(3,) * (x.dim() - 2), mode=mode, align_corners=variant == 2)
+
+
+def _loss_run(m, env, p):
+    x, y, variant = env[p[0]], env[p[1]], p[2]
+    F = m.nn.functional
+    if variant == 0:
+        return F.cross_entropy(x, y.argmax(1), reduction="none")
+    if variant == 1:
+        return F.smooth_l1_loss(x, y, reduction="sum", beta=0.5)
+    return F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction="batchmean")
+
+
+def _loss_cands(env):
+    return [(i, j, v) for i, a in enumerate(env) for j, b in enumerate(env) for v in range(3)
+            if _is_float(a) and a.dtype == b.dtype and a.dim() >= 2 and a.shape == b.shape and a.numel()]
+
+
+NN_OPS = [
+    ("pool1d", _spatial(1, floats_only=True), _pool_run),
+    ("pool2d", _spatial(2, floats_only=True), _pool_run),
+    ("conv1d", _spatial(1), _conv_run),
+    ("conv2d", _spatial(2), _conv_run),
+    ("resample", lambda env: _spatial(1)(env) + _spatial(2)(env), _resample_run),
+    ("loss", _loss_cands, _loss_run),
+]
+
 def _dim_cands(min_size=1, min_ndim=1):
     """(i, dim) for tensors of at least min_ndim dims, along dims of at least min_size elements."""
     def cands(env):
@@ -326,7 +391,7 @@ OPS = DATA_OPS + [
                            if a.shape == b.shape and a.dtype == b.dtype],
      lambda m, env, p: m.stack([env[p[0]], env[p[1]]], -1)),
     ("all_reduce", lambda env: [(i,) for i in range(len(env))], lambda m, env, p: env[p[0]].sum()),
-]
+] + NN_OPS
 OPS_BY_NAME = {name: (cands, run) for name, cands, run in OPS}
 
 

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 import loom
 from loom.nn.parameter import Parameter
+from loom.nn.modules._backward_hook import BackwardHook
 from loom.utils.hooks import RemovableHandle
 
 
@@ -47,6 +48,8 @@ class Module:
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
         object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_hooks", OrderedDict())
+        object.__setattr__(self, "_backward_pre_hooks", OrderedDict())
         # hook ids registered with with_kwargs=True
         object.__setattr__(self, "_hooks_with_kwargs", set())
 
@@ -54,7 +57,8 @@ class Module:
         raise NotImplementedError(f"Module [{type(self).__name__}] is missing the required \"forward\" function")
 
     def __call__(self, *args, **kwargs):
-        if not (self._forward_pre_hooks or self._forward_hooks):
+        backward_hooks = self.__dict__.get("_backward_hooks") or self.__dict__.get("_backward_pre_hooks")
+        if not (self._forward_pre_hooks or self._forward_hooks or backward_hooks):
             return self.forward(*args, **kwargs)
         with_kwargs = self._hooks_with_kwargs
         for hook_id, hook in list(self._forward_pre_hooks.items()):
@@ -69,11 +73,18 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+        backward_hook = None
+        if backward_hooks:
+            backward_hook = BackwardHook(self, list(self._backward_hooks.values()),
+                                         list(self._backward_pre_hooks.values()))
+            args = backward_hook.setup_input_hook(args)
         output = self.forward(*args, **kwargs)
         for hook_id, hook in list(self._forward_hooks.items()):
             result = hook(self, args, kwargs, output) if hook_id in with_kwargs else hook(self, args, output)
             if result is not None:
                 output = result
+        if backward_hook is not None:
+            output = backward_hook.setup_output_hook(output)
         return output
 
     # ---- hooks ----
@@ -98,14 +109,20 @@ class Module:
         return self._add_hook(self._forward_hooks, hook, prepend, with_kwargs)
 
     def register_full_backward_hook(self, hook, prepend=False):
-        """Not available: a backward hook runs when the module's input gradients are computed,
-        which needs hooks on tensors (or Python autograd functions) that loom's autograd does
-        not have yet. Raises instead of never calling `hook`."""
-        raise NotImplementedError("Module.register_full_backward_hook: loom's autograd has no tensor hooks yet; "
-                                  "inspect gradients after backward() (p.grad, or loom.autograd.grad) instead")
+        """hook(module, grad_input, grad_output) runs when the gradients of a call's positional
+        arguments have been computed (grad_input: one entry per argument, None for one that is
+        not a tensor or needs no gradient; grad_output: one per output) and may return new
+        grad_input. If no argument needs a gradient it runs once the outputs' gradients are known."""
+        return self._add_hook(self._backward_hooks, hook, prepend, False)
 
-    register_backward_hook = register_full_backward_hook
-    register_full_backward_pre_hook = register_full_backward_hook
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) runs when the gradients of a call's outputs have been
+        computed, before the module's own backward, and may return new grad_output."""
+        return self._add_hook(self._backward_pre_hooks, hook, prepend, False)
+
+    def register_backward_hook(self, hook):
+        """PyTorch's deprecated form; loom gives it register_full_backward_hook's meaning."""
+        return self.register_full_backward_hook(hook)
 
     # ---- registration ----
 
@@ -446,6 +463,10 @@ class Module:
         if unknown:
             raise TypeError(f"to() received an invalid combination of arguments: unexpected {sorted(unknown)}")
         device, dtype = kwargs.get("device"), kwargs.get("dtype")
+        memory_format = kwargs.get("memory_format")
+        if memory_format is not None and not isinstance(memory_format, loom.memory_format):
+            raise TypeError(f"to(): argument 'memory_format' must be torch.memory_format, not "
+                            f"{type(memory_format).__name__}")
         for a in args:
             if isinstance(a, bool):  # to(device, dtype, non_blocking)
                 continue

@@ -4,7 +4,9 @@ The sequence is unrolled in Python: each layer projects every time step's input 
 matrix product, then runs one small step per time step (a product with the hidden state and the
 gate arithmetic, which fuses). In lazy mode the whole unrolled sequence, forward and backward, is
 one trace, and a replay of it compiles nothing: the time steps' structure depends only on the
-sequence length. Parameters, their names (weight_ih_l0, bias_hh_l1_reverse, weight_hr_l0, ...),
+sequence length. A PackedSequence input runs padded, each sequence's state held past its own
+length by a where() (so the reverse direction starts at each sequence's last step), and comes
+back packed as PyTorch's does. Parameters, their names (weight_ih_l0, bias_hh_l1_reverse, weight_hr_l0, ...),
 shapes, gate order (LSTM: i f g o; GRU: r z n) and initialization are PyTorch's, so state dicts
 load either way.
 """
@@ -19,6 +21,7 @@ from loom.nn import init
 from loom.nn.modules.linear import _factory
 from loom.nn.modules.module import Module
 from loom.nn.parameter import Parameter
+from loom.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
@@ -172,11 +175,22 @@ class RNNBase(Module):
         return tuple(out)
 
     def forward(self, input, hx=None):
-        self._check_input(input)
-        batched = input.dim() == 3
+        packed = input if isinstance(input, PackedSequence) else None
+        mask = None
+        if packed is not None:
+            # Padded in the batch's own order; each sequence's steps past its length keep its
+            # state (a reverse direction starts at its own last step) and output zeros.
+            self._check_input(packed.data)
+            input, lengths = pad_packed_sequence(packed)
+            steps = loom.arange(input.shape[0], device=input.device).unsqueeze(1)
+            mask = (steps < lengths.to(input.device).unsqueeze(0)).unsqueeze(-1)
+            batched = True
+        else:
+            self._check_input(input)
+            batched = input.dim() == 3
         if not batched:
             input = input.unsqueeze(1)
-        elif self.batch_first:
+        elif self.batch_first and packed is None:
             input = input.transpose(0, 1)
         states = self._initial_states(input, hx, batched)  # input is (L, N, H_in) from here
         step = _STEPS[self.mode]
@@ -194,8 +208,13 @@ class RNNBase(Module):
                 steps = range(length - 1, -1, -1) if direction == 1 else range(length)
                 hs = [None] * length
                 for t in steps:
-                    state = step(projected[t], state, w_hh, b_hh, w_hr)
-                    hs[t] = state[0]
+                    new = step(projected[t], state, w_hh, b_hh, w_hr)
+                    if mask is None:
+                        state = new
+                        hs[t] = new[0]
+                    else:
+                        state = tuple(loom.where(mask[t], n, old) for n, old in zip(new, state))
+                        hs[t] = loom.where(mask[t], new[0], 0.0)
                 outputs.append(loom.stack(hs) if length else projected.narrow(-1, 0, 0))
                 for final, s in zip(finals, state):
                     final.append(s)
@@ -204,6 +223,12 @@ class RNNBase(Module):
                 layer_input = F.dropout(layer_input, self.dropout, True)
         output = layer_input
         finals = tuple(loom.stack(f) for f in finals)
+        if packed is not None:
+            if packed.sorted_indices is not None:
+                output = output.index_select(1, packed.sorted_indices)
+            data = pack_padded_sequence(output, sorted(lengths.tolist(), reverse=True)).data
+            output = PackedSequence(data, packed.batch_sizes, packed.sorted_indices, packed.unsorted_indices)
+            return output, (finals if self.mode == "LSTM" else finals[0])
         if not batched:
             output = output.squeeze(1)
             finals = tuple(f.squeeze(1) for f in finals)

@@ -63,3 +63,20 @@ def synchronize(device=None):
     Raises what a kernel reported since the last wait: a fault, or a data error such as an index
     out of range, which GPU kernels can only report asynchronously."""
     _C._cuda_synchronize(_device(device))
+
+
+def manual_seed(seed):
+    """Reseeds the current GPU's generator (cuda:0; lazy tensors on a GPU draw from it too). Like
+    PyTorch's, it does nothing visible on a machine without a GPU and never touches the CPU's."""
+    _C._manual_seed_device("cuda:0", int(seed))
+
+
+def manual_seed_all(seed):
+    """Reseeds the generator of every GPU."""
+    for index in range(max(1, device_count())):
+        _C._manual_seed_device(f"cuda:{index}", int(seed))
+
+
+def is_bf16_supported():
+    """True where a GPU is present: loom computes bfloat16 on any GPU (through float32 arithmetic)."""
+    return is_available()

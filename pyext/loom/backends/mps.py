@@ -1,0 +1,9 @@
+"""loom.backends.mps: loom has no Metal backend."""
+
+
+def is_available():
+    return False
+
+
+def is_built():
+    return False

@@ -1,0 +1,5 @@
+"""Padding of loom.nn.functional."""
+
+from loom import _C
+
+pad = _C.pad

@@ -1,0 +1,85 @@
+"""Lookups of loom.nn.functional: embedding, embedding_bag, one_hot."""
+
+import loom
+from loom import _C
+
+one_hot = _C.one_hot
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of `weight` picked by the integer tensor `input` (gradients scatter-add back).
+    Lookups of row `padding_idx` pass no gradient to it, as in PyTorch."""
+    if padding_idx is not None:
+        if not -weight.shape[0] <= padding_idx < weight.shape[0]:
+            raise AssertionError("Padding_idx must be within num_embeddings")
+        padding_idx %= weight.shape[0]
+    flat = weight.index_select(0, input.reshape(-1))
+    out = flat.reshape(*input.shape, weight.shape[1])
+    if padding_idx is not None and out.requires_grad:
+        # The same values, detached where the padding row was looked up.
+        out = loom.where((input != padding_idx).unsqueeze(-1), out, out.detach())
+    return out
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False, mode="mean",
+                  sparse=False, per_sample_weights=None, include_last_offset=False, padding_idx=None):
+    """The sum, mean or max of bags of rows of `weight`: input (B, N) is B bags of N indices;
+    1-D input with 1-D `offsets` is bags starting at those offsets (with include_last_offset the
+    last offset ends the last bag). Indices equal to padding_idx are left out of their bag, and
+    an empty bag gives zeros. per_sample_weights (mode 'sum' only) scale each looked-up row.
+
+    1-D input is written as a (bags x indices) membership matrix times the looked-up rows, so
+    the bags' boundaries stay tensor data: in lazy mode new offsets do not change the trace."""
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported by loom")
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+    if per_sample_weights is not None:
+        if mode != "sum":
+            raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                      f"supported for mode='sum' (got mode='{mode}'). Please open a feature request "
+                                      f"on GitHub.")
+        if tuple(per_sample_weights.shape) != tuple(input.shape):
+            raise ValueError(f"embedding_bag: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, "
+                             f"then it must have the same shape as the input ({list(input.shape)})")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             "fixed length sequences.")
+        rows = embedding(input, weight)  # (B, N, D)
+        member = loom.ones_like(input, dtype=loom.bool)
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+        n = input.shape[0]
+        bags = offsets.shape[0] - (1 if include_last_offset else 0)
+        position = loom.arange(n, device=input.device)
+        starts = offsets.narrow(0, 0, bags).unsqueeze(1)
+        ends = (loom.cat([offsets.narrow(0, 1, bags - 1), loom.full((1,), n, dtype=offsets.dtype,
+                                                                      device=offsets.device)])
+                if not include_last_offset else offsets.narrow(0, 1, bags)).unsqueeze(1)
+        member = (position >= starts) & (position < ends)  # (B, N): which indices each bag holds
+        rows = embedding(input, weight).unsqueeze(0)  # (1, N, D)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.unsqueeze(0)
+        input = input.unsqueeze(0)
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    if padding_idx is not None:
+        member = member & (input != padding_idx % weight.shape[0])
+    count = member.sum(1, keepdim=True)
+    if mode == "max":
+        picked = loom.where(member.unsqueeze(-1), rows, float("-inf")).amax(1)
+        return loom.where(count == 0, 0.0, picked)
+    scale = member.to(weight.dtype)
+    if per_sample_weights is not None:
+        scale = scale * per_sample_weights
+    if rows.shape[0] == 1 and scale.shape[0] != 1:  # 1-D input: one matrix product
+        out = scale @ rows[0]
+    else:
+        out = (rows * scale.unsqueeze(-1)).sum(1)
+    if mode == "mean":
+        out = out / count.clamp(min=1).to(out.dtype)
+    return out
