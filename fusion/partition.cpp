@@ -124,6 +124,7 @@ class Partitioner {
   std::pair<int32_t, AffineMap> input_map(const Pending& p, size_t j) const;
   size_t inputs_needed(const Pending& p) const;
   int32_t elementwise(KernelState& k, int32_t i, std::span<const int32_t> operands);
+  int32_t unrounded_elementwise(KernelState& k, int32_t i, std::span<const int32_t> operands);
   MemoKey memo_key(int32_t i, const AffineMap& m) const;
   int32_t load(KernelState& k, int32_t i, const AffineMap& m);
   int32_t load_access(KernelState& k, Access a);
@@ -199,8 +200,21 @@ int32_t Partitioner::load_access(KernelState& k, Access a) {
   return k.b.add(e);
 }
 
+// float16 and bfloat16 values are computed in float (compute_type); an op's result is rounded
+// to its dtype (a Cast to the narrow type, which fusion/render.cpp renders as a rounding), as an
+// unfused op's is when stored and as PyTorch's is: without it `x.to(bfloat16)` would change
+// nothing inside a kernel, and a fused chain would drift from eager.
+int32_t rounded_to(ExprBuilder& b, int32_t e, DType dtype) {
+  if (dtype != DType::Float16 && dtype != DType::BFloat16) return e;
+  return b.cast(b.cast(e, dtype), DType::Float32);
+}
+
 // The expression of elementwise node i (or Full) from its inputs' values.
 int32_t Partitioner::elementwise(KernelState& k, int32_t i, std::span<const int32_t> operands) {
+  return rounded_to(k.b, unrounded_elementwise(k, i, operands), node(i).dtype());
+}
+
+int32_t Partitioner::unrounded_elementwise(KernelState& k, int32_t i, std::span<const int32_t> operands) {
   const Node& n = node(i);
   SmallVec<InputMeta, 4> metas;
   for (size_t j = 0; j < n.inputs().size(); ++j) {
@@ -388,7 +402,7 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
     Expr r{ExprOp::Reduced, arg ? DType::Int64 : stage.input_type};
     r.index = static_cast<int32_t>(k.k.stages.size());
     k.k.stages.push_back(stage);
-    e = k.b.add(r);
+    e = rounded_to(k.b, k.b.add(r), n.dtype());
   } else {
     e = compute(k, i, m);
   }

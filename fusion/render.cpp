@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "fusion/targets.h"
+#include "rtc/disk_cache.h"
 #include "runtime/error.h"
 
 namespace loom::fusion {
@@ -64,6 +65,7 @@ class KernelWriter {
   std::vector<int64_t> write() {
     declare();
     if (!k_.row) pointwise();
+    else if (reduces_columns(k_)) t_.kind == TargetKind::Cpu ? columns_cpu() : columns_cuda();
     else if (t_.kind == TargetKind::Cpu) row_cpu();
     else row_cuda();
     out_ << "}\n\n";
@@ -181,6 +183,9 @@ class KernelWriter {
       case ExprOp::Reduced: return "r" + std::to_string(e.index);
       case ExprOp::Cast:
         if (e.type == DType::Bool) return "(" + var(e.a) + " != 0)";
+        // A float16 / bfloat16 value is a float rounded to its type (fusion/partition.cpp).
+        if (e.type == DType::BFloat16) return "loom_bf2f(loom_f2bf((float)" + var(e.a) + "))";
+        if (e.type == DType::Float16) return "loom_h2f(loom_f2h((float)" + var(e.a) + "))";
         return "(" + std::string(T) + ")" + var(e.a);
       case ExprOp::Neg: return "(" + std::string(T) + ")(-" + var(e.a) + ")";
       case ExprOp::Not: return "(!" + var(e.a) + ")";
@@ -378,7 +383,9 @@ class KernelWriter {
   // are declared to the compiler as reductions (#pragma omp simd, -fopenmp-simd), which lets it
   // reorder them into vector lanes; float maxima and minima carry NaN in a separate flag so that
   // the reduction is a plain one. Arg stages keep the first extreme, so they stay sequential.
-  void cpu_stage(const Stage& st, size_t s, std::set<int32_t>& outer_done, const std::string& indent) {
+  // `simd`: mark the loop for the vectorizer (C++); CUDA's sequential per-thread loops go without.
+  void cpu_stage(const Stage& st, size_t s, std::set<int32_t>& outer_done, const std::string& indent,
+                 bool simd = true) {
     prepare_stage(st, outer_done, indent);
     declare_acc(st, s, indent);
     auto outer = static_cast<int64_t>(k_.outer.size());
@@ -400,7 +407,7 @@ class KernelWriter {
     if (arg) out_ << indent << "i64 " << kk << " = 0;\n";
     std::string inner = indent;
     for (int64_t d = outer; d < rank; ++d) {
-      if (d == rank - 1 && !pragma.empty()) out_ << inner << "#pragma omp simd " << pragma << "\n";
+      if (d == rank - 1 && !pragma.empty() && simd) out_ << inner << "#pragma omp simd " << pragma << "\n";
       out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
       inner += "  ";
     }
@@ -446,6 +453,130 @@ class KernelWriter {
       indent.resize(indent.size() - 2);
       out_ << indent << "}\n";
     }
+  }
+
+  // ---- column reductions (reduces_columns): rows side by side ----
+
+  // C++: the last kept dim in blocks of kLanes columns; each stage is a pass over the reduced dims
+  // whose innermost loop runs across the block, so it reads consecutive addresses and vectorizes.
+  // Accumulators and stage results are arrays of one element per column of the block.
+  static constexpr int kLanes = 64;
+
+  // Inside a loop over the block's columns `c`: the column's kept index and the results of the
+  // stages before `stages`.
+  void lane_values(size_t stages, const std::string& indent) {
+    out_ << indent << "const i64 x" << k_.outer.size() - 1 << " = xb + c;\n";
+    for (size_t j = 0; j < stages; ++j) out_ << indent << result_type(k_.stages[j]) << " r" << j << " = rb" << j << "[c];\n";
+  }
+
+  std::string result_type(const Stage& s) const {
+    bool arg = s.kind == ReduceKind::ArgMax || s.kind == ReduceKind::ArgMin;
+    return std::string("const ") + (arg ? "i64" : compute_ctype(s.input_type));
+  }
+
+  void columns_stage(const Stage& st, size_t s, const std::string& indent) {
+    auto outer = static_cast<int64_t>(k_.outer.size());
+    int64_t rank = domain_rank();
+    std::string a = "a" + std::to_string(s), L = std::to_string(kLanes);
+    bool arg = st.kind == ReduceKind::ArgMax || st.kind == ReduceKind::ArgMin;
+    bool extreme = st.kind == ReduceKind::Max || st.kind == ReduceKind::Min;
+    bool flagged = extreme && is_floating(st.input_type);  // NaN carried in a flag, as in cpu_stage
+    std::string T = compute_ctype(st.input_type), init = init_value(st.kind, st.input_type);
+    if (arg) {
+      out_ << indent << T << " " << a << "v[" << L << "]; i64 " << a << "i[" << L << "];\n";
+      out_ << indent << "for (int c = 0; c < " << L << "; ++c) { " << a << "v[c] = " << init << "; " << a << "i[c] = -1; }\n";
+      out_ << indent << "i64 kk" << s << " = 0;\n";
+    } else {
+      out_ << indent << acc_type(st) << " " << a << "[" << L << "];\n";
+      out_ << indent << "for (int c = 0; c < " << L << "; ++c) " << a << "[c] = " << init << ";\n";
+      if (flagged) out_ << indent << "int " << a << "n[" << L << "] = {0};\n";
+    }
+    std::string inner = indent;
+    for (int64_t d = outer; d < rank; ++d) {
+      out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+      inner += "  ";
+    }
+    out_ << inner << "#pragma omp simd\n" << inner << "for (i64 c = 0; c < w; ++c) {\n";
+    std::string lane = inner + "  ";
+    lane_values(s, lane);
+    std::set<int32_t> done = invariant_;
+    emit(st.input, done, lane);
+    std::string v = var(st.input);
+    if (arg) {
+      // The first extreme wins (the reduced dims are walked in order); NaN counts as the extreme.
+      std::string op = st.kind == ReduceKind::ArgMax ? " > " : " < ", av = a + "v[c]", ai = a + "i[c]";
+      out_ << lane << "if (!(" << ai << " >= 0 && loom_isnan(" << av << ")) && (" << ai << " < 0 || loom_isnan(" << v
+           << ") || " << v << op << av << ")) { " << av << " = " << v << "; " << ai << " = kk" << s << "; }\n";
+    } else if (flagged) {
+      std::string op = st.kind == ReduceKind::Max ? " > " : " < ", acc = a + "[c]";
+      out_ << lane << acc << " = " << v << op << acc << " ? " << v << " : " << acc << ";\n";
+      out_ << lane << a << "n[c] |= " << v << " != " << v << ";\n";
+    } else {
+      out_ << lane << combine(st, a + "[c]", v) << "\n";
+    }
+    out_ << inner << "}\n";
+    if (arg) out_ << inner << "++kk" << s << ";\n";
+    for (int64_t d = rank; d-- > outer;) {
+      inner.resize(inner.size() - 2);
+      out_ << inner << "}\n";
+    }
+    std::string rb = "rb" + std::to_string(s);
+    out_ << indent << (arg ? "i64" : T) << " " << rb << "[" << L << "];\n";
+    out_ << indent << "for (i64 c = 0; c < w; ++c) " << rb << "[c] = ";
+    if (arg) out_ << a << "i[c];\n";
+    else if (flagged)
+      out_ << a << "n[c] ? " << literal(NAN, st.input_type == DType::Float64 ? DType::Float64 : DType::Float32) << " : ("
+           << T << ")" << a << "[c];\n";
+    else out_ << "(" << T << ")" << a << "[c];\n";
+  }
+
+  void columns_cpu() {
+    auto outer = static_cast<int64_t>(k_.outer.size());
+    int64_t c = outer - 1;
+    // Threads split the outermost kept dim; the column dim in whole vectors of floats.
+    split_ = {domain_size(0),
+              numel_of(domain()) / std::max<int64_t>(domain_size(0), 1) * static_cast<int64_t>(k_.stages.size()),
+              c == 0 ? 16 : 1};
+    std::string indent = "  ";
+    for (int64_t d = 0; d < c; ++d) {
+      out_ << indent << "for (i64 x" << d << " = " << (d == 0 ? "lo" : "0") << "; x" << d << " < "
+           << (d == 0 ? "hi" : "n" + std::to_string(d)) << "; ++x" << d << ") {\n";
+      indent += "  ";
+    }
+    std::string end = c == 0 ? "hi" : "n" + std::to_string(c), L = std::to_string(kLanes);
+    out_ << indent << "for (i64 xb = " << (c == 0 ? "lo" : "0") << "; xb < " << end << "; xb += " << L << ") {\n";
+    indent += "  ";
+    out_ << indent << "const i64 w = " << end << " - xb < " << L << " ? " << end << " - xb : " << L << ";\n";
+    for (size_t s = 0; s < k_.stages.size(); ++s) columns_stage(k_.stages[s], s, indent);
+    out_ << indent << "#pragma omp simd\n" << indent << "for (i64 c = 0; c < w; ++c) {\n";
+    lane_values(k_.stages.size(), indent + "  ");
+    std::set<int32_t> done = invariant_;
+    for (const Store& st : k_.stores) emit(st.expr, done, indent + "  ");
+    for (size_t j = 0; j < k_.stores.size(); ++j) out_ << indent << "  " << store_code(j, k_.stores[j].expr) << "\n";
+    out_ << indent << "}\n";
+    for (int64_t d = c + 1; d-- > 0;) {
+      indent.resize(indent.size() - 2);
+      out_ << indent << "}\n";
+    }
+  }
+
+  // CUDA: a thread per row (consecutive threads, consecutive columns: every load of a warp is one
+  // coalesced access), reducing its row sequentially with the C++ form's stages.
+  void columns_cuda() {
+    auto outer = static_cast<int64_t>(k_.outer.size());
+    std::string rows = "(i64)1";
+    for (int64_t d = 0; d < outer; ++d) rows += " * n" + std::to_string(d);
+    out_ << "  const i64 rows = " << rows << ";\n";
+    out_ << "  for (i64 row = blockIdx.x * (i64)blockDim.x + threadIdx.x; row < rows; row += (i64)gridDim.x * blockDim.x) {\n";
+    std::string indent = "    ";
+    unravel("row", 0, outer, indent);
+    std::set<int32_t> outer_done = invariant_;
+    for (size_t s = 0; s < k_.stages.size(); ++s) cpu_stage(k_.stages[s], s, outer_done, indent, /*simd=*/false);
+    for (size_t j = 0; j < k_.stores.size(); ++j) {
+      emit(k_.stores[j].expr, outer_done, indent);
+      out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
+    }
+    out_ << "  }\n";
   }
 
   // A block-wide reduction of a<s> (and its index for arg stages); the result lands in every thread.
@@ -543,24 +674,30 @@ class KernelWriter {
 RenderedModule render(const Program& program, TargetKind target) {
   const TargetTable& t = target_table(target);
   // Kernels that differ only in their sizes, strides and offsets (launch parameters) have the
-  // same text: each text is written once, and the kernels that share it call it by the name of
-  // the first (a long trace repeats a few kernels thousands of times, and a model's layers repeat
-  // theirs: compile time follows the distinct kernels).
+  // same text: each text is written once, and the kernels that share it call it by one name (a
+  // long trace repeats a few kernels thousands of times, and a model's layers repeat theirs:
+  // compile time follows the distinct kernels). The name is a hash of the text, so it is the
+  // same in every module the kernel appears in.
   constexpr const char* kName = "loom_kernel_name_";
   std::unordered_map<std::string, std::string> written;  // text under kName -> its symbol
-  std::ostringstream kernels;
   RenderedModule m;
   for (const Kernel& k : program.kernels) {
     std::ostringstream text;
     KernelWriter writer(k, kName, t, text);
     m.int_params.push_back(writer.write());
     m.splits.push_back(writer.split());
-    auto [it, fresh] = written.emplace(text.str(), k.name);
-    if (fresh) kernels << replace_all(it->first, kName, k.name);
+    auto [it, fresh] = written.emplace(text.str(), "");
+    if (fresh) {
+      it->second = "loom_k" + rtc::hex64(rtc::hash_text(it->first));
+      m.functions.push_back(replace_all(it->first, kName, it->second));
+      m.function_symbols.push_back(it->second);
+    }
     m.symbols.push_back(it->second);
   }
+  m.prelude = t.prelude;
   std::ostringstream out;
-  out << "// Generated by loom: " << written.size() << " kernel(s).\n" << t.prelude << "\n" << kernels.str();
+  out << "// Generated by loom: " << written.size() << " kernel(s).\n" << t.prelude << "\n";
+  for (const std::string& f : m.functions) out << f;
   m.source = out.str();
   return m;
 }

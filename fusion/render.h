@@ -29,11 +29,17 @@ struct Split {
   int64_t align = 1;
 };
 
-// Every kernel of a program, rendered into one module (DESIGN decision 7).
+// Every kernel of a program, rendered into one module (DESIGN decision 7). A function is named
+// after a hash of its text (`loom_k<16 hex digits>`), so a kernel of the same text has the same
+// name in every module: the host compiler's kernel cache (rtc/kernel_units.h) finds a kernel
+// compiled for an earlier module by its name.
 struct RenderedModule {
-  std::string source;
+  std::string source;                              // prelude, then every function
+  std::string prelude;                             // the target's helpers every function needs
+  std::vector<std::string> functions;              // each distinct function's definition
+  std::vector<std::string> function_symbols;       // the name each of them defines
   std::vector<std::string> symbols;                // per kernel: the function it runs (kernels
-                                                   // whose text is the same share the first's)
+                                                   // whose text is the same share one)
   std::vector<std::vector<int64_t>> int_params;    // per kernel: the ip[] array of its launch
   std::vector<Split> splits;                       // per kernel (CPU)
 };

@@ -24,11 +24,29 @@ float powf(float, float) LOOM_SIMD; double pow(double, double) LOOM_SIMD;
 }
 )";
 
+// exp and exp2 with every argument below the function's underflow point (where the exact
+// result rounds to +0 in the type: e^x < 2^-150 for float, 2^-1075 for double; -inf included)
+// mapped to an exact 0 before the call. glibc's vector expf sends a lane holding such an argument
+// to its scalar slow path (a causal mask's -inf made softmax kernels several times slower); an
+// argument of +0 stays on the fast path, and the same mask applied to the result restores the 0.
+// The mask is applied to the bits: written as selects (`z ? 0 : x`, then `z ? 0 : r`), GCC threads
+// the two selects into one and calls exp on the original argument, and the slow path is back.
+// Thresholds sit just below the underflow points, so no denormal result changes; NaN compares
+// false and reaches the call. CUDA renders the same helpers, so both targets compute one function.
+constexpr const char* kExpHelpers = R"(
+LOOM_FN float loom_mask_f(float v, u32 m) { return loom_bits_f(loom_f_bits(v) & m); }
+LOOM_FN double loom_mask_d(double v, u64 m) { union { u64 u; double d; } x; x.d = v; x.u &= m; return x.d; }
+LOOM_FN float loom_expf(float x) { const u32 m = (u32)-(int)!(x < -104.0f); return loom_mask_f(expf(loom_mask_f(x, m)), m); }
+LOOM_FN double loom_exp(double x) { const u64 m = (u64)-(i64)!(x < -746.0); return loom_mask_d(exp(loom_mask_d(x, m)), m); }
+LOOM_FN float loom_exp2f(float x) { const u32 m = (u32)-(int)!(x < -150.0f); return loom_mask_f(exp2f(loom_mask_f(x, m)), m); }
+LOOM_FN double loom_exp2(double x) { const u64 m = (u64)-(i64)!(x < -1075.0); return loom_mask_d(exp2(loom_mask_d(x, m)), m); }
+)";
+
 const std::string kCpuPrelude = std::string("#define LOOM_FN static inline __attribute__((always_inline))\n") +
-                                kKernelPrelude + kCpuMath;
+                                kKernelPrelude + kCpuMath + kExpHelpers;
 
 const std::string kCudaPrelude = std::string("#define LOOM_FN static __device__ __forceinline__\n") +
-                                 kKernelPrelude + R"(
+                                 kKernelPrelude + kExpHelpers + R"(
 template <class T> LOOM_FN T loom_shfl_down(T v, int offset) { return __shfl_down_sync(0xffffffffu, v, offset); }
 )";
 
@@ -42,8 +60,8 @@ struct FnNames {
 
 // Math functions by target and type. Integers use the prelude's loom_i* helpers.
 constexpr FnNames kFns[] = {
-    {Fn::Exp, "expf", "exp", "expf", "exp"},
-    {Fn::Exp2, "exp2f", "exp2", "exp2f", "exp2"},
+    {Fn::Exp, "loom_expf", "loom_exp", "loom_expf", "loom_exp"},
+    {Fn::Exp2, "loom_exp2f", "loom_exp2", "loom_exp2f", "loom_exp2"},
     {Fn::Log, "logf", "log", "logf", "log"},
     {Fn::Log2, "log2f", "log2", "log2f", "log2"},
     {Fn::Log1p, "log1pf", "log1p", "log1pf", "log1p"},

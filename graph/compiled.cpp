@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <queue>
+#include <unordered_map>
 
 #include "fusion/program.h"
 #include "fusion/render.h"
@@ -16,6 +17,7 @@
 #include "graph/memory_plan.h"
 #include "rtc/disk_cache.h"
 #include "rtc/host_compiler.h"
+#include "rtc/kernel_units.h"
 #include "runtime/blocking.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
@@ -49,7 +51,7 @@ struct CompiledExecutor::Plan : CachedPlan {
   fusion::Program program;
   std::vector<Donation> donations;
   std::vector<bool> take_aside;  // per output: write back a copy of its old value (binding.h)
-  std::shared_ptr<rtc::HostModule> module;
+  std::vector<std::shared_ptr<rtc::HostModule>> units;  // where its kernels live (rtc/kernel_units.h)
   std::vector<KernelFn> kernels;
   std::vector<std::vector<int64_t>> int_params;
   std::vector<fusion::Split> splits;
@@ -329,12 +331,16 @@ PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
   }
   if (!p.kernels.empty()) {
     try {
-      plan->module = rtc::compile_host(cpu.source, static_cast<int>(p.kernels.size()));
+      // Only kernels no earlier module compiled are compiled, in parallel units.
+      rtc::HostKernels compiled = rtc::compile_host_kernels(cpu.prelude, cpu.functions, cpu.function_symbols);
+      plan->units = std::move(compiled.units);
+      std::unordered_map<std::string, void*> address;
+      for (size_t f = 0; f < cpu.function_symbols.size(); ++f) address[cpu.function_symbols[f]] = compiled.functions[f];
+      for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(address.at(s)));
     } catch (const Error&) {
       check_interrupt();  // Ctrl-C reaches the compiler too: then the interrupt is the failure
       throw;
     }
-    for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(plan->module->symbol(s)));
   }
   plan->int_params = std::move(cpu.int_params);
   plan->splits = std::move(cpu.splits);

@@ -209,7 +209,8 @@ class Lowering {
     std::vector<int64_t> ip = rendered.int_params[k];
     if (ip.empty()) ip.push_back(0);
     Launch& l = launch(CudaModule::Fused, rendered.symbols[k], rows, ip, sp, bufs, kernel.name);
-    if (kernel.row) l.row_inner = inner;
+    // A row per block; a column reduction walks its rows a thread each (fusion/program.h).
+    if (kernel.row && !fusion::reduces_columns(kernel)) l.row_inner = inner;
   }
 
   // ---- library steps ----

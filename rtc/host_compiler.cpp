@@ -240,7 +240,7 @@ const std::string& host_compiler_identity() { return compiler().identity; }
 std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels) {
   std::string key = module_key(source);
   Caches& c = caches();
-  std::lock_guard lock(c.mu);
+  std::unique_lock lock(c.mu);
   if (auto it = c.memory.find(key); it != c.memory.end())
     if (std::shared_ptr<HostModule> m = it->second.lock()) return m;
 
@@ -256,6 +256,9 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
                                          " is not the module it is filed as (" + why + "); rebuilding it");
     disk.remove(key);
   }
+  // The compile runs unlocked, so other threads compile other modules meanwhile
+  // (rtc/kernel_units.h compiles a module's units in parallel).
+  lock.unlock();
   auto start = std::chrono::steady_clock::now();
   std::string text = with_key(source, key);
   disk.store(key, compile(text, key, disk), text);
@@ -265,6 +268,9 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
   count(metrics().kernels_compiled, kernels);
   count(metrics().compile_nanoseconds,
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  lock.lock();
+  if (auto it = c.memory.find(key); it != c.memory.end())
+    if (std::shared_ptr<HostModule> other = it->second.lock()) return other;  // another thread's, first
   c.remember(key, m);
   return m;
 }

@@ -9,9 +9,10 @@
 // before any kernel of it runs (DESIGN decision 15). A module stays loaded while someone holds it
 // (the plans that point into it: graph/plan_cache.h); the memory cache holds it weakly, so a
 // source compiled again while its module is loaded costs a lookup, and once it is unloaded, a
-// load from the disk cache. Thread safety: any thread may compile; the memory cache is locked for
-// the whole compile, so two threads compile one at a time (syncs compile without the GIL,
-// lazy/sync.h).
+// load from the disk cache. Thread safety: any thread may compile; the caches are locked for
+// lookups, not for the compile, so threads compile different modules at once (syncs compile
+// without the GIL, lazy/sync.h; rtc/kernel_units.h compiles a module's units in parallel); two
+// threads compiling the same source both compile it, and the first to finish serves both.
 #pragma once
 
 #include <memory>

@@ -1,0 +1,18 @@
+#include "fusion/program.h"
+
+namespace loom::fusion {
+
+bool reduces_columns(const Kernel& k) {
+  if (!k.row || k.outer.empty() || k.inner.empty()) return false;
+  size_t last_kept = k.outer.size() - 1, last_reduced = k.outer.size() + k.inner.size() - 1;
+  if (k.outer[last_kept] < 2) return false;  // one column: nothing to put side by side
+  bool contiguous_columns = false;
+  for (const Load& l : k.loads) {
+    if (l.access.space != Space::Inner) continue;
+    if (l.access.strides[last_reduced] == 1 && k.inner.back() > 1) return false;  // rows read in order
+    contiguous_columns = contiguous_columns || l.access.strides[last_kept] == 1;
+  }
+  return contiguous_columns;
+}
+
+}  // namespace loom::fusion

@@ -1,0 +1,36 @@
+// Kernels compiled a few to a unit, each kernel once per process (and once per disk cache).
+//
+// A plan's module (fusion::RenderedModule) names every function after a hash of its text, so a
+// kernel is the same function in every module it appears in: a model's first step and its
+// steady-state step share most of their kernels, and a new batch size or a changed tail of a
+// trace shares nearly all. compile_host_kernels() takes the module's functions, finds each one
+// already loaded (compiled for an earlier module of this process and still held by some plan),
+// and compiles only the others: split into up to one unit per thread asked for (at most 8; a unit is
+// the prelude and some of the functions, compiled and cached on disk as a host module of its
+// own: rtc/host_compiler.h), the units compiled in parallel. Units are deterministic for the
+// same missing functions and thread count, so a new process with a warm disk cache loads them.
+//
+// A kernel stays findable while some plan holds a unit containing it (the index holds units
+// weakly, as the module cache does). Thread safety: any thread may call; two threads needing the
+// same missing kernel at once may both compile it (the disk cache stores one).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rtc/host_compiler.h"
+
+namespace loom::rtc {
+
+struct HostKernels {
+  std::vector<std::shared_ptr<HostModule>> units;  // every unit a kernel below lives in (hold them)
+  std::vector<void*> functions;                    // per symbol asked for: its address
+};
+
+// `functions[i]` defines the function named `symbols[i]`, and needs only `prelude` before it.
+// Throws as compile_host() does; nothing is registered for a unit that failed.
+HostKernels compile_host_kernels(const std::string& prelude, const std::vector<std::string>& functions,
+                                 const std::vector<std::string>& symbols);
+
+}  // namespace loom::rtc

@@ -1,0 +1,259 @@
+"""Kernel forms of the renderer that exist for speed, checked for what they compute.
+
+- exp / exp2 map arguments below their underflow point to an exact 0 before the call (glibc's
+  vector exp takes a slow path on such lanes): -inf, NaN, +inf, denormal arguments and
+  arguments on either side of the underflow point, through fused kernels and softmax with a
+  causal mask, against the unfused executor, eager loom and PyTorch.
+- Column reductions (reductions over leading dims of contiguous data: bias and layer-norm
+  gradients) walk their channels side by side (fusion/program.h `reduces_columns`): every
+  reduction kind and dtype, several stages in one kernel, kept dims before the channels, and
+  special values, fused against unfused and PyTorch. The dumped source shows the form is taken.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+import loom
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng(15)
+
+
+def run_lazy(program, arrays, executor):
+    loom._C._set_executor(executor)
+    try:
+        outs = program(*[loom.tensor(a, device="lazy") for a in arrays])
+        return [o.numpy() if o.dtype != loom.bfloat16 else o.float().numpy() for o in outs]
+    finally:
+        loom._C._set_executor("compiled")
+
+
+def dumped_sources(tmp_path, program, arrays):
+    """The C++ and CUDA sources of the modules the fused executor builds for program."""
+    dump = tmp_path / "dump"
+    old = os.environ.get("LOOM_DUMP_DIR")
+    os.environ["LOOM_DUMP_DIR"] = str(dump)
+    try:
+        run_lazy(program, arrays, "fused")
+    finally:
+        if old is None:
+            del os.environ["LOOM_DUMP_DIR"]
+        else:
+            os.environ["LOOM_DUMP_DIR"] = old
+    cpp = "".join(p.read_text() for p in dump.glob("*.cpp"))
+    cu = "".join(p.read_text() for p in dump.glob("*.cu"))
+    return cpp, cu
+
+
+# ---- exp on special arguments ----
+
+def special_arguments(dtype):
+    under = -104.0 if dtype == np.float32 else -746.0  # the helpers' thresholds (fusion/targets.cpp)
+    values = [-np.inf, np.nan, np.inf, 0.0, -0.0, 1e-40, -1e-40, 5e-324 if dtype == np.float64 else 1e-45,
+              under, under - 0.5, under + 0.01, -103.9, -100.0, -87.5, -87.0, -80.0, -20.0, 1.5, 88.0, 89.0,
+              709.0, 710.0, -150.0, -149.5, -1074.5, -1075.0, -1076.0, -745.0, -745.2]
+    x = np.array(values, dtype=dtype)
+    # Long enough for whole vectors and a scalar tail, the special values in every lane.
+    return np.concatenate([np.roll(x, k) for k in range(17)])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_exp_of_special_arguments_matches_unfused_eager_and_torch(dtype):
+    x = special_arguments(dtype)
+
+    def program(t):
+        return t.exp(), t.exp2(), (t * 1.0).exp() + 0.0, t.sigmoid()
+
+    fused = run_lazy(program, [x], "fused")
+    unfused = run_lazy(program, [x], "unfused")
+    eager = [o.numpy() for o in program(loom.tensor(x))]
+    t = torch.tensor(x)
+    want = [t.exp().numpy(), t.exp2().numpy(), t.exp().numpy(), t.sigmoid().numpy()]
+    for got_all in (fused, unfused, eager):
+        for got, ref in zip(got_all, want):
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+            # Exact zeros and infinities where the true result is one; denormals kept.
+            np.testing.assert_array_equal(got == 0, ref == 0)
+            np.testing.assert_array_equal(np.isinf(got), np.isinf(ref))
+            tiny = np.finfo(dtype).tiny
+            np.testing.assert_array_equal((got > 0) & (got < tiny), (ref > 0) & (ref < tiny))
+            np.testing.assert_allclose(got, ref, rtol=2e-6 if dtype == np.float32 else 1e-14, atol=0)
+
+
+def test_underflowing_exp_gives_exact_zeros_and_denormals():
+    x = np.array([-np.inf, -104.5, -103.9, -100.0, -90.0], dtype=np.float32)
+    (got,) = run_lazy(lambda t: (t.exp(),), [np.tile(x, 13)], "fused")
+    got = got[:5]
+    assert got[0] == 0 and got[1] == 0 and not np.signbit(got[0])
+    assert 0 < got[2] < np.finfo(np.float32).tiny and 0 < got[3] < np.finfo(np.float32).tiny
+    np.testing.assert_allclose(got[4], np.exp(np.float64(-90.0)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_masked_softmax_fused_equals_unfused_and_torch(dtype):
+    n = 37
+    x = RNG.standard_normal((3, n, n)).astype(dtype)
+    mask = np.triu(np.ones((n, n), dtype=bool), 1)
+    x[:, mask] = -np.inf
+    x[1, 5, :] = -np.inf  # a row masked whole: NaN, as in PyTorch
+    x[2, 7, 3] = np.nan
+
+    def program(t):
+        return t.softmax(-1), t.log_softmax(-1), (t - t.amax(-1, keepdim=True)).exp().sum(-1)
+
+    fused = run_lazy(program, [x], "fused")
+    unfused = run_lazy(program, [x], "unfused")
+    t = torch.tensor(x)
+    want = [t.softmax(-1).numpy(), t.log_softmax(-1).numpy(), (t - t.amax(-1, keepdim=True)).exp().sum(-1).numpy()]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for got_all in (fused, unfused):
+        for got, ref in zip(got_all, want):
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+
+
+def test_both_renderings_call_the_guarded_exp(tmp_path):
+    cpp, cu = dumped_sources(tmp_path, lambda t: (t.exp() * 2,), [np.ones(100, np.float32)])
+    for source in (cpp, cu):
+        assert "loom_expf(" in source and "LOOM_FN float loom_expf" in source
+
+
+# ---- column reductions ----
+
+DTYPES = ["float32", "float64", "float16", "bfloat16", "int32", "int64", "uint8", "bool"]
+
+
+def column_input(dtype, shape):
+    x = RNG.standard_normal(shape) * 3
+    if dtype in ("float32", "float64"):
+        flat = x.reshape(-1)
+        flat[7], flat[100] = np.inf, -np.inf
+        flat[201] = np.nan
+        flat[305] = 1e-310 if dtype == "float64" else 1e-41  # denormal
+    if dtype in ("int32", "int64"):
+        return np.round(x).astype(dtype)
+    if dtype == "uint8":
+        return np.abs(np.round(x)).astype(np.uint8)
+    if dtype == "bool":
+        return x > 0.5
+    return x.astype(np.float32 if dtype == "bfloat16" else dtype)
+
+
+def column_programs(dtype, dims):
+    """(name, function) pairs reducing over `dims` (0, or the two leading dims (0, 1)) of a
+    contiguous (rows, ..., channels) input, written once for loom and torch tensors."""
+    floating = dtype in ("float32", "float64", "float16", "bfloat16")
+    one = dims == 0  # arg, any, all and prod take a single dim
+    progs = [("amax", lambda t: t.amax(dims)), ("amin", lambda t: t.amin(dims))]
+    if one:
+        progs += [("argmax", lambda t: t.argmax(0)), ("argmin", lambda t: t.argmin(0))]
+    if dtype == "bool":
+        progs.append(("sum", lambda t: t.sum(dims)))
+        if one:
+            progs += [("any", lambda t: t.any(0)), ("all", lambda t: t.all(0))]
+        return progs
+    progs += [("sum", lambda t: t.sum(dims)), ("sum_keepdim", lambda t: t.sum(dims, keepdim=True))]
+    if one and dtype != "uint8":
+        progs.append(("prod", lambda t: (t.remainder(3) - 1).prod(0) if not floating else (t * 0.1 + 1).prod(0)))
+    if floating:
+        progs += [
+            ("mean", lambda t: t.mean(dims)),
+            # Several stages and an epilogue in one kernel: a layer-norm gradient's column sums.
+            ("var", lambda t: t.float().var(dims)),
+            ("two_sums", lambda t: (t.float() * 2 + 1).sum(dims) * t.float().abs().sum(dims)),
+            ("exp_sum", lambda t: (t.float() - 3).exp().sum(dims)),
+        ]
+    return progs
+
+
+def cast(lib, x, dtype):
+    t = lib.tensor(x) if lib is torch else x
+    if dtype == "bfloat16":
+        t = t.to(lib.bfloat16)
+    if dtype == "float16":
+        t = t.to(lib.float16)
+    return t
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(37, 70), (5, 9, 130)], ids=["2d", "3d"])
+def test_column_reductions_fused_equal_unfused_and_torch(dtype, shape):
+    x = column_input(dtype, shape)
+    progs = column_programs(dtype, 0 if len(shape) == 2 else (0, 1))
+    names = [n for n, _ in progs]
+
+    def program(t):
+        t = cast(loom, t, dtype)
+        return [f(t) for _, f in progs]
+
+    fused = run_lazy(program, [x], "fused")
+    unfused = run_lazy(program, [x], "unfused")
+    tx = cast(torch, x, dtype)
+    want = []
+    for _, f in progs:
+        try:
+            r = f(tx)
+        except RuntimeError:  # an op torch 1.13 lacks for this dtype on the CPU: its float64 result
+            r = f(torch.tensor(x).double()).to(tx.dtype if tx.dtype != torch.bool else torch.int64)
+        want.append(r.float().numpy() if r.dtype in (torch.bfloat16, torch.float16) else r.numpy())
+    narrow = dtype in ("float16", "bfloat16")
+    for which, got_all in (("fused", fused), ("unfused", unfused)):
+        for name, got, ref in zip(names, got_all, want):
+            got = got.astype(np.float32) if narrow and got.dtype == np.float16 else got
+            ref = ref.astype(np.float32) if narrow and ref.dtype == np.float16 else ref
+            msg = f"{which} {name} {dtype}"
+            assert got.shape == ref.shape, msg
+            if name.startswith("arg") or not np.issubdtype(np.asarray(ref).dtype, np.floating):
+                np.testing.assert_array_equal(got, ref, err_msg=msg)
+            else:
+                tol = 2e-2 if narrow else (1e-5 if dtype == "float32" or name in ("var", "two_sums", "exp_sum") else 1e-12)
+                # A narrow sum is rounded to its dtype: an ulp of a sum of 37 terms near 30.
+                atol = {"bfloat16": 0.5, "float16": 0.1}.get(dtype, tol)
+                np.testing.assert_allclose(got, ref, rtol=tol, atol=atol, err_msg=msg)
+
+
+def test_column_reduction_with_kept_dims_before_the_channels():
+    x = RNG.standard_normal((4, 37, 70)).astype(np.float32)
+    x[1, 3, 5] = np.nan
+
+    def program(t):
+        return t.sum(1), t.amax(1), t.argmin(1), (t * t).mean(1)
+
+    fused = run_lazy(program, [x], "fused")
+    unfused = run_lazy(program, [x], "unfused")
+    t = torch.tensor(x)
+    want = [t.sum(1).numpy(), t.amax(1).numpy(), t.argmin(1).numpy(), (t * t).mean(1).numpy()]
+    for got_all in (fused, unfused):
+        for got, ref in zip(got_all, want):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_column_reductions_take_the_column_form_on_both_targets(tmp_path):
+    x = RNG.standard_normal((40, 70)).astype(np.float32)
+    cpp, cu = dumped_sources(tmp_path, lambda t: (t.sum(0), t.sum(1)), [x])
+    assert "xb += 64" in cpp  # channels side by side in the vector loop
+    # CUDA: a thread per column (coalesced), and the row sum still a block per row.
+    assert "row = blockIdx.x * (i64)blockDim.x + threadIdx.x" in cu
+    assert "for (i64 row = blockIdx.x; row < rows; row += gridDim.x)" in cu
+
+
+def test_column_results_do_not_depend_on_the_thread_count(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import numpy as np, loom
+        x = np.random.default_rng(3).standard_normal((300, 1000)).astype(np.float32)
+        t = loom.tensor(x, device="lazy")
+        print((t.sum(0) * 1.0).numpy().tobytes().hex())
+    """)
+    outs = set()
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, LOOM_NUM_THREADS=threads, LOOM_CACHE_DIR=str(tmp_path / "cache"))
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outs.add(done.stdout)
+    assert len(outs) == 1
