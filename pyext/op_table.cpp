@@ -34,7 +34,7 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
 
 // CPython passes a C function no closure: binding i is reached through entry point i, one of
 // kSlots instantiations that each find their binding by index.
-constexpr size_t kSlots = 512;
+constexpr size_t kSlots = 2048;  // the four op families of issue 13 need more than 512
 const Binding* g_bindings[kSlots];
 
 template <size_t I>
@@ -130,6 +130,7 @@ const MethodDefs& all_defs() {
   static const MethodDefs defs = [] {
     MethodDefs d;
     add_op_rows(d);
+    add_elementwise_rows(d);
     add_tensor_rows(d);
     add_creation_rows(d);
     d.functions.push_back({"_signatures", signatures_of_rows, METH_NOARGS,
