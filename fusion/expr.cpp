@@ -1,5 +1,7 @@
 #include "fusion/expr.h"
 
+#include <algorithm>
+
 #include "runtime/error.h"
 #include "runtime/hash.h"
 
@@ -26,6 +28,11 @@ int32_t ExprBuilder::add(Expr e) {
   exprs_.push_back(e);
   index_.emplace(e, id);
   return id;
+}
+
+void ExprBuilder::truncate(size_t size) {
+  for (size_t e = size; e < exprs_.size(); ++e) index_.erase(exprs_[e]);
+  exprs_.resize(std::min(size, exprs_.size()));
 }
 
 Space ExprBuilder::space_of(std::initializer_list<int32_t> operands) const {

@@ -72,10 +72,14 @@ struct Expr {
   friend bool operator==(const Expr&, const Expr&) = default;
 };
 
-// Builds the expressions of one kernel, merging identical ones (common subexpressions).
+// Builds the expressions of one kernel, merging identical ones (common subexpressions). An
+// expression's operands come before it (SSA order), so walks over a kernel's expressions are loops
+// in index order.
 class ExprBuilder {
  public:
   int32_t add(Expr e);
+  // Drops the expressions from `size` on (undoing what a failed attempt added).
+  void truncate(size_t size);
   const std::vector<Expr>& exprs() const noexcept { return exprs_; }
   std::vector<Expr>& mutable_exprs() noexcept { return exprs_; }
   // The space an instruction built from these operands belongs to: Inner if any operand is.

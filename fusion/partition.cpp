@@ -23,6 +23,16 @@ struct CannotJoin {};
 
 bool is_leaf(const Node& n) { return op_def(n.op()).cls == OpClass::Leaf; }
 
+// Bounds on the size of one kernel. A trace may hold a chain of a million elementwise ops, and
+// fusing it into one kernel would make a function of a million lines, which no compiler builds in
+// reasonable time or memory (and whose loads and stores would no longer fit in registers anyway).
+// So a value that inlines kMaxInlinedOps ops is stored, and a kernel takes no more roots once it
+// has kMaxKernelExprs expressions or stores: such kernels cost one store and one load per few
+// hundred ops, which is noise beside their arithmetic. Real models' kernels stay far below both.
+constexpr int64_t kMaxInlinedOps = 256;
+constexpr size_t kMaxKernelExprs = 1024;
+constexpr size_t kMaxKernelStores = 256;
+
 // Ops run by their own implementation instead of inside a kernel: library calls and irregular
 // data movement, and integer division, which must raise ZeroDivisionError as in eager mode (a
 // generated kernel cannot raise).
@@ -79,15 +89,25 @@ class Partitioner {
     int32_t expr;
     AffineMap map;
   };
+  using MemoKey = std::pair<int32_t, std::vector<int64_t>>;  // (node, map)
   struct KernelState {
     Kernel k;
     ExprBuilder b;
     int32_t step;
     std::optional<RowKey> row;
     Dims pointwise_shape;
-    std::map<int32_t, Root> roots;                               // trace node -> value in this kernel
-    std::map<std::pair<int32_t, std::vector<int64_t>>, int32_t> memo;  // (node, map) -> expr
-    std::map<int32_t, int32_t> params;                           // Scalar node -> Param index
+    std::map<int32_t, Root> roots;     // trace node -> value in this kernel
+    std::map<MemoKey, int32_t> memo;   // (node, map) -> expr
+    std::map<int32_t, int32_t> params;  // Scalar node -> Param index
+  };
+  // A node compute() is building the expression of: its map, and the values of the inputs it
+  // needs found so far.
+  struct Pending {
+    int32_t node;
+    AffineMap map;
+    std::optional<MemoKey> key;        // where value() memoizes it (not compute()'s own node)
+    std::optional<AffineMap> through;  // a view: its input's map
+    SmallVec<int32_t, 4> operands;
   };
 
   const Node& node(int32_t i) const { return *t_.nodes[i]; }
@@ -99,7 +119,12 @@ class Partitioner {
   void add_root(KernelState& k, int32_t i);
   int32_t value(KernelState& k, int32_t i, const AffineMap& m);
   int32_t compute(KernelState& k, int32_t i, const AffineMap& m);
-  int32_t elementwise(KernelState& k, int32_t i, const AffineMap& m);
+  std::optional<int32_t> known(KernelState& k, int32_t i, const AffineMap& m, const MemoKey& key);
+  std::optional<int32_t> start(KernelState& k, Pending& p);
+  std::pair<int32_t, AffineMap> input_map(const Pending& p, size_t j) const;
+  size_t inputs_needed(const Pending& p) const;
+  int32_t elementwise(KernelState& k, int32_t i, std::span<const int32_t> operands);
+  MemoKey memo_key(int32_t i, const AffineMap& m) const;
   int32_t load(KernelState& k, int32_t i, const AffineMap& m);
   int32_t load_access(KernelState& k, Access a);
   Layout buffer_layout(int32_t i) const;
@@ -174,20 +199,14 @@ int32_t Partitioner::load_access(KernelState& k, Access a) {
   return k.b.add(e);
 }
 
-int32_t Partitioner::elementwise(KernelState& k, int32_t i, const AffineMap& m) {
+// The expression of elementwise node i (or Full) from its inputs' values.
+int32_t Partitioner::elementwise(KernelState& k, int32_t i, std::span<const int32_t> operands) {
   const Node& n = node(i);
-  SmallVec<int32_t, 4> operands;
   SmallVec<InputMeta, 4> metas;
   for (size_t j = 0; j < n.inputs().size(); ++j) {
-    int32_t in = t_.inputs[i][j];
-    const Node& x = node(in);
-    if (is_scalar_leaf(x)) {
-      operands.push_back(value(k, in, m));
-      metas.push_back({true, x.scalar().kind(), DType::Float32, {}});
-    } else {
-      operands.push_back(value(k, in, broadcast(m, n.shape(), x.shape())));
-      metas.push_back({false, ScalarKind::Float, x.dtype(), x.shape()});
-    }
+    const Node& x = node(t_.inputs[i][j]);
+    if (is_scalar_leaf(x)) metas.push_back({true, x.scalar().kind(), DType::Float32, {}});
+    else metas.push_back({false, ScalarKind::Float, x.dtype(), x.shape()});
   }
   BuilderScope scope(k.b);
   if (n.op() == OpId::Cast || n.op() == OpId::Full) return k.b.cast(operands[0], compute_type(n.dtype()));
@@ -223,62 +242,122 @@ int32_t Partitioner::elementwise(KernelState& k, int32_t i, const AffineMap& m) 
   return result;
 }
 
-int32_t Partitioner::value(KernelState& k, int32_t i, const AffineMap& m) {
-  const Node& n = node(i);
+Partitioner::MemoKey Partitioner::memo_key(int32_t i, const AffineMap& m) const {
+  MemoKey key{i, {}};
+  if (!is_scalar_leaf(node(i))) {
+    key.second = m.offset;
+    key.second.insert(key.second.end(), m.coeff.begin(), m.coeff.end());
+  }
+  return key;
+}
+
+// The value of node i at m if it needs no computing here: a root of this kernel (at the same
+// map), a value already built, or a stored value (loaded).
+std::optional<int32_t> Partitioner::known(KernelState& k, int32_t i, const AffineMap& m, const MemoKey& key) {
   if (auto r = k.roots.find(i); r != k.roots.end()) {
     if (r->second.map == m) return r->second.expr;
     throw CannotJoin{};
   }
-  auto key = std::make_pair(i, std::vector<int64_t>());
-  if (!is_scalar_leaf(n)) {
-    key.second = m.offset;
-    key.second.insert(key.second.end(), m.coeff.begin(), m.coeff.end());
-  }
   if (auto it = k.memo.find(key); it != k.memo.end()) return it->second;
-  int32_t e = materialized_[i] && !is_scalar_leaf(n) ? load(k, i, m) : compute(k, i, m);
+  if (!materialized_[i] || is_scalar_leaf(node(i))) return std::nullopt;
+  int32_t e = load(k, i, m);
   k.memo[key] = e;
   return e;
 }
 
-// The value of node i computed in kernel k (not read from its buffer).
-int32_t Partitioner::compute(KernelState& k, int32_t i, const AffineMap& m) {
+int32_t Partitioner::value(KernelState& k, int32_t i, const AffineMap& m) {
+  MemoKey key = memo_key(i, m);
+  if (std::optional<int32_t> e = known(k, i, m, key)) return *e;
+  int32_t e = compute(k, i, m);
+  k.memo[key] = e;
+  return e;
+}
+
+// Starts computing p's node: its value when that needs no input's (a leaf, a view read from a
+// stored value), else nullopt (a view affine over its input: p.through is the input's map).
+std::optional<int32_t> Partitioner::start(KernelState& k, Pending& p) {
+  int32_t i = p.node;
   const Node& n = node(i);
-  int32_t e;
   if (n.op() == OpId::Constant) {
     Expr lit{ExprOp::Literal, n.dtype()};
     lit.literal = n.scalar().as_double();
-    e = k.b.add(lit);
-  } else if (n.op() == OpId::Scalar) {
-    auto p = k.params.find(i);
-    int32_t index = p != k.params.end() ? p->second : static_cast<int32_t>(k.k.params.size());
-    if (p == k.params.end()) {
+    return k.b.add(lit);
+  }
+  if (n.op() == OpId::Scalar) {
+    auto param = k.params.find(i);
+    int32_t index = param != k.params.end() ? param->second : static_cast<int32_t>(k.k.params.size());
+    if (param == k.params.end()) {
       k.params[i] = index;
       k.k.params.push_back(i);
     }
-    Expr param{ExprOp::Param, n.dtype()};
-    param.index = index;
-    e = k.b.add(param);
-  } else if (cls(n) == OpClass::View) {
+    Expr e{ExprOp::Param, n.dtype()};
+    e.index = index;
+    return k.b.add(e);
+  }
+  if (cls(n) == OpClass::View) {
     int32_t in = t_.inputs[i][0];
     Layout rel = view_layout(n);
-    if (auto inner = through_view(m, rel, node(in).shape())) {
-      e = value(k, in, *inner);
-    } else if (int32_t src = row_major_source(in); materialized_[src] && buffer_layout(src).is_contiguous()) {
+    p.through = through_view(p.map, rel, node(in).shape());
+    if (p.through) return std::nullopt;
+    int32_t src = row_major_source(in);
+    if (materialized_[src] && buffer_layout(src).is_contiguous()) {
       // A stored, dense input is addressed by the view's element offsets directly.
       Access a{src, Space::Outer, {}, 0, false};
-      dense_access(m, rel, a.strides, a.offset);
-      e = load_access(k, std::move(a));
-    } else {
-      // Not affine over a computed or strided value: store the computed value (dense), or the
-      // view itself (a copy) when the value is stored strided.
-      throw NeedsMaterialization{materialized_[src] ? i : src};
+      dense_access(p.map, rel, a.strides, a.offset);
+      return load_access(k, std::move(a));
     }
-  } else if (cls(n) == OpClass::Elementwise || n.op() == OpId::Full) {
-    e = elementwise(k, i, m);
-  } else {
-    LOOM_FAIL(Runtime, "internal: ", op_name(n.op()), " reached inside a kernel without being stored");
+    // Not affine over a computed or strided value: store the computed value (dense), or the view
+    // itself (a copy) when the value is stored strided.
+    throw NeedsMaterialization{materialized_[src] ? i : src};
   }
-  return e;
+  LOOM_CHECK(cls(n) == OpClass::Elementwise || n.op() == OpId::Full, Runtime, "internal: ", op_name(n.op()),
+             " reached inside a kernel without being stored");
+  return std::nullopt;
+}
+
+size_t Partitioner::inputs_needed(const Pending& p) const { return p.through ? 1 : t_.inputs[p.node].size(); }
+
+// The input p's node reads as its j-th operand, and the map it is read at.
+std::pair<int32_t, AffineMap> Partitioner::input_map(const Pending& p, size_t j) const {
+  int32_t in = t_.inputs[p.node][j];
+  if (p.through) return {in, *p.through};
+  const Node& x = node(in);
+  return {in, is_scalar_leaf(x) ? p.map : broadcast(p.map, node(p.node).shape(), x.shape())};
+}
+
+// The value of node i computed in kernel k (not read from its buffer), and of the values it is
+// computed from that are not stored. A loop over an explicit stack, not a recursion: a kernel
+// may inline a chain of views and elementwise ops as deep as the trace (DESIGN decision 14).
+// Inputs are visited in order, depth first, as a recursion would, so expressions get the same
+// numbers.
+int32_t Partitioner::compute(KernelState& k, int32_t i, const AffineMap& m) {
+  std::vector<Pending> stack;
+  stack.push_back({i, m});
+  if (std::optional<int32_t> e = start(k, stack.back())) return *e;
+  for (;;) {
+    Pending& p = stack.back();
+    if (p.operands.size() < inputs_needed(p)) {
+      auto [in, map] = input_map(p, p.operands.size());
+      MemoKey key = memo_key(in, map);
+      std::optional<int32_t> e = known(k, in, map, key);
+      if (!e) {
+        Pending next{in, std::move(map), std::move(key)};
+        e = start(k, next);
+        if (!e) {
+          stack.push_back(std::move(next));  // p is invalid from here
+          continue;
+        }
+        k.memo[*next.key] = *e;
+      }
+      p.operands.push_back(*e);
+      continue;
+    }
+    int32_t e = p.through ? p.operands[0] : elementwise(k, p.node, {p.operands.data(), p.operands.size()});
+    if (p.key) k.memo[*p.key] = e;
+    stack.pop_back();
+    if (stack.empty()) return e;
+    stack.back().operands.push_back(e);
+  }
 }
 
 void Partitioner::add_root(KernelState& k, int32_t i) {
@@ -323,12 +402,19 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
 }
 
 bool Partitioner::try_join(KernelState& k, int32_t i) {
-  KernelState saved = k;
+  // A failed join is undone rather than the kernel copied before every join (which made joining
+  // n roots quadratic). Until it fails, add_root only adds expressions, loads, parameters and
+  // memo entries; memo entries naming expressions that existed before stay true.
+  size_t exprs = k.b.exprs().size(), loads = k.k.loads.size(), params = k.k.params.size();
   try {
     add_root(k, i);
     return true;
   } catch (const CannotJoin&) {
-    k = std::move(saved);
+    k.b.truncate(exprs);
+    k.k.loads.resize(loads);
+    k.k.params.resize(params);
+    std::erase_if(k.memo, [&](const auto& entry) { return entry.second >= static_cast<int32_t>(exprs); });
+    std::erase_if(k.params, [&](const auto& entry) { return entry.second >= static_cast<int32_t>(params); });
     return false;
   }
 }
@@ -352,7 +438,8 @@ void Partitioner::place(int32_t i) {
         fits = k.pointwise_shape == Dims(n.shape());
       }
       if (fits) {
-        if (try_join(k, i)) {
+        bool full = k.b.exprs().size() >= kMaxKernelExprs || k.k.stores.size() >= kMaxKernelStores;
+        if (!full && try_join(k, i)) {
           producer_step_[i] = k.step;
           return;
         }
@@ -453,20 +540,9 @@ Program Partitioner::run() {
   return p;
 }
 
-// How expensive a value is to recompute: the number of elementwise ops inlined into it.
-int64_t inline_cost(const Trace& t, const std::vector<bool>& materialized, int32_t i, std::vector<int64_t>& memo) {
-  if (memo[i] >= 0) return memo[i];
-  const Node& n = *t.nodes[i];
-  int64_t cost = 0;
-  if (!is_leaf(n) && !materialized[i]) {
-    cost = cls(n) == OpClass::View ? 0 : 1;
-    for (int32_t in : t.inputs[i]) cost += inline_cost(t, materialized, in, memo);
-  }
-  return memo[i] = std::min<int64_t>(cost, 1 << 20);
-}
-
 // Values that must be stored: outputs, reductions, what library ops read, and (with fusion)
-// expensive values read by several consumers; without fusion, every op's result.
+// expensive values read by several consumers, and values whose expression would make a kernel
+// too long (kMaxInlinedOps); without fusion, every op's result.
 std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions& opt) {
   size_t n = t.nodes.size();
   std::vector<bool> m(n, false);
@@ -488,14 +564,19 @@ std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions
     if (!opt.fuse && (c == OpClass::Elementwise || node.op() == OpId::Full)) m[i] = true;
   }
   if (opt.fuse) {
-    std::vector<int64_t> memo(n, -1);
+    // How expensive each value is to recompute: the number of elementwise ops inlined into it
+    // (counted once per path, so a value read twice counts twice), in one pass in trace order
+    // (inputs first): a stored input costs its readers nothing.
+    std::vector<int64_t> cost(n, 0);
     for (size_t i = 0; i < n; ++i) {
       const Node& node = *t.nodes[i];
-      if (cls(node) == OpClass::Elementwise && uses[i] >= 2 &&
-          inline_cost(t, m, static_cast<int32_t>(i), memo) >= 16) {
-        m[i] = true;
-        std::fill(memo.begin(), memo.end(), -1);
-      }
+      if (is_leaf(node)) continue;
+      int64_t c = cls(node) == OpClass::View ? 0 : 1;
+      for (int32_t in : t.inputs[i])
+        if (!m[in]) c += cost[in];
+      cost[i] = std::min<int64_t>(c, kMaxInlinedOps);
+      if (m[i] || cls(node) != OpClass::Elementwise) continue;
+      if ((uses[i] >= 2 && cost[i] >= 16) || cost[i] >= kMaxInlinedOps) m[i] = true;
     }
   }
   return m;

@@ -32,7 +32,8 @@ struct Split {
 // Every kernel of a program, rendered into one module (DESIGN decision 7).
 struct RenderedModule {
   std::string source;
-  std::vector<std::string> symbols;                // per kernel
+  std::vector<std::string> symbols;                // per kernel: the function it runs (kernels
+                                                   // whose text is the same share the first's)
   std::vector<std::vector<int64_t>> int_params;    // per kernel: the ip[] array of its launch
   std::vector<Split> splits;                       // per kernel (CPU)
 };

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 
 #include "fusion/program.h"
 #include "fusion/render.h"
@@ -21,8 +22,8 @@
 namespace loom::graph {
 namespace {
 
-// CUDA's vocabulary for the host: a launch is one block of one thread, and atomics need no
-// atomicity on one thread.
+// CUDA's vocabulary for the host: a launch is one block of one thread, so atomics need no
+// atomicity, a barrier has no one to wait for, and a block's shared memory is a static array.
 constexpr const char* kShim = R"(// The host shim of loom's CUDA emulator (graph/cuda_emulator.cpp).
 #include <math.h>
 #define __global__
@@ -30,6 +31,8 @@ constexpr const char* kShim = R"(// The host shim of loom's CUDA emulator (graph
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(n)
+#define __shared__ static
+static inline void __syncthreads() {}
 struct loom_emu_dim { unsigned x; };
 static const loom_emu_dim blockIdx = {0}, threadIdx = {0}, gridDim = {1}, blockDim = {1};
 static inline int atomicAdd(int* p, int v) { int o = *p; *p = o + v; return o; }
@@ -37,6 +40,7 @@ static inline unsigned long long atomicAdd(unsigned long long* p, unsigned long 
 static inline float atomicAdd(float* p, float v) { float o = *p; *p = o + v; return o; }
 static inline double atomicAdd(double* p, double v) { double o = *p; *p = o + v; return o; }
 static inline unsigned atomicCAS(unsigned* p, unsigned expected, unsigned v) { unsigned o = *p; if (o == expected) *p = v; return o; }
+static inline unsigned long long atomicCAS(unsigned long long* p, unsigned long long expected, unsigned long long v) { unsigned long long o = *p; if (o == expected) *p = v; return o; }
 )";
 
 using CudaAbi = void (*)(const int64_t*, const int64_t*, void* const*);
@@ -55,6 +59,7 @@ struct Plan : CachedPlan {
   uint64_t key = 0;
   GraphLife life;
   std::vector<CudaStep> graph;  // the steps as the capture recorded them, replayed in order
+  std::vector<size_t> kernel_of;  // per launch of a fused kernel: its index in the program
 };
 
 // The C++ matrix product of one batch in cuBLAS's convention (column-major C' = op(A') op(B')).
@@ -137,9 +142,22 @@ class CudaEmulator final : public Executor {
     p.lowered = lower_for_cuda(t, p.program, cuda, false);
     p.scratch = p.pool->allocate(Dims{std::max<int64_t>(p.lowered.scratch_bytes, 1)}, DType::UInt8);
     p.table.assign(std::max<size_t>(p.lowered.table.size(), 1), 0);
+    // A launch names its kernel (`what`); kernels whose text is the same share a function
+    // (fusion/render.h), which may differ between the two renderings.
+    std::unordered_map<std::string, size_t> kernel_named;
+    for (size_t k = 0; k < p.program.kernels.size(); ++k) kernel_named.emplace(p.program.kernels[k].name, k);
     for (size_t i = 0; i < p.lowered.launches.size(); ++i) {
       Launch& l = p.lowered.launches[i];
-      p.functions.push_back(l.module == CudaModule::Fused ? p.fused->symbol(l.kernel) : kernels()->symbol(l.kernel));
+      if (l.module == CudaModule::Fused) {
+        auto it = kernel_named.find(l.what);
+        LOOM_CHECK(it != kernel_named.end(), Runtime, "internal: a launch of an unknown kernel ", l.what);
+        size_t k = it->second;
+        p.kernel_of.push_back(k);
+        p.functions.push_back(p.fused->symbol(p.cpu.symbols[k]));
+      } else {
+        p.kernel_of.push_back(0);
+        p.functions.push_back(kernels()->symbol(l.kernel));
+      }
       if (l.data_error) p.lowered.table[static_cast<size_t>(l.error_code_word)] = static_cast<int64_t>(i + 1);
     }
     // As a GPU plan's pool: its arena, scratch and table (a host vector here).
@@ -158,8 +176,7 @@ class CudaEmulator final : public Executor {
     auto bufs = reinterpret_cast<void* const*>(table + l.bufs);
     void* fn = plan.functions[static_cast<size_t>(step.index)];
     if (l.module == CudaModule::Fused) {
-      size_t k = static_cast<size_t>(std::find(plan.cpu.symbols.begin(), plan.cpu.symbols.end(), l.kernel) -
-                                     plan.cpu.symbols.begin());
+      size_t k = plan.kernel_of[static_cast<size_t>(step.index)];
       reinterpret_cast<CpuAbi>(fn)(ip, sp, bufs, 0, plan.cpu.splits[k].extent);
     } else {
       reinterpret_cast<CudaAbi>(fn)(ip, sp, bufs);

@@ -205,7 +205,7 @@ class Lowering {
     for (const fusion::Store& s : kernel.stores) bufs.push_back(stored(s.access.value).address);
     std::vector<int64_t> ip = rendered.int_params[k];
     if (ip.empty()) ip.push_back(0);
-    Launch& l = launch(CudaModule::Fused, rendered.symbols[k], rows, ip, sp, bufs, rendered.symbols[k]);
+    Launch& l = launch(CudaModule::Fused, rendered.symbols[k], rows, ip, sp, bufs, kernel.name);
     if (kernel.row) l.row_inner = inner;
   }
 
@@ -249,6 +249,16 @@ class Lowering {
       case OpId::Index: return index(step, out, what);
       case OpId::IndexPut: return index_put(step, out, what);
       case OpId::Cumsum: return cumsum(step, out, what);
+      case OpId::Scatter:
+      case OpId::ScatterReduce: return scatter(step, out, what);
+      case OpId::ViewDtype: return view_dtype(step, out, what);
+      case OpId::Cumprod:
+      case OpId::Logcumsumexp:
+      case OpId::CumArgmax:
+      case OpId::CumArgmin: return scan(step, out, what);
+      case OpId::Sort: return sort(step, out, what);
+      case OpId::SearchSorted: return searchsorted(step, out, what);
+      case OpId::Poisson: return poisson(step, out, what);
       case OpId::FloorDiv:
       case OpId::Remainder: return int_divmod(step, out, what);
       default: break;
@@ -384,6 +394,44 @@ class Lowering {
                                        " with size " + std::to_string(dim_size));
   }
 
+  // Scatter and ScatterReduce: out is x, then (include_self=False) a pass that resets the
+  // targets, then src combined into them (loom_scatter_reduce; its ip: the header and strides of
+  // loom_scatter_add, then kind, reset, the error code).
+  void scatter(const fusion::Step& step, const View& out, const std::string& what) {
+    View x = operand(step.operands[0]), idx = operand(step.operands[1]), src = operand(step.operands[2]);
+    copy(out, x, what);
+    int64_t n = numel_of(idx.sizes);
+    if (n == 0) return;
+    const Node& nd = node(step.node);
+    const Attrs& a = nd.attrs();
+    int64_t dim = a[0], kind = nd.op() == OpId::Scatter ? 0 : a[1];
+    bool include_self = kind == 0 || a[2] != 0;
+    auto r = static_cast<int64_t>(idx.sizes.size());
+    int64_t dim_size = out.sizes.empty() ? 1 : out.sizes[dim];
+    std::string message = "scatter(): index out of bounds for dimension " + std::to_string(dim) + " with size " +
+                          std::to_string(dim_size);
+    for (int64_t reset : {int64_t{1}, int64_t{0}}) {
+      if (reset && include_self) continue;
+      std::vector<int64_t> ip{n, r};
+      ip.insert(ip.end(), idx.sizes.begin(), idx.sizes.end());
+      ip.insert(ip.end(), out.strides.begin(), out.strides.end());
+      ip.insert(ip.end(), idx.strides.begin(), idx.strides.end());
+      ip.insert(ip.end(), src.strides.begin(), src.strides.begin() + r);  // src is read at index's positions
+      ip.insert(ip.end(), {dim, dim_size, cuda::dtype_code(out.dtype), kind, reset, 0});
+      Launch& l = launch(CudaModule::Library, "loom_scatter_reduce", n, ip, {},
+                         {idx.address, src.address, out.address, error()}, what);
+      reports(l, ErrorKind::Runtime, message);
+    }
+  }
+
+  // ViewDtype: the input's bytes copied dense into the output, whose buffer seen in the input's
+  // dtype and shape receives them unchanged.
+  void view_dtype(const fusion::Step& step, const View& out, const std::string& what) {
+    View in = operand(step.operands[0]);
+    LOOM_CHECK(out.strides == contiguous_strides(out.sizes), Runtime, "internal: ViewDtype into a strided buffer");
+    copy(View{out.address, in.dtype, in.sizes, contiguous_strides(in.sizes)}, in, what);
+  }
+
   // The ip of loom_index / loom_index_put from its header to the index blocks: the index space
   // `sizes` (pre dims, broadcast index dims, post dims), the indexed tensor's strides over it,
   // then per index its strides over it, the indexed dim's stride and size, and its width.
@@ -460,25 +508,112 @@ class Lowering {
     } else {
       ip.insert(ip.end(), space.size(), 0);
     }
-    ip.insert(ip.end(), {has_values, a[1] != 0, cuda::dtype_code(out.dtype), cuda::dtype_code(value_type), 0});
+    bool select = a.size() > 2 && a[2] != 0;  // index_select's rule: negative indices are out of range
+    ip.insert(ip.end(), {has_values, a[1] != 0, cuda::dtype_code(out.dtype), cuda::dtype_code(value_type), !select, 0});
     std::vector<Word> sp{has_values ? constant(0) : scalar(values.value, Patch::ScalarIn, out.dtype)};
     Launch& l = launch(CudaModule::Library, "loom_index_put", numel_of(space), ip, sp, bufs, what);
-    reports(l, ErrorKind::Index, "index out of bounds of the indexed dimension");
+    reports(l, ErrorKind::Index, select ? "index out of range in self" : "index out of bounds of the indexed dimension");
   }
 
-  void cumsum(const fusion::Step& step, const View& out, const std::string& what) {
-    int64_t n = numel_of(out.sizes);
-    if (n == 0) return;
-    View x = operand(step.operands[0]);
+  // The ip of a kernel over the lines along dim attrs[0] of `out` (x of out's shape): lines, rank,
+  // sizes, x's strides, out's strides, dim, x's and out's dtypes. `lines` is set to their count.
+  std::vector<int64_t> lines_ip(const fusion::Step& step, const View& x, const View& out, int64_t& lines) {
     auto r = static_cast<int64_t>(out.sizes.size());
     int64_t dim = r > 0 ? node(step.node).attrs()[0] : 0;
-    int64_t lines = r > 0 ? n / out.sizes[dim] : 1;
+    lines = r > 0 ? numel_of(out.sizes) / out.sizes[dim] : 1;
     std::vector<int64_t> ip{lines, r};
     ip.insert(ip.end(), out.sizes.begin(), out.sizes.end());
     ip.insert(ip.end(), x.strides.begin(), x.strides.end());
     ip.insert(ip.end(), out.strides.begin(), out.strides.end());
     ip.insert(ip.end(), {dim, cuda::dtype_code(x.dtype), cuda::dtype_code(out.dtype)});
+    return ip;
+  }
+
+  void cumsum(const fusion::Step& step, const View& out, const std::string& what) {
+    if (numel_of(out.sizes) == 0) return;
+    View x = operand(step.operands[0]);
+    int64_t lines = 0;
+    std::vector<int64_t> ip = lines_ip(step, x, out, lines);
     launch(CudaModule::Library, "loom_cumsum", lines, ip, {}, {x.address, out.address}, what);
+  }
+
+  // Cumprod, Logcumsumexp, CumArgmax, CumArgmin: loom_scan, one thread per line; its last ip word
+  // says which.
+  void scan(const fusion::Step& step, const View& out, const std::string& what) {
+    if (numel_of(out.sizes) == 0) return;
+    View x = operand(step.operands[0]);
+    int64_t lines = 0;
+    std::vector<int64_t> ip = lines_ip(step, x, out, lines);
+    OpId op = node(step.node).op();
+    ip.push_back(op == OpId::Cumprod ? 0 : op == OpId::Logcumsumexp ? 1 : op == OpId::CumArgmax ? 2 : 3);
+    launch(CudaModule::Library, "loom_scan", lines, ip, {}, {x.address, out.address}, what);
+  }
+
+  // loom_sort: one block per line, a bitonic sort of (key, index) pairs padded to a power of two,
+  // in shared memory up to kSortShared elements, else in scratch memory.
+  void sort(const fusion::Step& step, const View& out, const std::string& what) {
+    if (numel_of(out.sizes) == 0) return;
+    View x = operand(step.operands[0]);
+    int64_t lines = 0;
+    std::vector<int64_t> ip = lines_ip(step, x, out, lines);
+    int64_t n = out.sizes.empty() ? 1 : out.sizes[node(step.node).attrs()[0]];
+    int64_t padded = 1;
+    while (padded < n) padded *= 2;
+    ip.push_back(node(step.node).attrs()[1]);  // descending
+    ip.push_back(padded);
+    std::vector<Address> bufs{x.address, out.address};
+    if (padded > kSortShared) {
+      bufs.push_back({Address::Scratch, scratch(lines * padded * 8), 0});
+      bufs.push_back({Address::Scratch, scratch(lines * padded * 4), 0});
+    }
+    Launch& l = launch(CudaModule::Library, "loom_sort", lines, ip, {}, bufs, what);
+    l.row_inner = padded / 2;  // a block per line, a thread per compared pair
+  }
+  static constexpr int64_t kSortShared = 2048;  // LOOM_SORT_SHARED in the kernel
+
+  // loom_searchsorted: a thread per value. The sorted tensor's (and the sorter's) strides over the
+  // values' dims pick each value's row: 0 along the last dim, and along every dim for a 1-d one.
+  void searchsorted(const fusion::Step& step, const View& out, const std::string& what) {
+    int64_t n = numel_of(out.sizes);
+    if (n == 0) return;
+    const Attrs& a = node(step.node).attrs();
+    View sorted = operand(step.operands[0]), values = operand(step.operands[1]);
+    bool has_sorter = step.operands.size() > 2;
+    View sorter = has_sorter ? operand(step.operands[2]) : sorted;
+    auto r = static_cast<int64_t>(out.sizes.size());
+    auto row_strides = [&](const View& v) {
+      Dims s(static_cast<size_t>(r), 0);
+      if (v.sizes.size() > 1)
+        for (int64_t d = 0; d + 1 < r; ++d) s[static_cast<size_t>(d)] = v.strides[static_cast<size_t>(d)];
+      return s;
+    };
+    Dims bs = row_strides(sorted), ss = row_strides(sorter);
+    std::vector<int64_t> ip{n, r};
+    ip.insert(ip.end(), out.sizes.begin(), out.sizes.end());
+    ip.insert(ip.end(), values.strides.begin(), values.strides.end());
+    ip.insert(ip.end(), bs.begin(), bs.end());
+    ip.insert(ip.end(), ss.begin(), ss.end());
+    ip.insert(ip.end(), out.strides.begin(), out.strides.end());
+    DType common = promote_types(sorted.dtype, values.dtype);
+    ip.insert(ip.end(), {sorted.sizes.back(), sorted.strides.back(), sorter.strides.back(), a[0],
+                         cuda::dtype_code(sorted.dtype), cuda::dtype_code(values.dtype), cuda::dtype_code(out.dtype),
+                         has_sorter, is_floating(common), 0});
+    Launch& l = launch(CudaModule::Library, "loom_searchsorted", n, ip, {},
+                       {sorted.address, values.address, has_sorter ? sorter.address : Address{}, out.address, error()},
+                       what);
+    reports(l, ErrorKind::Runtime, "torch.searchsorted(): sorter index out of range");
+  }
+
+  // loom_poisson: a thread per element, Philox of (seed, offset, element) as the CPU's sampler.
+  void poisson(const fusion::Step& step, const View& out, const std::string& what) {
+    int64_t n = numel_of(out.sizes);
+    if (n == 0) return;
+    View rates = operand(step.operands[0]);
+    std::vector<int64_t> ip = cuda::strided_ip(out.sizes, out.strides, rates.strides);
+    ip.insert(ip.end(), {cuda::dtype_code(rates.dtype), cuda::dtype_code(out.dtype), 0});
+    std::vector<Word> sp{scalar(step.operands[1].value, Patch::ScalarInt), scalar(step.operands[2].value, Patch::ScalarInt)};
+    Launch& l = launch(CudaModule::Library, "loom_poisson", n, ip, sp, {rates.address, out.address, error()}, what);
+    reports(l, ErrorKind::Runtime, "invalid Poisson rate, expected rate to be non-negative");
   }
 
   void int_divmod(const fusion::Step& step, const View& out, const std::string& what) {

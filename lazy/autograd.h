@@ -103,6 +103,9 @@ class SavedTensor {
 
 class GradFn : public RefCounted {
  public:
+  // The backward graph of a loop is a chain of functions (through `next` and saved values) as
+  // long as the loop: released without recursion (runtime/ref.h).
+  static constexpr bool kReleaseIteratively = true;
   virtual ~GradFn() = default;
   // PyTorch's naming: "MulBackward0", "AccumulateGrad".
   virtual std::string name() const = 0;

@@ -8,9 +8,12 @@
 // ...; the input elsewhere), so that an in-place write after the op breaks its gradient exactly
 // where it breaks PyTorch's.
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "lazy/derivatives.h"
+#include "lazy/ops_movement.h"
+#include "lazy/statistics.h"
 
 namespace loom {
 namespace {
@@ -206,6 +209,55 @@ DERIVATIVE(Cumsum) {
   Tensor total = ops::sum(c.grad, ops::DimList{dim}, true);
   g[0] = add(sub(total, ops::cumsum(c.grad, dim)), c.grad);
 }
+// d out_j / d x_i = out_j / x_i for i <= j while no element up to j is 0 (PyTorch's formula:
+// the reversed cumulative sum of grad * out, over x). Past a slice's first zero every later
+// product is 0, so only the zero itself gets a gradient: the reversed cumulative sum of grad times
+// the products with that zero replaced by 1. Later elements get 0. Chosen per element with
+// where()s (a lazy trace has no branches on data).
+DERIVATIVE(Cumprod) {
+  int64_t dim = c.attrs[0];
+  const Tensor& v = x(c);
+  if (v->ndim() == 0) {
+    g[0] = c.grad;
+    return;
+  }
+  auto reversed_cumsum = [dim](const Tensor& t) {
+    return ops::flip(ops::cumsum(ops::flip(t, Dims{dim}), dim), Dims{dim});
+  };
+  Tensor zero = binary(OpId::Eq, v, Scalar(int64_t{0}));
+  Tensor zeros_so_far = ops::cumsum(ops::cast(zero, DType::Int64), dim);
+  Tensor before = binary(OpId::Eq, zeros_so_far, Scalar(int64_t{0}));
+  Tensor first_zero = binary(OpId::LogicalAnd, zero, binary(OpId::Eq, zeros_so_far, Scalar(int64_t{1})));
+  Tensor upto_zero = div(reversed_cumsum(mul(c.grad, result(c))), ops::where(zero, Scalar(int64_t{1}), v));
+  Tensor skipping = ops::cumprod(ops::where(first_zero, Scalar(int64_t{1}), v), dim);
+  Tensor at_zero = reversed_cumsum(mul(c.grad, skipping));
+  g[0] = ops::where(before, upto_zero, ops::where(first_zero, at_zero, Scalar(int64_t{0})));
+}
+// d out_j / d x_i = exp(x_i - out_j) for i <= j: the gradient is exp(x_i) times a reversed sum of
+// grad_j exp(-out_j), summed in log space (a reversed logcumsumexp) separately for the positive
+// and negative parts of grad, so nothing overflows. The dtype's lowest number stands for log(0)
+// (-inf would make -inf - -inf = nan where out is -inf).
+DERIVATIVE(Logcumsumexp) {
+  int64_t dim = c.attrs[0];
+  const Tensor& v = x(c);
+  if (v->ndim() == 0) {
+    g[0] = c.grad;
+    return;
+  }
+  auto reversed = [dim](const Tensor& t) {
+    return ops::flip(ops::logcumsumexp(ops::flip(t, Dims{dim}), dim), Dims{dim});
+  };
+  Scalar lowest(c.grad->dtype() == DType::Float64 ? std::numeric_limits<double>::lowest()
+                                                   : static_cast<double>(std::numeric_limits<float>::lowest()));
+  if (c.grad->dtype() == DType::Float16) lowest = Scalar(-65504.0);
+  if (c.grad->dtype() == DType::BFloat16) lowest = Scalar(-3.3895313892515355e38);
+  Tensor log_abs = unary(OpId::Log, unary(OpId::Abs, c.grad));
+  auto part = [&](OpId sign) {
+    Tensor log_part = ops::where(binary(sign, c.grad, Scalar(int64_t{0})), log_abs, lowest);
+    return unary(OpId::Exp, add(reversed(sub(log_part, result(c))), v));
+  };
+  g[0] = sub(part(OpId::Gt), part(OpId::Lt));
+}
 // The gradient of a column-major operand is computed as the transpose of a row-major product
 // (grad @ b^T = (b @ grad^T)^T), so it reaches the tensor the operand is a transpose of in that
 // tensor's own row-major order: the kernels that consume a weight's gradient (its accumulation,
@@ -241,9 +293,17 @@ DERIVATIVE(IndexPut) {
 DERIVATIVE(Gather) {
   g[0] = ops::scatter_add(zeros(c.shapes[0], c.dtypes[0], c.grad), c.attrs[0], saved(c, 1), c.grad);
 }
+// The gradient of a scatter's src (input 2), which may be larger than its index: `at_index` (the
+// index's shape) at the index's positions, 0 elsewhere.
+Tensor src_gradient(const BackwardContext& c, const Tensor& at_index) {
+  IntSpan src = c.shapes[2];
+  if (Dims(at_index->sizes()) == Dims(src)) return at_index;
+  Layout corner{Dims(at_index->sizes()), contiguous_strides(src), 0};
+  return ops::view_scatter(zeros(src, c.dtypes[2], c.grad), corner, at_index);
+}
 DERIVATIVE(ScatterAdd) {
   g[0] = c.grad;
-  if (c.needs_grad[2]) g[2] = ops::gather(c.grad, c.attrs[0], saved(c, 1));
+  if (c.needs_grad[2]) g[2] = src_gradient(c, ops::gather(c.grad, c.attrs[0], saved(c, 1)));
 }
 // base with a region replaced by src: the region's gradient goes to src, the rest to base.
 DERIVATIVE(ViewScatter) {
@@ -256,6 +316,51 @@ DERIVATIVE(ViewScatter) {
       r.offset += l.offset;
       return r;
     });
+}
+
+// ---- scatters by replacement and by reduction (lazy/ops_movement.h), PyTorch's formulas ----
+// Scatter: the written positions take nothing back to x; src gets the gradient at its targets.
+DERIVATIVE(Scatter) {
+  const Tensor& index = saved(c, 1);
+  if (c.needs_grad[0]) g[0] = ops::scatter(c.grad, c.attrs[0], index, Arg(Scalar(int64_t{0})));
+  if (c.needs_grad[2]) g[2] = src_gradient(c, ops::gather(c.grad, c.attrs[0], index));
+}
+// ScatterReduce: amax / amin share the gradient evenly among the elements equal to the result;
+// prod divides the result by each factor, with the zeros handled apart (the product of the
+// others, computed with the zero replaced by 1).
+DERIVATIVE(ScatterReduce) {
+  int64_t dim = c.attrs[0], kind = c.attrs[1];
+  bool include_self = c.attrs[2] != 0;
+  const Tensor &self = x(c), &index = saved(c, 1), &src = saved(c, 2), &out = result(c);
+  DType dtype = c.dtypes[0];
+  auto reduce_again = [&](const Tensor& s, const Tensor& t) {
+    return ops::scatter_reduce(s, dim, index, t, kind == ops::kScatterProd ? "prod" : kind == ops::kScatterAmax ? "amax" : "amin",
+                               include_self);
+  };
+  Tensor grad_self, grad_src;
+  if (kind == ops::kScatterProd) {
+    Tensor self_zero = binary(OpId::Eq, self, Scalar(int64_t{0}));
+    Tensor masked_self = ops::where(self_zero, Scalar(int64_t{1}), self);
+    grad_self = div(mul(c.grad, reduce_again(masked_self, src)), masked_self);
+    Tensor src_zero = binary(OpId::Eq, src, Scalar(int64_t{0}));
+    Tensor zeros_at = ops::gather(ops::scatter_add(zeros(c.shapes[0], dtype, c.grad), dim, index, ops::cast(src_zero, dtype)),
+                                  dim, index);
+    Tensor single_zero = binary(OpId::LogicalAnd, src_zero, binary(OpId::Eq, zeros_at, Scalar(int64_t{1})));
+    Tensor masked_src = ops::where(single_zero, Scalar(int64_t{1}), src);
+    Tensor others = ops::gather(mul(c.grad, reduce_again(self, masked_src)), dim, index);
+    Tensor divided = div(ops::gather(mul(c.grad, out), dim, index), ops::where(src_zero, Scalar(int64_t{1}), src));
+    grad_src = ops::where(single_zero, others, divided);
+  } else {
+    Tensor value = ops::gather(out, dim, index);
+    Tensor self_is = binary(OpId::Eq, self, out), src_is = binary(OpId::Eq, src, value);
+    Tensor count = ops::scatter_add(ops::cast(self_is, dtype), dim, index, ops::cast(src_is, dtype));
+    Tensor share = div(c.grad, count);
+    grad_self = mask(self_is, share);
+    grad_src = mask(src_is, ops::gather(share, dim, index));
+  }
+  if (!include_self) grad_self = ops::scatter(grad_self, dim, index, Arg(Scalar(int64_t{0})));
+  if (c.needs_grad[0]) g[0] = grad_self;
+  if (c.needs_grad[2]) g[2] = src_gradient(c, grad_src);
 }
 
 #undef DERIVATIVE
@@ -332,6 +437,8 @@ const bool registered = [] {
       {OpId::Sum, d_Sum, kNothing}, {OpId::Prod, d_Prod, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::Amax, d_Amax, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::Amin, d_Amin, {.inputs_for = {kIn0}, .result_for = 1}}, {OpId::Cumsum, d_Cumsum, kNothing},
+      {OpId::Cumprod, d_Cumprod, {.inputs_for = {kIn0}, .result_for = 1}},
+      {OpId::Logcumsumexp, d_Logcumsumexp, {.inputs_for = {kIn0}, .result_for = 1}},
       {OpId::MatMul, d_MatMul, {.inputs_for = {kIn1, kIn0}, .operand_layouts = true}},
       {OpId::Cat, d_Cat, kNothing},
       {OpId::Index, d_Index, {.inputs_for = {inputs_from(1)}}},                         // the indices
@@ -339,6 +446,10 @@ const bool registered = [] {
       {OpId::Gather, d_Gather, {.inputs_for = {kIn1}}},                                 // the index
       {OpId::ScatterAdd, d_ScatterAdd, {.inputs_for = {0, 0, kIn1}}},                   // the index
       {OpId::ViewScatter, d_ViewScatter, kNothing},
+      // scatters by replacement and by reduction
+      {OpId::Scatter, d_Scatter, {.inputs_for = {kIn1, 0, kIn1}}},  // the index
+      {OpId::ScatterReduce, d_ScatterReduce,
+       {.inputs_for = {kIn0 | kIn1 | input_bit(2), 0, kIn0 | kIn1 | input_bit(2)}, .result_for = 1 | 4}},
   };
   for (const Entry& e : entries) define_backward(e.op, e.fn, e.saves);
   return true;

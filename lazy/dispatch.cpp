@@ -1,5 +1,9 @@
 #include "lazy/dispatch.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <vector>
 
 #include "lazy/autograd.h"
@@ -15,7 +19,34 @@ bool same_placement(const TensorImpl& a, const TensorImpl& b) {
   return a.is_lazy() == b.is_lazy() && a.device() == b.device();
 }
 
+// The trace cut. Nodes recorded on this thread per device since its last sync: slot 0 is the CPU
+// backend, 1 + i is cuda:i (as the pending registries, lazy/sync.cpp).
+constexpr size_t kDeviceSlots = 65;
+thread_local int64_t recorded_since_sync[kDeviceSlots] = {};
+
+size_t slot_of(Device d) noexcept {
+  return d.is_cpu() ? 0 : std::min<size_t>(1 + static_cast<size_t>(d.index), kDeviceSlots - 1);
+}
+
+int64_t read_max_trace_nodes() {
+  const char* v = std::getenv("LOOM_MAX_TRACE_NODES");
+  if (!v || !*v) return 100'000;
+  char* end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v, &end, 10);
+  LOOM_CHECK(errno == 0 && end != v && *end == '\0' && n >= 0, Value,
+             "LOOM_MAX_TRACE_NODES must be a number of nodes (0: no limit), got '", v, "'");
+  return n == 0 ? INT64_MAX : n;
+}
+
+int64_t max_trace_nodes() {
+  static const int64_t n = read_max_trace_nodes();  // a bad value raises at every lazy op
+  return n;
+}
+
 }  // namespace
+
+void note_synced(Device device) noexcept { recorded_since_sync[slot_of(device)] = 0; }
 
 // A view of a pending base whose base changed since the view was taken re-derives its node, so
 // it reads the base's current value (functionalization of views).
@@ -68,7 +99,12 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
   bool lazy = first ? first->is_lazy() : placement->lazy;
   Device device = first ? first->device() : placement->device;
 
+  int64_t* recorded = nullptr;  // this thread's count of the device's nodes (read once: a TLS access)
   if (lazy) {
+    // A trace past the limit is synced now, as it stands, and recording goes on on top of its
+    // results (dispatch.h, note_synced).
+    recorded = &recorded_since_sync[slot_of(device)];
+    if (*recorded >= max_trace_nodes()) sync(device);
     // A read of memory that a pending in-place op will overwrite must see the write: sync
     // first (rare: it takes an alias of a tensor modified in place).
     for (const Arg& a : args)
@@ -84,6 +120,9 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
     else metas.push_back({true, a.scalar.kind(), DType::Float32, {}, a.scalar});
   }
   OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
+  // Eager mode raises this when it allocates the result; lazy mode may never allocate it (a fused
+  // ones(2**62).sum() would run for years), so it raises here, at the same line.
+  if (lazy && !allocatable(meta.shape, meta.dtype)) check_allocatable(meta.shape, meta.dtype, device);
   // Autograd needs the attributes after the node took them.
   std::optional<Attrs> grad_attrs;
   if (def.backward && grad_enabled())
@@ -106,6 +145,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
       throw;
     }
     for (Node* in : inputs) Ref<Node>::adopt(in);
+    ++*recorded;
     Tensor out = make_ref<TensorImpl>(std::move(node), device);
     if (grad_attrs) record_op(op, *grad_attrs, args, *out);
     return out;

@@ -81,6 +81,16 @@ inline void overwrite(TensorImpl& self, const Tensor& value, const char* backwar
 // memory (an expanded tensor), since each write would clobber the others' inputs.
 void check_no_internal_overlap(const TensorImpl& self);
 
+// The trace cut, as PyTorch's lazy tensors do it. A program that records many ops without a sync
+// (a loop of a million `x = x * w`) would make one trace of them all, and lowering a trace costs
+// memory and time in proportion to it. So when this thread has recorded LOOM_MAX_TRACE_NODES
+// ops (default 100,000; 0: no limit) on a device since its last sync, the next op syncs the
+// device first: the pending tensors are materialized as they stand and the op records on top of
+// them. The values are the same; the program runs as several traces. A sync of the device
+// restarts the count (note_synced), so a training loop that syncs every step is never cut. The
+// cost per op is one counter compare. An invalid LOOM_MAX_TRACE_NODES raises at every lazy op.
+void note_synced(Device device) noexcept;
+
 // Re-derives a view of a pending tensor from its base if the base changed since (a no-op
 // otherwise). Reads of views and syncs call it, so a view always shows its base's value.
 void refresh_view(TensorImpl& t);

@@ -1,7 +1,6 @@
 #include "lazy/node.h"
 
 #include <cmath>
-#include <vector>
 
 #include "runtime/free_list.h"
 #include "runtime/hash.h"
@@ -19,30 +18,16 @@ uint64_t hash_meta(OpId op, DType dtype, IntSpan shape, const Attrs& attrs) {
   return h;
 }
 
-// Releasing a long chain of nodes recursively would overflow the stack (a loop of 100k
-// `x = x + 1` builds a chain that deep), so the last reference to an input is handed to this
-// list and destroyed iteratively by the outermost ~Node. The list is kept between destructions
-// (no allocation per sync).
-thread_local std::vector<Node*> dying;
-thread_local bool destroying = false;
-
 }  // namespace
 
 void* Node::operator new(size_t size) { return FreeList<Node>::allocate(size); }
 void Node::operator delete(void* p, size_t size) noexcept { FreeList<Node>::release(p, size); }
 
+// A chain of nodes (a loop of 100k `x = x + 1`) is released one node at a time: Node releases
+// iteratively (runtime/ref.h), so each input whose last reference goes here is deleted after
+// this node, by the loop of the outermost release.
 Node::~Node() {
-  for (Node* in : inputs_)
-    if (in->release()) dying.push_back(in);
-  inputs_.clear();
-  if (destroying) return;
-  destroying = true;
-  while (!dying.empty()) {
-    Node* n = dying.back();
-    dying.pop_back();
-    delete n;  // pushes its own dying inputs onto `dying`
-  }
-  destroying = false;
+  for (Node* in : inputs_) Ref<Node>::adopt(in).reset();
 }
 
 const Array& Node::no_array() noexcept {

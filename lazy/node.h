@@ -23,6 +23,8 @@ namespace loom {
 
 class Node final : public RefCounted {
  public:
+  // Chains of nodes are as deep as a program's loops: released without recursion (runtime/ref.h).
+  static constexpr bool kReleaseIteratively = true;
   ~Node();
 
   OpId op() const noexcept { return op_; }

@@ -43,8 +43,12 @@ namespace loom {
   X(Softshrink) X(Threshold)                                                                        \
   /* reductions */                                                                                  \
   X(Sum) X(Prod) X(Amax) X(Amin) X(Argmax) X(Argmin)                                                \
+  /* scans, sorting and sampling (lazy/ops_scan.cpp, ops_sort.cpp, ops_random.cpp) */               \
+  X(Cumprod) X(Logcumsumexp) X(CumArgmax) X(CumArgmin) X(Sort) X(SearchSorted) X(Poisson)           \
   /* data movement */                                                                               \
   X(View) X(Cat) X(Cumsum) X(Index) X(Gather) X(ScatterAdd) X(IndexPut) X(ViewScatter)        \
+  /* data movement: scatters by replacement and by reduction, bytes read as another dtype */       \
+  X(Scatter) X(ScatterReduce) X(ViewDtype)                                                          \
   /* matrix products */                                                                             \
   X(MatMul)                                                                                         \
   /* creation */                                                                                    \

@@ -76,16 +76,6 @@ Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::
   return viewed(x, std::move(out), name, std::move(backward));
 }
 
-// The backward of a view that selects a region of its input: the gradient lands in that region
-// of zeros of the input's shape.
-std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region) {
-  Dims shape(x->sizes());
-  DType dtype = x->dtype();
-  return [shape, dtype, region](const Tensor& g) {
-    return view_scatter(full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()}), region, g);
-  };
-}
-
 std::function<Tensor(const Tensor&)> reshape_backward(const Tensor& x) {
   Dims shape(x->sizes());
   return [shape](const Tensor& g) { return reshape(g, shape); };
@@ -140,6 +130,21 @@ bool is_bool(const Arg& a) {
 }
 
 }  // namespace
+
+// The backward of a view that selects a region of its input: the gradient lands in that region
+// of zeros of the input's shape.
+std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region) {
+  Dims shape(x->sizes());
+  DType dtype = x->dtype();
+  return [shape, dtype, region](const Tensor& g) {
+    return view_scatter(full(shape, Scalar(int64_t{0}), dtype, {g->device(), g->is_lazy()}), region, g);
+  };
+}
+
+Tensor strided_view(const Tensor& x, const std::function<std::optional<Layout>(const Layout&)>& layout_of,
+                    const char* name, std::function<Tensor(const Tensor&)> backward) {
+  return make_view(x, layout_of, name, std::move(backward));
+}
 
 Tensor sum_to(const Tensor& grad, IntSpan shape) {
   Tensor g = grad;
@@ -421,14 +426,19 @@ Tensor min(const Tensor& x) {
   return reduce(OpId::Amin, x, {}, false);
 }
 
+// Over every element (no dim), keepdim keeps every dim as 1, as PyTorch's.
+static Tensor arg_extreme(OpId op, const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (dim) return reduce(op, x, DimList{*dim}, keepdim);
+  Tensor flat = reduce(op, reshape(x, Dims{-1}), DimList{0}, false);
+  return keepdim ? reshape(flat, Dims(static_cast<size_t>(x->ndim()), 1)) : flat;
+}
+
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  if (!dim) return reduce(OpId::Argmax, reshape(x, Dims{-1}), DimList{0}, false);
-  return reduce(OpId::Argmax, x, DimList{*dim}, keepdim);
+  return arg_extreme(OpId::Argmax, x, dim, keepdim);
 }
 
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
-  if (!dim) return reduce(OpId::Argmin, reshape(x, Dims{-1}), DimList{0}, false);
-  return reduce(OpId::Argmin, x, DimList{*dim}, keepdim);
+  return arg_extreme(OpId::Argmin, x, dim, keepdim);
 }
 
 // max(dim) / min(dim). With autograd, the values are gathered at the returned indices: PyTorch
@@ -594,13 +604,6 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
              "Expected size for first two dimensions of batch2 tensor to be: [", a->sizes()[0], ", ", a->sizes()[2],
              "] but got: [", b->sizes()[0], ", ", b->sizes()[1], "].");
   return apply(OpId::MatMul, {Arg(a), Arg(b)});
-}
-
-Tensor addmm(const Tensor& input, const Tensor& a, const Tensor& b, Scalar beta, Scalar alpha) {
-  Tensor prod = mm(a, b);
-  if (!is_one(alpha)) prod = mul(prod, alpha);
-  if (beta.as_double() == 0.0) return prod;
-  return add(is_one(beta) ? input : mul(input, beta), prod);
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor* bias) {
@@ -1009,7 +1012,7 @@ Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy) {
   if (same_place && x->dtype() == dtype && !copy) return x;
   if (same_place && lazy) return x->dtype() == dtype ? clone(x) : cast(x, dtype);
   // Leaving or entering lazy mode, or changing device: materialize, then copy.
-  materialize(*x);
+  sync_for(SyncCause::Host, *x);
   Tensor out = make_tensor(copy_to(x->array(), dtype, device, MemoryFormat::Preserve), lazy);
   DType from = x->dtype();
   Device from_device = x->device();
@@ -1062,33 +1065,33 @@ Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype, Placement where
   return creation(OpId::Arange, args, dtype, sizes, where);
 }
 
-Tensor rand(IntSpan sizes, DType dtype, Placement where) {
+Tensor rand(IntSpan sizes, DType dtype, Placement where, double low, double high) {
   require_floating_dtype(dtype, "rand");
   check_sizes(sizes);
   Generator& gen = default_generator(where.device);
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
-    uniform_(a, 0.0, 1.0, gen);
+    uniform_(a, low, high, gen);
     return make_tensor(std::move(a));
   }
   PhiloxState s = gen.draw();
   Arg args[] = {Arg::param(Scalar(static_cast<int64_t>(s.seed))), Arg::param(Scalar(static_cast<int64_t>(s.offset))),
-                Arg(Scalar(0.0)), Arg(Scalar(1.0))};
+                Arg(Scalar(low)), Arg(Scalar(high))};
   return creation(OpId::RandUniform, args, dtype, sizes, where);
 }
 
-Tensor randn(IntSpan sizes, DType dtype, Placement where) {
+Tensor randn(IntSpan sizes, DType dtype, Placement where, double mean, double std) {
   require_floating_dtype(dtype, "randn");
   check_sizes(sizes);
   Generator& gen = default_generator(where.device);
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
-    normal_(a, 0.0, 1.0, gen);
+    normal_(a, mean, std, gen);
     return make_tensor(std::move(a));
   }
   PhiloxState s = gen.draw();
   Arg args[] = {Arg::param(Scalar(static_cast<int64_t>(s.seed))), Arg::param(Scalar(static_cast<int64_t>(s.offset))),
-                Arg(Scalar(0.0)), Arg(Scalar(1.0))};
+                Arg(Scalar(mean)), Arg(Scalar(std))};
   return creation(OpId::RandNormal, args, dtype, sizes, where);
 }
 

@@ -143,6 +143,13 @@ Tensor detach(const Tensor& x, bool share_version_counter = true);
 Tensor region_of(const Tensor& x, const Layout& region);
 // base with the elements at region replaced by src (of the region's shape).
 Tensor view_scatter(const Tensor& base, const Layout& region, const Tensor& src);
+// A view of x whose layout `layout_of` makes from x's (a strided view such as diagonal or
+// Tensor.unfold; it returns a layout for any layout it is given), recorded for autograd as `name`
+// with `backward` (x's gradient from the view's). region_backward(x, region) is that backward for
+// a view selecting the elements at `region` of x's row-major order without overlap.
+Tensor strided_view(const Tensor& x, const std::function<std::optional<Layout>(const Layout&)>& layout_of,
+                    const char* name, std::function<Tensor(const Tensor&)> backward);
+std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region);
 // Sums a gradient down to `shape`, undoing broadcasting (used by derivatives).
 Tensor sum_to(const Tensor& grad, IntSpan shape);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
@@ -179,8 +186,9 @@ Tensor to(const Tensor& x, DType dtype, Device device, bool lazy, bool copy = fa
 // ---- creation, eager or lazy ----
 Tensor full(IntSpan sizes, Scalar value, DType dtype, Placement where);
 Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype, Placement where);
-Tensor rand(IntSpan sizes, DType dtype, Placement where);
-Tensor randn(IntSpan sizes, DType dtype, Placement where);
+// Uniform on [low, high) and normal of mean and std, computed in double then rounded to dtype.
+Tensor rand(IntSpan sizes, DType dtype, Placement where, double low = 0, double high = 1);
+Tensor randn(IntSpan sizes, DType dtype, Placement where, double mean = 0, double std = 1);
 Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement where);
 
 // ---- in-place: self's value becomes op(self, ...) or a new value (see dispatch.h update) ----

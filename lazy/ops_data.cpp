@@ -1,14 +1,23 @@
-// Definitions of the data-movement primitives: views, concatenation, cumulative sums, gathers
-// and scatters. All but View are fusion barriers (DESIGN decision 6); their CPU kernels move
+// Definitions of the data-movement primitives: views, concatenation, cumulative sums, gathers,
+// scatters and reinterpretations of bytes. All but View are fusion barriers (DESIGN decision 6); their CPU kernels move
 // elements as raw bytes, so one kernel serves every dtype.
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "lazy/op.h"
+#include "lazy/ops_movement.h"
 #include "runtime/error.h"
 
 namespace loom {
 namespace {
+
+using ops::kScatterAmax;
+using ops::kScatterAmin;
+using ops::kScatterProd;
 
 // Offsets (in elements) of every index of a strided sub-space, in row-major order.
 std::vector<int64_t> element_offsets(IntSpan sizes, IntSpan strides) {
@@ -212,7 +221,8 @@ void run_index(std::span<const Operand> in, const Attrs& attrs, const Array& out
 }
 
 // ---- IndexPut: x with x[..., i_0, ..., i_{k-1}, ...] = values (or += when attrs[1]).
-// Inputs: x, values, indices. ----
+// Inputs: x, values, indices. attrs[2] (optional) is 1 for index_select's rule, as Index's
+// attrs[1]: negative indices are out of range (index_add, index_copy). ----
 
 OutputMeta infer_index_put(std::span<const InputMeta> in, const Attrs& attrs) {
   SmallVec<InputMeta, 4> gather;
@@ -230,7 +240,7 @@ OutputMeta infer_index_put(std::span<const InputMeta> in, const Attrs& attrs) {
 
 void run_index_put(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
   copy_(out, *in[0].array);
-  IndexPlan plan = plan_index(out, in.subspan(2), attrs[0]);
+  IndexPlan plan = plan_index(out, in.subspan(2), attrs[0], attrs.size() > 2 && attrs[2] != 0);
   bool accumulate = attrs[1] != 0;
   // The values, broadcast to the indexed region and converted to out's dtype, in row-major order.
   Dims region_shape;
@@ -328,12 +338,15 @@ OutputMeta infer_scatter_add(std::span<const InputMeta> in, const Attrs& attrs) 
   return {in[0].dtype, Dims(x)};
 }
 
+// The elements of src at the positions of index (src may be larger), dense: what a scatter reads.
+Array src_at_index(const Array& src, const Array& index) {
+  return contiguous(src.view_as(Layout{Dims(index.sizes()), Dims(src.strides()), src.layout.offset}));
+}
+
 void run_scatter_add(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
   copy_(out, *in[0].array);
   const Array& index = *in[1].array;
-  // src is read at the positions of index (it may be larger).
-  Array src = contiguous(in[2].array->view_as(Layout{Dims(index.sizes()), Dims(in[2].array->strides()),
-                                                          in[2].array->layout.offset}));
+  Array src = src_at_index(*in[2].array, index);
   visit_dtype(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out.storage->data());
@@ -342,6 +355,111 @@ void run_scatter_add(std::span<const Operand> in, const Attrs& attrs, const Arra
       o[offset] = convert<T>(convert<double>(o[offset]) + convert<double>(s[e]));
     });
   });
+}
+
+// ---- Scatter and ScatterReduce: x with src's elements written (Scatter) or combined
+// (ScatterReduce) at out[i][index[i][j]] along attrs[0]. Inputs: x, index, src (x's dtype, read at
+// index's positions). ScatterReduce's attrs[1] is the ScatterKind, attrs[2] include_self: without
+// it, the positions written start from the reduction's identity instead of x's values. Primitives
+// because no other op writes at indices by anything but a sum (ScatterAdd): scatter's replace
+// has a derivative of its own, and products, maxima and minima need their combining kernel.
+// Duplicate indices: Scatter's last write wins here (on a GPU any one does, as in PyTorch). ----
+
+OutputMeta infer_scatter(std::span<const InputMeta> in, const Attrs& attrs) {
+  require_int64_index(in[1], "scatter");
+  LOOM_CHECK(!in[2].is_scalar && in[2].dtype == in[0].dtype, Runtime,
+             "scatter(): Expected self.dtype to be equal to src.dtype");
+  IntSpan x = in[0].shape, idx = in[1].shape, src = in[2].shape;
+  LOOM_CHECK(x.size() == idx.size(), Runtime, "Index tensor must have the same number of dimensions as self tensor");
+  LOOM_CHECK(src.size() == idx.size(), Runtime, "Index tensor must have the same number of dimensions as src tensor");
+  int64_t dim = attrs[0];
+  for (size_t d = 0; d < idx.size(); ++d)
+    LOOM_CHECK(idx[d] <= src[d] && (static_cast<int64_t>(d) == dim || idx[d] <= x[d]), Runtime, "Expected index ",
+               format_dims(idx), " to be smaller than self ", format_dims(x), " apart from dimension ", dim,
+               " and to be smaller size than src ", format_dims(src));
+  return {in[0].dtype, Dims(x)};
+}
+
+void run_scatter(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  copy_(out, *in[0].array);
+  const Array& index = *in[1].array;
+  Array src = src_at_index(*in[2].array, index);
+  auto item = static_cast<int64_t>(itemsize(out.dtype));
+  char* o = static_cast<char*>(out.storage->data());
+  const char* s = static_cast<const char*>(src.data());
+  for_each_gathered(out, index, attrs[0], [&](int64_t offset, int64_t e) {
+    std::memcpy(o + offset * item, s + e * item, static_cast<size_t>(item));
+  });
+}
+
+// The start of a reduction (what include_self=False puts where src is scattered), and one step
+// of it, in T: integers wrap, floating products round once (through a double), maxima and minima
+// propagate NaN as PyTorch's do.
+template <typename T>
+T scatter_identity(int64_t kind) {
+  if constexpr (std::is_same_v<T, bool>) return kind == kScatterAmin || kind == kScatterProd;
+  else if constexpr (std::is_integral_v<T>)
+    return kind == kScatterProd ? T{1} : kind == kScatterAmax ? std::numeric_limits<T>::lowest() : std::numeric_limits<T>::max();
+  else
+    return convert<T>(kind == kScatterProd ? 1.0 : kind == kScatterAmax ? -HUGE_VAL : HUGE_VAL);
+}
+
+template <typename T>
+T scatter_combine(int64_t kind, T a, T b) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return kind == kScatterAmax ? (a || b) : (a && b);
+  } else if constexpr (std::is_integral_v<T>) {
+    if (kind == kScatterProd) return static_cast<T>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+    return kind == kScatterAmax ? std::max(a, b) : std::min(a, b);
+  } else {
+    double x = convert<double>(a), y = convert<double>(b);
+    if (kind == kScatterProd) return convert<T>(x * y);
+    if (std::isnan(x) || std::isnan(y)) return convert<T>(std::numeric_limits<double>::quiet_NaN());
+    return convert<T>(kind == kScatterAmax ? std::max(x, y) : std::min(x, y));
+  }
+}
+
+OutputMeta infer_scatter_reduce(std::span<const InputMeta> in, const Attrs& attrs) {
+  LOOM_CHECK(attrs[1] >= kScatterProd && attrs[1] <= kScatterAmin, Runtime, "internal: ScatterReduce of kind ", attrs[1]);
+  return infer_scatter(in, attrs);
+}
+
+void run_scatter_reduce(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  copy_(out, *in[0].array);
+  const Array& index = *in[1].array;
+  Array src = src_at_index(*in[2].array, index);
+  int64_t kind = attrs[1];
+  bool include_self = attrs[2] != 0;
+  visit_dtype(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out.storage->data());
+    const T* s = static_cast<const T*>(src.data());
+    if (!include_self)
+      for_each_gathered(out, index, attrs[0], [&](int64_t offset, int64_t) { o[offset] = scatter_identity<T>(kind); });
+    for_each_gathered(out, index, attrs[0],
+                      [&](int64_t offset, int64_t e) { o[offset] = scatter_combine<T>(kind, o[offset], s[e]); });
+  });
+}
+
+// ---- ViewDtype: x's bytes read as dtype attrs[0] (Tensor.view(dtype) of a pending tensor, whose
+// bytes exist only once it runs: lazy/ops_movement.cpp). The last dim scales by the ratio of the
+// item sizes; the composite has checked that it divides. ----
+
+OutputMeta infer_view_dtype(std::span<const InputMeta> in, const Attrs& attrs) {
+  auto to = static_cast<DType>(attrs[0]);
+  Dims shape(in[0].shape);
+  auto from_size = static_cast<int64_t>(itemsize(in[0].dtype)), to_size = static_cast<int64_t>(itemsize(to));
+  if (from_size != to_size) {
+    LOOM_CHECK(!shape.empty() && shape.back() * from_size % to_size == 0, Runtime,
+               "internal: ViewDtype of a shape whose last dim does not divide");
+    shape.back() = shape.back() * from_size / to_size;
+  }
+  return {to, std::move(shape)};
+}
+
+void run_view_dtype(std::span<const Operand> in, const Attrs&, const Array& out) {
+  Array src = contiguous(*in[0].array);
+  std::memcpy(out.data(), src.data(), static_cast<size_t>(src.numel()) * itemsize(src.dtype));
 }
 
 // ---- ViewScatter: base with the region addressed by a view (attrs: offset, strides; sizes are
@@ -367,6 +485,9 @@ const bool registered = [] {
   define_op(OpId::IndexPut, OpDef{"IndexPut", OpClass::Other, infer_index_put, run_index_put});
   define_op(OpId::Gather, OpDef{"Gather", OpClass::Other, infer_gather, run_gather});
   define_op(OpId::ScatterAdd, OpDef{"ScatterAdd", OpClass::Other, infer_scatter_add, run_scatter_add});
+  define_op(OpId::Scatter, OpDef{"Scatter", OpClass::Other, infer_scatter, run_scatter});
+  define_op(OpId::ScatterReduce, OpDef{"ScatterReduce", OpClass::Other, infer_scatter_reduce, run_scatter_reduce});
+  define_op(OpId::ViewDtype, OpDef{.name = "ViewDtype", .cls = OpClass::Other, .infer = infer_view_dtype, .run_cpu = run_view_dtype, .data_safe = true});
   define_op(OpId::ViewScatter, OpDef{.name = "ViewScatter", .cls = OpClass::Other, .infer = infer_view_scatter, .run_cpu = run_view_scatter, .data_safe = true});
   return true;
 }();

@@ -23,6 +23,11 @@
 
 namespace loom {
 
+namespace detail {
+thread_local SyncCause sync_reason = SyncCause::Other;
+thread_local int sync_reason_depth = 0;
+}  // namespace detail
+
 struct OrphanWrite {
   Ref<Node> node;
   Array destination;
@@ -299,11 +304,12 @@ class TraceBuilder {
 // output goes. Equal keys mean the same computation on inputs of the same description.
 uint64_t trace_key(const Trace& t) {
   uint64_t k = hash_combine(0x10014, static_cast<uint64_t>(t.device.type) * 64 + t.device.index);
-  std::vector<const Storage*> leaf_storage;
+  // Leaf storages by the position of the first leaf on each (a map: a trace may read 100k leaves).
+  std::unordered_map<const Storage*, int64_t> leaf_storage;
+  int64_t leaves = 0;
   auto storage_index = [&](const Storage* s) -> int64_t {
-    for (size_t i = 0; i < leaf_storage.size(); ++i)
-      if (leaf_storage[i] == s) return static_cast<int64_t>(i);
-    return -1;
+    auto it = leaf_storage.find(s);
+    return it == leaf_storage.end() ? -1 : it->second;
   };
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node* n = t.nodes[i];
@@ -312,7 +318,7 @@ uint64_t trace_key(const Trace& t) {
     if (n->op() == OpId::Input) {
       const Storage* s = n->array().storage.get();
       k = hash_combine(k, static_cast<uint64_t>(storage_index(s) + 1));  // aliasing pattern
-      leaf_storage.push_back(s);
+      leaf_storage.emplace(s, leaves++);
     }
   }
   for (const Trace::Output& o : t.outputs) {
@@ -435,7 +441,9 @@ void follow_base(TensorImpl& v, const std::shared_ptr<const Error>& error) {
 // then places `views` (derived views of roots) and lands `orphans` (r's orphan writes). On a
 // failure: the writes are undone, the fresh results computed from the failure are errored, the
 // others computed again without them; then the first failure (an interrupt: that one) is raised.
+// Note [Sync causes] (lazy/sync.h): every call is one sync, counted for the reason its thread gave.
 void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views, std::vector<OrphanWrite> orphans) {
+  if (!roots.empty() || !orphans.empty()) count_sync(detail::sync_reason);
   std::shared_ptr<const Error> raised;
   {
     Flight flight(r, roots, views, orphans);
@@ -511,6 +519,7 @@ void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views,
 // Computes every pending tensor of registry r (this thread's, or another's: lazy/sync.h), once no
 // sync of r is in flight.
 void sync_registry(Registry& r) {
+  if (pthread_equal(r.thread, pthread_self())) note_synced(r.device);  // the trace cut counts from here (dispatch.h)
   wait_for_flights([&] { return r.in_flight == 0; });
   if (!r.head && r.orphans.empty()) return;
   std::vector<Tensor> roots;

@@ -49,8 +49,32 @@
 
 #include "lazy/executor.h"
 #include "lazy/tensor.h"
+#include "runtime/metrics.h"
 
 namespace loom {
+
+// Why syncs happen (Note [Sync causes]). A sync point names its cause for the syncs it makes
+// while a SyncReason lives on its thread; loom.metrics() counts each sync that runs a trace as
+// `syncs` and `syncs_<cause>` (SyncCause, runtime/metrics.h). Reasons nest and the outermost one
+// names the cause: printing a tensor reads its elements with item(), and those syncs are repr's.
+// A sync with no reason given (a thread reading another thread's pending tensor, a pending
+// write into memory being read) counts as SyncCause::Other.
+namespace detail {
+extern thread_local SyncCause sync_reason;
+extern thread_local int sync_reason_depth;
+}  // namespace detail
+
+class SyncReason {
+ public:
+  explicit SyncReason(SyncCause cause) noexcept {
+    if (detail::sync_reason_depth++ == 0) detail::sync_reason = cause;
+  }
+  ~SyncReason() {
+    if (--detail::sync_reason_depth == 0) detail::sync_reason = SyncCause::Other;
+  }
+  SyncReason(const SyncReason&) = delete;
+  SyncReason& operator=(const SyncReason&) = delete;
+};
 
 void register_pending(TensorImpl* t);
 void unregister_pending(TensorImpl* t);
@@ -70,6 +94,13 @@ void synchronize_all();
 // in-place op will write memory of t, and waits if a sync of another thread computes it. Raises
 // t's error if t is (or becomes) errored, and the sync's failure if the sync fails.
 void materialize(TensorImpl& t);
+// materialize(t) as a sync point of `cause`: what an op calls when it needs the values of its
+// input at the call, such as the ops whose result's shape depends on values (unique, nonzero,
+// masked_select: SyncCause::DataDependentShape). A no-op for a tensor that is not pending.
+inline void sync_for(SyncCause cause, TensorImpl& t) {
+  SyncReason reason(cause);
+  materialize(t);
+}
 // What TensorImpl::read_node does for a pending tensor that this thread did not record or that a
 // sync computes now: computes it or waits (above). Inside a sync's own bookkeeping, nothing.
 void prepare_foreign_read(TensorImpl& t);

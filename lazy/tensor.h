@@ -64,6 +64,9 @@ class TensorImpl final : public RefCounted {
   explicit TensorImpl(Array value, bool lazy = false);
   // A pending lazy tensor on `device` (its backend).
   TensorImpl(Ref<Node> node, Device device);
+  // A tensor owns autograd functions that own tensors (saved values, gradients), chains as deep
+  // as the program's loops: released without recursion (runtime/ref.h).
+  static constexpr bool kReleaseIteratively = true;
   ~TensorImpl();
   // Every op makes one and most die at the next step (runtime/free_list.h).
   static void* operator new(size_t size);

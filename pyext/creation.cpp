@@ -4,6 +4,7 @@
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
+#include "lazy/ops_movement.h"
 #include "pyext/op_table.h"
 #include "pyext/objects.h"
 #include "pyext/python_data.h"
@@ -57,11 +58,12 @@ DType dtype_of_value(PyObject* value) {
 }
 
 // Sizes as creation functions take them: zeros(2, 3), zeros((2, 3)) or zeros(size=(2, 3)).
-Dims sizes_of(const Parsed& p) {
-  Dims sizes = p.int_list(0);
+Dims sizes_of_param(const Parsed& p, int i) {
+  Dims sizes = p.int_list(i);
   check_sizes(sizes);
   return sizes;
 }
+Dims sizes_of(const Parsed& p) { return sizes_of_param(p, 0); }
 
 template <int64_t value>
 Result filled(const Parsed& p) {
@@ -217,6 +219,30 @@ Result as_tensor(const Parsed& p) {
   return made(array_from_data(data, dtype, at.device), at);
 }
 
+// Tensor.new_*(..., *, dtype=None, device=None, requires_grad=False): self's dtype and device
+// unless given.
+Options new_options(const Parsed& p, int first) {
+  Options o = options_of(p, first);
+  const TensorImpl& self = impl_of(p.self);
+  if (!o.dtype) o.dtype = self.dtype();
+  if (!p.has(first + 1)) o.where = {self.device(), self.is_lazy()};
+  return o;
+}
+
+template <int64_t value>
+Result new_filled(const Parsed& p) {
+  Options o = new_options(p, 2);
+  return created(ops::full(sizes_of_param(p, 1), Scalar(value), *o.dtype, o.where), o.requires_grad);
+}
+
+// tril_indices / triu_indices(row, col, offset=0, *, dtype=long, device=None).
+template <bool lower>
+Result tri_indices(const Parsed& p) {
+  Options o = options_of(p, 3);
+  return created(ops::tri_indices(p.int64(0), p.int64(1), p.int64(2), lower, o.dtype.value_or(DType::Int64), o.where),
+                 o.requires_grad);
+}
+
 #define LOOM_OPTIONS "*, ScalarType? dtype=None, Device? device=None, bool? requires_grad=False"
 
 const Row kRows[] = {
@@ -266,6 +292,27 @@ const Row kRows[] = {
     {{"randint_like(Tensor input, int high, " LOOM_OPTIONS ")",
       "randint_like(Tensor input, int low, int high, " LOOM_OPTIONS ")"},
      kFunction, randint_like},
+
+    // ---- Tensor.new_*: self's dtype and device by default; the triangle indices ----
+    {{"new_zeros(Tensor input, SymInt[] size, " LOOM_OPTIONS ")"}, kMethod, new_filled<0>},
+    {{"new_ones(Tensor input, SymInt[] size, " LOOM_OPTIONS ")"}, kMethod, new_filled<1>},
+    {{"new_empty(Tensor input, SymInt[] size, " LOOM_OPTIONS ")"}, kMethod, [](const Parsed& p) -> Result {
+       Options o = new_options(p, 2);
+       return created(made(empty(sizes_of_param(p, 1), *o.dtype, o.where.device), o.where), o.requires_grad);
+     },
+     "Uninitialized memory."},
+    {{"new_full(Tensor input, SymInt[] size, Scalar fill_value, " LOOM_OPTIONS ")"}, kMethod,
+     [](const Parsed& p) -> Result {
+       Options o = new_options(p, 3);
+       return created(ops::full(sizes_of_param(p, 1), p.scalar(2), *o.dtype, o.where), o.requires_grad);
+     }},
+    {{"new_tensor(Tensor input, PyObject* data, " LOOM_OPTIONS ")"}, kMethod, [](const Parsed& p) -> Result {
+       Options o = new_options(p, 2);
+       return created(made(array_from_data(p.object(1), o.dtype, o.where.device), o.where), o.requires_grad);
+     },
+     "A new tensor holding a copy of data, in this tensor's dtype and device unless given."},
+    {{"tril_indices(int row, int col, int offset=0, " LOOM_OPTIONS ")"}, kFunction, tri_indices<true>},
+    {{"triu_indices(int row, int col, int offset=0, " LOOM_OPTIONS ")"}, kFunction, tri_indices<false>},
 };
 
 #undef LOOM_OPTIONS

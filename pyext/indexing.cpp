@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "lazy/ops.h"
+#include "lazy/ops_movement.h"
 #include "lazy/sync.h"
 #include "pyext/python_data.h"
 #include "pyext/tensor_object.h"
@@ -17,12 +18,13 @@ namespace {
 
 enum class ItemKind { Int, Slice, None, Ellipsis, Tensor };
 
-// Lists and Python bools in an index are tensors (as in NumPy and PyTorch).
+// Lists, tuples and Python bools in an index are tensors (as in NumPy and PyTorch: x[(0, 1), :]
+// picks rows 0 and 1).
 ItemKind classify(PyObject* item) {
   if (item == Py_None) return ItemKind::None;
   if (item == Py_Ellipsis) return ItemKind::Ellipsis;
   if (PySlice_Check(item)) return ItemKind::Slice;
-  if (is_tensor(item) || PyList_Check(item) || PyBool_Check(item)) return ItemKind::Tensor;
+  if (is_tensor(item) || PyList_Check(item) || PyTuple_Check(item) || PyBool_Check(item)) return ItemKind::Tensor;
   if (is_index_like(item)) return ItemKind::Int;
   if (PyObject_CheckBuffer(item)) return ItemKind::Tensor;  // numpy index arrays
   LOOM_FAIL(Index, "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
@@ -54,34 +56,21 @@ Tensor index_tensor(PyObject* item, const TensorImpl& self) {
 }
 
 // The coordinates of the true elements of a bool mask: one int64 tensor per mask dim. The count
-// depends on the data, so a lazy mask is materialized first (a sync point, as in other lazy
-// tensor systems).
-std::vector<Tensor> nonzero(const Tensor& mask) {
-  materialize(*mask);
-  Array host = copy_to(mask->array(), DType::Bool, kCPU);
-  const bool* p = static_cast<const bool*>(host.data());
-  int64_t n = host.numel(), nd = host.ndim();
-  std::vector<int64_t> coords;
-  Dims pos(static_cast<size_t>(nd), 0);
-  int64_t count = 0;
-  for (int64_t e = 0; e < n; ++e) {
-    if (p[e]) {
-      for (int64_t d = 0; d < nd; ++d) coords.push_back(pos[d]);
-      ++count;
-    }
-    for (int64_t d = nd - 1; d >= 0; --d) {
-      if (++pos[d] < host.sizes()[d]) break;
-      pos[d] = 0;
-    }
+// depends on the data: a sync point for a lazy mask (lazy/ops_movement.h).
+std::vector<Tensor> nonzero(const Tensor& mask) { return ops::nonzero_tuple(mask, "boolean mask indexing"); }
+
+// NumPy's and PyTorch's reading of an index that is a list: a short list holding a sequence, a
+// slice, a tensor, an Ellipsis or None is a tuple of indices (x[[0, slice(None)]] is x[0, :]);
+// any other list is one index tensor (x[[0, 1]] picks two rows).
+bool list_is_tuple(PyObject* index) {
+  if (!PyList_Check(index) || PyList_GET_SIZE(index) >= 32) return false;
+  for (Py_ssize_t i = 0; i < PyList_GET_SIZE(index); ++i) {
+    PyObject* item = PyList_GET_ITEM(index, i);
+    if (is_tensor(item) || PyList_Check(item) || PyTuple_Check(item) || PySlice_Check(item) || item == Py_Ellipsis ||
+        item == Py_None)
+      return true;
   }
-  std::vector<Tensor> out;
-  for (int64_t d = 0; d < nd; ++d) {
-    Array idx = empty(Dims{count}, DType::Int64, kCPU);
-    auto* q = static_cast<int64_t*>(idx.data());
-    for (int64_t k = 0; k < count; ++k) q[k] = coords[static_cast<size_t>(k * nd + d)];
-    out.push_back(ops::to(make_tensor(std::move(idx)), DType::Int64, mask->device(), mask->is_lazy()));
-  }
-  return out;
+  return false;
 }
 
 // An index applied to a tensor: the view its basic items (ints, slices, None, Ellipsis) select,
@@ -94,7 +83,9 @@ struct Indexed {
 };
 
 Indexed apply_index(const Tensor& self, PyObject* index) {
-  PyRef items = PyRef::checked(PyTuple_Check(index) ? Py_NewRef(index) : PyTuple_Pack(1, index));
+  PyRef items = PyRef::checked(PyTuple_Check(index)    ? Py_NewRef(index)
+                               : list_is_tuple(index) ? PyList_AsTuple(index)
+                                                      : PyTuple_Pack(1, index));
   Py_ssize_t n = PyTuple_GET_SIZE(items.get());
   std::vector<ItemKind> kinds;
   std::vector<Tensor> tensors(static_cast<size_t>(n));
@@ -118,7 +109,7 @@ Indexed apply_index(const Tensor& self, PyObject* index) {
   int64_t ndim = self->ndim();
   // PyTorch applies a lone int or slice (not in a tuple) directly, so on a 0-d tensor it reports
   // what that index cannot do rather than "too many indices".
-  bool lone = !PyTuple_Check(index);
+  bool lone = !PyTuple_Check(index) && !list_is_tuple(index);
   LOOM_CHECK(consumed <= ndim || (lone && kinds[0] != ItemKind::Tensor), Index, "too many indices for tensor of dimension ",
              ndim);
   Indexed out{self, {}, {}};
@@ -216,6 +207,32 @@ PyObject* tensor_getitem(PyObject* self, PyObject* index) {
   Tensor base = gather_advanced(ix, first);
   return wrap(ops::index(base, first, ix.tensors));
   LOOM_PY_END(nullptr)
+}
+
+// Tensor.index_put: a copy of x written as x[indices] = values (or +=) writes x in place.
+Tensor index_put_python(const Tensor& x, PyObject* indices, const Tensor& values, bool accumulate) {
+  LOOM_CHECK(PyTuple_Check(indices) || PyList_Check(indices), Type,
+             "index_put(): argument 'indices' must be tuple of Tensors, not ", type_name(indices));
+  LOOM_CHECK(values->dtype() == x->dtype(), Runtime, "Index put requires the source and destination dtypes match, "
+             "got ", dtype_info(x->dtype()).scalar_type_name, " for the destination and ",
+             dtype_info(values->dtype()).scalar_type_name, " for the source.");
+  PyRef tuple = PyRef::checked(PySequence_Tuple(indices));
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(tuple.get()); ++i) {
+    PyObject* item = PyTuple_GET_ITEM(tuple.get(), i);
+    LOOM_CHECK(is_tensor(item), Type, "expected Tensor as element ", i, " in argument 1, but got ", type_name(item));
+  }
+  Tensor out = ops::clone(x);
+  Indexed ix = apply_index(out, tuple.get());
+  if (ix.tensors.empty()) {
+    TensorImpl& target = *ix.view;
+    if (accumulate) update(target, [&] { return ops::add(ix.view, values); });
+    else overwrite(target, values, "CopyBackwards");
+    return out;
+  }
+  int64_t first = 0;
+  Tensor base = gather_advanced(ix, first);
+  update(*base, [&] { return ops::index_put(base, first, ix.tensors, Arg(values), accumulate); });
+  return out;
 }
 
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value) {

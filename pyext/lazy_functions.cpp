@@ -20,6 +20,7 @@ namespace {
 
 PyObject* f_sync(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
+  SyncReason reason(SyncCause::Explicit);
   sync_all();
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
@@ -27,6 +28,7 @@ PyObject* f_sync(PyObject*, PyObject*) {
 
 PyObject* f_synchronize(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
+  SyncReason reason(SyncCause::Explicit);
   synchronize_all();
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)

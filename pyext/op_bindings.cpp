@@ -1,6 +1,7 @@
 // The op library as Python: the op table's rows (pyext/op_table.h) for loom.<op>(...),
 // Tensor.<op>(...) and Tensor.<op>_(...), with PyTorch's names, signatures and defaults.
 // Operators (+, *, ...) are in tensor_operators.cpp.
+#include "lazy/ops_movement.h"
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
 #include "runtime/error.h"
@@ -130,7 +131,11 @@ const Row kRows[] = {
     {{"bitwise_and(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseAnd>},
     {{"bitwise_or(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseOr>},
     {{"bitwise_xor(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseXor>},
-    {{"where(Tensor condition, Arg input, Arg other)"}, kBoth, LOOM_BODY(ops::where(p.tensor(0), p.arg(1), p.arg(2)))},
+    {{"where(Tensor condition, Arg input, Arg other)", "where(Tensor condition)"}, kFunction,
+     LOOM_BODY(p.index ? Result(ops::nonzero_tuple(p.tensor(0), "where"))
+                       : Result(ops::where(p.tensor(0), p.arg(1), p.arg(2)))),
+     "where(condition) is nonzero(condition, as_tuple=True): a sync point on the lazy device."},
+    {{"where(Tensor condition, Arg input, Arg other)"}, kMethod, LOOM_BODY(ops::where(p.tensor(0), p.arg(1), p.arg(2)))},
     {{"clamp(Tensor input, Arg? min=None, Arg? max=None)"}, kAll,
      LOOM_BODY(ops::clamp(p.tensor(0), p.optional_arg(1), p.optional_arg(2)))},
     {{"clip(Tensor input, Arg? min=None, Arg? max=None)"}, kAll,
@@ -185,7 +190,7 @@ const Row kRows[] = {
     {{"matmul(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::matmul(p.tensor(0), p.tensor(1)))},
     {{"mm(Tensor input, Tensor mat2)"}, kBoth, LOOM_BODY(ops::mm(p.tensor(0), p.tensor(1)))},
     {{"bmm(Tensor input, Tensor mat2)"}, kBoth, LOOM_BODY(ops::bmm(p.tensor(0), p.tensor(1)))},
-    {{"addmm(Tensor input, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)"}, kBoth,
+    {{"addmm(Tensor input, Tensor mat1, Tensor mat2, *, Scalar beta=1, Scalar alpha=1)"}, kAll,
      LOOM_BODY(ops::addmm(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
     {{"linear(Tensor input, Tensor weight, Tensor? bias=None)"}, kFunction, [](const Parsed& p) -> Result {
        Tensor bias = p.tensor(2);
@@ -210,7 +215,7 @@ const Row kRows[] = {
      LOOM_BODY(ops::gather(p.tensor(0), p.int64(1), p.tensor(2)))},
     {{"take_along_dim(Tensor input, Tensor indices, int? dim=None)"}, kBoth,
      LOOM_BODY(ops::take_along_dim(p.tensor(0), p.tensor(1), p.optional_int64(2)))},
-    {{"scatter_add(Tensor input, int dim, Tensor index, Tensor src)"}, kBoth,
+    {{"scatter_add(Tensor input, int dim, Tensor index, Tensor src)"}, kAll,
      LOOM_BODY(ops::scatter_add(p.tensor(0), p.int64(1), p.tensor(2), p.tensor(3)))},
     {{"tril(Tensor input, int diagonal=0)"}, kAll | kWritesSome, LOOM_BODY(ops::tril(p.tensor(0), p.int64(1)))},
     {{"triu(Tensor input, int diagonal=0)"}, kAll | kWritesSome, LOOM_BODY(ops::triu(p.tensor(0), p.int64(1)))},

@@ -66,8 +66,15 @@ Result float_power_(const Parsed& p) {
 }
 
 Result relu(const Parsed& p) { return ops::unary(OpId::Relu, p.tensor(0)); }
+Result elu(const Parsed& p) { return ops::elu(p.tensor(0), p.scalar(1), p.scalar(2), p.scalar(3)); }
 Result celu(const Parsed& p) { return ops::celu(p.tensor(0), p.scalar(1)); }
 Result selu(const Parsed& p) { return ops::selu(p.tensor(0)); }
+Result leaky_relu(const Parsed& p) { return ops::leaky_relu(p.tensor(0), p.scalar(1)); }
+Result hardtanh(const Parsed& p) { return ops::hardtanh(p.tensor(0), p.scalar(1), p.scalar(2)); }
+Result relu6(const Parsed& p) { return ops::hardtanh(p.tensor(0), Scalar(int64_t{0}), Scalar(int64_t{6})); }
+Result hardsigmoid(const Parsed& p) { return ops::hardsigmoid(p.tensor(0)); }
+Result hardswish(const Parsed& p) { return ops::hardswish(p.tensor(0)); }
+Result mish(const Parsed& p) { return ops::mish(p.tensor(0)); }
 Result threshold(const Parsed& p) { return ops::threshold(p.tensor(0), p.scalar(1), p.scalar(2)); }
 
 const Row kRows[] = {
@@ -127,25 +134,31 @@ const Row kRows[] = {
      kBoth, allclose, "A Python bool (a sync point in lazy mode)."},
 
     // ---- activations (loom.nn.functional's, and PyTorch's torch.celu, torch.threshold, ...) ----
+    // Where PyTorch has them: torch.nn.functional's builtins (torch._C._nn) are functions only, with
+    // in-place functions beside them (elu_, hardtanh_, ...: what F.<name>(inplace=True) calls).
     {{"relu_(Tensor input)"}, kFunction, in_place<relu>},
-    {{"elu(Tensor input, Scalar alpha=1.0, Scalar scale=1, Scalar input_scale=1)"}, kAll,
-     LOOM_BODY(ops::elu(p.tensor(0), p.scalar(1), p.scalar(2), p.scalar(3)))},
-    {{"celu(Tensor input, Scalar alpha=1.0)"}, kAll, celu},
+    {{"elu(Tensor input, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)"}, kFunction, elu},
+    {{"elu_(Tensor input, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)"}, kFunction, in_place<elu>},
+    {{"celu(Tensor input, Scalar alpha=1.0)"}, kFunction, celu},
     {{"celu_(Tensor input, Scalar alpha=1.0)"}, kFunction, in_place<celu>},
-    {{"selu(Tensor input)"}, kAll, selu},
+    {{"selu(Tensor input)"}, kFunction, selu},
     {{"selu_(Tensor input)"}, kFunction, in_place<selu>},
-    {{"leaky_relu(Tensor input, Scalar negative_slope=0.01)"}, kAll,
-     LOOM_BODY(ops::leaky_relu(p.tensor(0), p.scalar(1)))},
-    {{"hardtanh(Tensor input, Scalar min_val=-1, Scalar max_val=1)"}, kAll,
-     LOOM_BODY(ops::hardtanh(p.tensor(0), p.scalar(1), p.scalar(2)))},
-    {{"relu6(Tensor input)"}, kAll, LOOM_BODY(ops::hardtanh(p.tensor(0), Scalar(int64_t{0}), Scalar(int64_t{6})))},
-    {{"hardsigmoid(Tensor input)"}, kAll, LOOM_BODY(ops::hardsigmoid(p.tensor(0)))},
-    {{"hardswish(Tensor input)"}, kAll, LOOM_BODY(ops::hardswish(p.tensor(0)))},
-    {{"log_sigmoid(Tensor input)"}, kBoth, LOOM_BODY(ops::log_sigmoid(p.tensor(0)))},
-    {{"mish(Tensor input)"}, kAll, LOOM_BODY(ops::mish(p.tensor(0)))},
+    {{"leaky_relu(Tensor input, Scalar negative_slope=0.01)"}, kFunction, leaky_relu},
+    {{"leaky_relu_(Tensor input, Scalar negative_slope=0.01)"}, kFunction, in_place<leaky_relu>},
+    {{"hardtanh(Tensor input, Scalar min_val=-1, Scalar max_val=1)"}, kFunction, hardtanh},
+    {{"hardtanh_(Tensor input, Scalar min_val=-1, Scalar max_val=1)"}, kFunction, in_place<hardtanh>},
+    {{"relu6(Tensor input)"}, kFunction, relu6},
+    {{"relu6_(Tensor input)"}, kFunction, in_place<relu6>},
+    {{"hardsigmoid(Tensor input)"}, kFunction, hardsigmoid},
+    {{"hardsigmoid_(Tensor input)"}, kFunction, in_place<hardsigmoid>},
+    {{"hardswish(Tensor input)"}, kFunction, hardswish},
+    {{"hardswish_(Tensor input)"}, kFunction, in_place<hardswish>},
+    {{"log_sigmoid(Tensor input)"}, kFunction, LOOM_BODY(ops::log_sigmoid(p.tensor(0)))},
+    {{"mish(Tensor input)"}, kFunction, mish},
+    {{"mish_(Tensor input)"}, kFunction, in_place<mish>},
     {{"hardshrink(Tensor input, Scalar lambd=0.5)"}, kBoth, LOOM_BODY(ops::hardshrink(p.tensor(0), p.scalar(1)))},
-    {{"softshrink(Tensor input, Scalar lambd=0.5)"}, kBoth, LOOM_BODY(ops::softshrink(p.tensor(0), p.scalar(1)))},
-    {{"threshold(Tensor input, Scalar threshold, Scalar value)"}, kAll, threshold},
+    {{"softshrink(Tensor input, Scalar lambd=0.5)"}, kFunction, LOOM_BODY(ops::softshrink(p.tensor(0), p.scalar(1)))},
+    {{"threshold(Tensor input, Scalar threshold, Scalar value)"}, kFunction, threshold},
     {{"threshold_(Tensor input, Scalar threshold, Scalar value)"}, kFunction, in_place<threshold>},
     {{"prelu(Tensor input, Tensor weight)"}, kBoth, LOOM_BODY(ops::prelu(p.tensor(0), p.tensor(1)))},
     {{"rrelu(Tensor input, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False)"}, kFunction,

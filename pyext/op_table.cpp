@@ -133,6 +133,9 @@ const MethodDefs& all_defs() {
     add_elementwise_rows(d);
     add_tensor_rows(d);
     add_creation_rows(d);
+    add_data_rows(d);
+    add_linalg_rows(d);
+    add_reduce_rows(d);
     d.functions.push_back({"_signatures", signatures_of_rows, METH_NOARGS,
                            "_signatures(): (name, forms, signatures) of each row of the op table"});
     return d;

@@ -180,7 +180,7 @@ SharedBuffer array_from_buffer(PyObject* obj) {
   std::string format = v.format ? v.format : "B";
   std::optional<DType> dtype = dtype_from_buffer_format(format);
   LOOM_CHECK(dtype && static_cast<size_t>(v.itemsize) == itemsize(*dtype), Type, "can't convert a buffer of format '",
-             format, "': the supported element types are float64, float32, float16, int64, int32, uint8 and bool");
+             format, "': the supported element types are float64, float32, float16, int64, int32, int16, int8, uint8 and bool");
   int64_t item = static_cast<int64_t>(itemsize(*dtype));
   Layout layout;
   for (int d = 0; d < v.ndim; ++d) {
@@ -266,7 +266,7 @@ Array array_from_data(PyObject* data, std::optional<DType> dtype, Device device)
 
 Scalar scalar_from_py(PyObject* value, const char* what) {
   if (PyBool_Check(value)) return Scalar(value == Py_True);
-  if (is_tensor(value)) return item(array_of(value));
+  if (is_tensor(value)) return item(array_of(value, SyncCause::Item));
   if (is_index_like(value)) return Scalar(to_int64(value, what));
   return Scalar(to_double(value, what));
 }

@@ -23,7 +23,7 @@ struct TypeSpelling {
 
 constexpr TypeSpelling kTypes[] = {
     {"Tensor", ParamType::Tensor, "Tensor"}, {"Arg", ParamType::Arg, "Tensor"}, {"Scalar", ParamType::Scalar, "Number"},
-    {"int", ParamType::Int, "int"}, {"SymInt", ParamType::Int, "int"}, {"float", ParamType::Float, "float"},
+    {"int", ParamType::Int, "int"}, {"SymInt", ParamType::Int, "SymInt"}, {"float", ParamType::Float, "float"},
     {"bool", ParamType::Bool, "bool"}, {"str", ParamType::String, "str"},
     {"int[]", ParamType::IntList, "tuple of ints"}, {"SymInt[]", ParamType::SymIntList, "tuple of SymInts"},
     {"Tensor[]", ParamType::TensorList, "tuple of Tensors"}, {"ScalarType", ParamType::DType, "torch.dtype"},
@@ -181,6 +181,11 @@ bool Param::accepts(PyObject* obj, Py_ssize_t* failed_element) const {
 }
 
 const char* Param::type_name() const {
+  // As spelled (SymInt and int are one type, named apart in PyTorch's errors), else by type.
+  std::string_view base = spelled;
+  if (base.ends_with('?')) base.remove_suffix(1);
+  for (const TypeSpelling& t : kTypes)
+    if (t.schema == base) return t.shown;
   for (const TypeSpelling& t : kTypes)
     if (t.type == type) return t.shown;
   return "object";
@@ -291,9 +296,7 @@ bool Signature::parse_call(PyObject* self, PyObject* const* args, Py_ssize_t nar
   // view(2, 3): ints that are the one positional parameter, an unsized int list (int[1] dim takes
   // a lone int itself), as in PyTorch.
   const int first = slot_of(0);
-  const bool varargs = max_positional_ == 1 && first < n && params_[first].list_size == 0 &&
-                       (params_[first].type == ParamType::IntList || params_[first].type == ParamType::SymIntList) &&
-                       nargs > 0 && is_index_like(args[0]);
+  const bool varargs = takes_varargs(args, nargs);
   if (nargs > static_cast<Py_ssize_t>(max_positional_) && !varargs) {
     if (raise) too_many_positional(nargs);
     return false;
@@ -398,6 +401,13 @@ void Parser::parse_overloads(PyObject* self, PyObject* const* args, Py_ssize_t n
   invalid_combination(self, args, nargs, kwnames);
 }
 
+bool Signature::takes_varargs(PyObject* const* args, Py_ssize_t nargs) const {
+  const int first = self_param_ == 0 ? 1 : 0;  // the parameter positional argument 0 binds
+  return max_positional_ == 1 && first < static_cast<int>(params_.size()) && params_[first].list_size == 0 &&
+         (params_[first].type == ParamType::IntList || params_[first].type == ParamType::SymIntList) && nargs > 0 &&
+         is_index_like(args[0]);
+}
+
 void Parser::invalid_combination(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) const {
   Py_ssize_t n_kw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
   size_t n_given = static_cast<size_t>(nargs + n_kw);
@@ -405,7 +415,7 @@ void Parser::invalid_combination(PyObject* self, PyObject* const* args, Py_ssize
   std::vector<const Signature*> shown, plausible;
   for (const Signature& s : signatures_) {
     shown.push_back(&s);
-    if (n_given >= s.min_args() && n_given <= s.max_args()) plausible.push_back(&s);
+    if ((n_given >= s.min_args() && n_given <= s.max_args()) || s.takes_varargs(args, nargs)) plausible.push_back(&s);
   }
   Parsed scratch;
   if (plausible.size() == 1) plausible[0]->parse(self, args, nargs, kwnames, scratch, true);
@@ -425,7 +435,8 @@ void Parser::invalid_combination(PyObject* self, PyObject* const* args, Py_ssize
       out += std::string(k ? ", " : "") + (ok ? "" : "!") + (key ? std::string(PyUnicode_AsUTF8(key)) + "=" : "") +
              value_type_name(value) + (ok ? "" : "!");
     }
-    return out + ")";
+    // PyTorch's spelling of keywords alone: a trailing separator, "(dim=int, bogus=int, )".
+    return out + (nargs == 0 && n_kw > 0 ? ", )" : ")");
   };
   // The keywords `s` has no parameter for.
   auto unknown_keywords = [&](const Signature* s) {

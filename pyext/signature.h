@@ -8,7 +8,7 @@
 //   Tensor      a loom tensor                                     "Tensor"
 //   Arg         a tensor or a Python number (bool, int, float)    "Tensor"
 //   Scalar      a Python number (or a 0-d tensor needing no grad)  "Number"
-//   int, SymInt an int (not a bool)                               "int"
+//   int, SymInt an int (not a bool)                               "int", "SymInt"
 //   float       the same, converted to a double                   "float"
 //   bool        True or False                                     "bool"
 //   str         a string                                          "str"
@@ -151,6 +151,9 @@ class Signature {
   // Bounds used to pick the plausible signatures of a bad call (PyTorch's print_error).
   size_t min_args() const noexcept { return min_args_; }
   size_t max_args() const noexcept { return max_args_; }
+  // Whether positional arguments starting with an int are the ints of a lone int-list parameter
+  // (view(2, 3)): such a call is this signature's, whatever their count.
+  bool takes_varargs(PyObject* const* args, Py_ssize_t nargs) const;
 
  private:
   void count();

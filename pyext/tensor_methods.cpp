@@ -6,6 +6,7 @@
 
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
+#include "lazy/ops_movement.h"
 #include "pyext/op_table.h"
 #include "pyext/objects.h"
 #include "pyext/python_data.h"
@@ -96,7 +97,7 @@ PyObject* m_tolist(PyObject* self, PyObject*) {
 PyObject* m_item(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
   LOOM_CHECK(impl_of(self).numel() == 1, Value, "only one element tensors can be converted to Python scalars");
-  return scalar_to_py(item(array_of(self)));
+  return scalar_to_py(item(array_of(self, SyncCause::Item)));
   LOOM_PY_END(nullptr)
 }
 
@@ -104,7 +105,7 @@ PyObject* m_item(PyObject* self, PyObject*) {
 PyObject* m_format(PyObject* self, PyObject* spec) {
   LOOM_PY_BEGIN
   if (impl_of(self).ndim() == 0) {
-    PyRef value = PyRef::checked(scalar_to_py(item(array_of(self))));
+    PyRef value = PyRef::checked(scalar_to_py(item(array_of(self, SyncCause::Item))));
     return PyObject_Format(value.get(), spec);
   }
   PyRef text = PyRef::checked(PyObject_Str(self));
@@ -151,9 +152,10 @@ PyObject* m_set_data(PyObject* self, PyObject* arg) {
 
 // ---- methods with arguments: rows of the op table (pyext/op_table.h) ----
 
-// flatten(), contiguous() and to() return self when nothing changes, as PyTorch does.
+// flatten(), contiguous() and to() return self (the input of the function form) when nothing
+// changes, as PyTorch does.
 PyObject* self_or(const Parsed& p, Tensor r) {
-  if (r.get() == &impl_of(p.self)) return Py_NewRef(p.self);
+  if (r.get() == &impl_of(p.object(0))) return Py_NewRef(p.object(0));
   return wrap(std::move(r));
 }
 
@@ -194,8 +196,10 @@ const Row kRows[] = {
        return t.release();
      },
      "Strides in elements."},
-    {{"view(Tensor input, SymInt[] size)"}, kMethod, LOOM_BODY(ops::view(p.tensor(0), p.int_list(1))),
-     "The same storage seen with another shape (no copy)."},
+    {{"view(Tensor input, SymInt[] size)", "view(Tensor input, ScalarType dtype)"}, kMethod,
+     LOOM_BODY(p.index ? ops::view_dtype(p.tensor(0), *p.optional_dtype(1)) : ops::view(p.tensor(0), p.int_list(1))),
+     "The same storage seen with another shape (no copy), or its bytes as another dtype (of a pending lazy "
+     "tensor: a copy of them)."},
     {{"reshape(Tensor input, SymInt[] shape)"}, kMethod, LOOM_BODY(ops::reshape(p.tensor(0), p.int_list(1))),
      "A view when possible, else a copy."},
     {{"view_as(Tensor input, Tensor other)"}, kMethod, LOOM_BODY(ops::view(p.tensor(0), Dims(p.tensor(1)->sizes())))},
@@ -216,9 +220,9 @@ const Row kRows[] = {
      "Drops size-1 dimensions (a view)."},
     {{"unsqueeze(Tensor input, int dim)"}, kMethod, LOOM_BODY(ops::unsqueeze(p.tensor(0), p.int64(1))),
      "Inserts a size-1 dimension (a view)."},
-    {{"flatten(Tensor input, int start_dim=0, int end_dim=-1)"}, kMethod,
+    {{"flatten(Tensor input, int start_dim=0, int end_dim=-1)"}, kMethod | kFunction,
      LOOM_BODY(self_or(p, ops::flatten(p.tensor(0), p.int64(1), p.int64(2))))},
-    {{"unflatten(Tensor input, int dim, int[] sizes)"}, kMethod,
+    {{"unflatten(Tensor input, int dim, int[] sizes)"}, kMethod | kFunction,
      LOOM_BODY(ops::unflatten(p.tensor(0), p.int64(1), p.int_list(2)))},
     {{"narrow(Tensor input, int dim, int start, int length)"}, kMethod,
      LOOM_BODY(ops::narrow(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},

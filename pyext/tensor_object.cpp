@@ -34,7 +34,7 @@ Scalar single_value(PyObject* self, const char* what) {
     }
     LOOM_FAIL(Value, "only one element tensors can be converted to Python scalars");
   }
-  return item(array_of(self));
+  return item(array_of(self, SyncCause::Item));
 }
 
 int tensor_bool(PyObject* self) {
@@ -63,7 +63,7 @@ PyObject* tensor_index(PyObject* self) {
   const TensorImpl& t = impl_of(self);
   LOOM_CHECK(is_integral(t.dtype(), true) && t.numel() == 1, Type,
              "only integer tensors of a single element can be converted to an index");
-  return PyLong_FromLongLong(item(array_of(self)).as_int());
+  return PyLong_FromLongLong(item(array_of(self, SyncCause::Item)).as_int());
   LOOM_PY_END(nullptr)
 }
 
@@ -96,6 +96,7 @@ PyObject* tensor_repr(PyObject* self) {
     format = PyObject_GetAttrString(module.get(), "tensor_repr");
     if (!format) return nullptr;
   }
+  SyncReason reason(SyncCause::Repr);  // the item() and tolist() calls of the formatting
   return PyObject_CallOneArg(format, self);
 }
 
@@ -143,9 +144,10 @@ PyObject* wrap(Tensor tensor, PyTypeObject* type) {
   return obj;
 }
 
-const Array& array_of(PyObject* obj) {
+const Array& array_of(PyObject* obj, SyncCause cause) {
   // A sync releases the GIL: another thread may give obj other data meanwhile (_set_data), so
   // the array returned is that of obj's tensor once one is found up to date.
+  SyncReason reason(cause);
   for (;;) {
     TensorImpl* t = &impl_of(obj);
     materialize(*t);
@@ -165,6 +167,7 @@ void register_tensor_type(PyObject* module) {
     std::vector<PyMethodDef> all;
     for (PyMethodDef* m = tensor_methods; m->ml_name; ++m) all.push_back(*m);
     for (PyMethodDef* m = autograd_methods; m->ml_name; ++m) all.push_back(*m);
+    for (PyMethodDef* m = serialization_methods; m->ml_name; ++m) all.push_back(*m);
     for (const PyMethodDef& m : op_methods()) all.push_back(m);
     all.push_back({nullptr, nullptr, 0, nullptr});
     return all;

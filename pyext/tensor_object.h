@@ -9,6 +9,7 @@
 
 #include "lazy/tensor.h"
 #include "pyext/common.h"
+#include "runtime/metrics.h"
 
 namespace loom::py {
 
@@ -22,8 +23,9 @@ extern PyTypeObject TensorType;
 
 inline bool is_tensor(PyObject* obj) noexcept { return PyObject_TypeCheck(obj, &TensorType); }
 inline TensorImpl& impl_of(PyObject* obj) noexcept { return *reinterpret_cast<PyTensor*>(obj)->impl; }
-// The value of a tensor, materializing it first if it is pending (a sync point).
-const Array& array_of(PyObject* obj);
+// The value of a tensor, materializing it first if it is pending (a sync point, counted for
+// `cause`: lazy/sync.h SyncReason).
+const Array& array_of(PyObject* obj, SyncCause cause = SyncCause::Host);
 inline Tensor tensor_of(PyObject* obj) noexcept { return Tensor(&impl_of(obj)); }
 
 // New references to new Python tensors (of type `type`, loom.Tensor by default).
@@ -38,6 +40,7 @@ extern PyMethodDef tensor_methods[];
 extern PyGetSetDef tensor_getset[];
 extern PyMethodDef autograd_methods[];  // autograd_bindings.cpp
 extern PyGetSetDef autograd_getset[];
+extern PyMethodDef serialization_methods[];  // tensor_serialization.cpp
 extern PyBufferProcs tensor_buffer_procs;
 PyObject* tensor_getitem(PyObject* self, PyObject* index);
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value);

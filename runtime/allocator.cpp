@@ -127,6 +127,11 @@ void CachingAllocator::release_cached_locked(Pool& pool) {
   }
 }
 
+void check_allocation_size(size_t nbytes, Device device) {
+  LOOM_CHECK(nbytes <= (size_t{1} << 60), OutOfMemory, "out of memory on ", device.str(), ": tried to allocate ",
+             format_bytes(static_cast<int64_t>(nbytes)));
+}
+
 CachingAllocator::Allocation CachingAllocator::allocate(size_t nbytes) {
   for (auto it = pool_scopes.rbegin(); it != pool_scopes.rend(); ++it)
     if (it->allocator == this) return allocate(nbytes, it->pool);
@@ -134,9 +139,7 @@ CachingAllocator::Allocation CachingAllocator::allocate(size_t nbytes) {
 }
 
 CachingAllocator::Allocation CachingAllocator::allocate(size_t nbytes, PoolId pool_id) {
-  // No device has 2^60 bytes; refusing here also keeps the size-class arithmetic from overflowing.
-  LOOM_CHECK(nbytes <= (size_t{1} << 60), OutOfMemory, "out of memory on ", device().str(),
-             ": tried to allocate ", format_bytes(static_cast<int64_t>(nbytes)));
+  check_allocation_size(nbytes, device());
   if (!capture_guards.empty()) [[unlikely]] {
     for (const CaptureGuard* g : capture_guards)
       LOOM_CHECK(&g->allocator_ != this, Runtime, "cannot allocate ", format_bytes(static_cast<int64_t>(nbytes)), " on ",

@@ -163,4 +163,9 @@ class CaptureGuard {
 // exist (no GPU, ordinal out of range).
 CachingAllocator& allocator_for(Device device);
 
+// No device has 2^60 bytes: a larger request fails at once with the allocator's out-of-memory
+// error (also what keeps the size-class arithmetic from overflowing). Lazy mode checks every op's
+// result against it when the op is recorded (runtime/array.h check_allocatable).
+void check_allocation_size(size_t nbytes, Device device);
+
 }  // namespace loom

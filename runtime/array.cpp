@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "runtime/allocator.h"
 #include "runtime/cpu/kernels.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/error.h"
@@ -9,11 +10,17 @@
 namespace loom {
 namespace {
 
+// The bytes of `elements` elements of dtype, for a tensor of `sizes`.
+int64_t storage_bytes(int64_t elements, DType dtype, IntSpan sizes) {
+  int64_t nbytes = 0;
+  LOOM_CHECK(!__builtin_mul_overflow(elements, static_cast<int64_t>(itemsize(dtype)), &nbytes), Runtime,
+             "Storage size calculation overflowed with sizes=", format_dims(sizes));
+  return nbytes;
+}
+
 // Fresh storage for a layout at offset 0 whose sizes passed check_sizes.
 Array allocate(Layout layout, DType dtype, Device device) {
-  int64_t nbytes = 0;
-  LOOM_CHECK(!__builtin_mul_overflow(layout.storage_end(), static_cast<int64_t>(itemsize(dtype)), &nbytes), Runtime,
-             "Storage size calculation overflowed with sizes=", format_dims(layout.sizes));
+  int64_t nbytes = storage_bytes(layout.storage_end(), dtype, layout.sizes);
   return Array{Storage::allocate(static_cast<size_t>(nbytes), device), std::move(layout), dtype};
 }
 
@@ -22,6 +29,11 @@ Array allocate(Layout layout, DType dtype, Device device) {
 Array empty(IntSpan sizes, DType dtype, Device device) {
   check_sizes(sizes);
   return allocate(Layout::contiguous(sizes), dtype, device);
+}
+
+void check_allocatable(IntSpan sizes, DType dtype, Device device) {
+  check_sizes(sizes);
+  check_allocation_size(static_cast<size_t>(storage_bytes(numel_of(sizes), dtype, sizes)), device);
 }
 
 Array empty_like(const Array& like, DType dtype, Device device) {

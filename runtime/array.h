@@ -42,6 +42,18 @@ enum class MemoryFormat : uint8_t { Contiguous, Preserve };
 
 // A new contiguous array with uninitialized contents.
 Array empty(IntSpan sizes, DType dtype, Device device);
+// Raises what empty(sizes, dtype, device) raises before it asks the device for memory: a negative
+// size, a byte count int64 cannot hold ("Storage size calculation overflowed", as PyTorch), more
+// bytes than any device has (out of memory). Lazy mode checks every op's result with it when the
+// op is recorded, so a size eager mode refuses fails at the same line there too.
+void check_allocatable(IntSpan sizes, DType dtype, Device device);
+// Whether check_allocatable(sizes, dtype, ...) passes (the check every lazy op makes, inline).
+inline bool allocatable(IntSpan sizes, DType dtype) noexcept {
+  int64_t bytes = static_cast<int64_t>(itemsize(dtype));
+  for (int64_t s : sizes)
+    if (s < 0 || __builtin_mul_overflow(bytes, s, &bytes)) return false;
+  return bytes <= (int64_t{1} << 60);  // runtime/allocator.h check_allocation_size
+}
 // A new array with like's sizes and strides from preserved_strides, uninitialized.
 Array empty_like(const Array& like, DType dtype, Device device);
 

@@ -19,6 +19,10 @@ std::span<const MetricField> metric_fields() noexcept {
       {"graph_capture_failures", &Metrics::graph_capture_failures},
       {"compile_seconds", &Metrics::compile_nanoseconds, 1e-9},
       {"nodes_recorded", &Metrics::nodes_recorded},
+      {"syncs", &Metrics::syncs},
+#define LOOM_SYNC_CAUSE_ROW(id, name) {"syncs_" #name, &Metrics::syncs_##name},
+      LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_ROW)
+#undef LOOM_SYNC_CAUSE_ROW
       {"arena_bytes", &Metrics::arena_bytes},
       {"arena_live_peak_bytes", &Metrics::arena_live_peak_bytes},
       {"plan_cache_evictions", &Metrics::plan_cache_evictions},
@@ -26,6 +30,17 @@ std::span<const MetricField> metric_fields() noexcept {
       {"plan_cache_bytes", &Metrics::plan_cache_bytes, 1.0, true},
   };
   return fields;
+}
+
+void count_sync(SyncCause cause) noexcept {
+  static constexpr std::atomic<int64_t> Metrics::*kByCause[] = {
+#define LOOM_SYNC_CAUSE_MEMBER(id, name) &Metrics::syncs_##name,
+      LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_MEMBER)
+#undef LOOM_SYNC_CAUSE_MEMBER
+  };
+  Metrics& m = metrics();
+  count(m.syncs);
+  count(m.*kByCause[static_cast<size_t>(cause)]);
 }
 
 void Metrics::reset() noexcept {

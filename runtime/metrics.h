@@ -10,6 +10,22 @@
 
 namespace loom {
 
+// Why a lazy sync ran: what asked for the values of pending tensors (lazy/sync.h SyncReason).
+// loom.metrics() counts syncs per cause as syncs_<name>, and all of them as syncs.
+#define LOOM_FOR_EACH_SYNC_CAUSE(X)                                                                 \
+  X(Explicit, explicit)        /* loom.sync(), loom.synchronize() */                               \
+  X(Item, item)                /* a Python number: item(), bool(), int(), float(), an index */     \
+  X(Repr, repr)                /* printing a tensor */                                             \
+  X(Host, host)                /* values leaving the device: tolist(), numpy(), buffers, DLPack, .to() */ \
+  X(DataDependentShape, data_dependent_shape) /* an op whose result's shape depends on values */   \
+  X(Other, other)              /* anything else: another thread's tensor, a write into read memory */
+
+enum class SyncCause : uint8_t {
+#define LOOM_SYNC_CAUSE_ENUM(id, name) id,
+  LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_ENUM)
+#undef LOOM_SYNC_CAUSE_ENUM
+};
+
 struct Metrics {
   std::atomic<int64_t> traces{0};                  // syncs that executed a non-empty trace
   std::atomic<int64_t> graph_cache_hits{0};        // traces whose executable graph was cached
@@ -21,6 +37,11 @@ struct Metrics {
   std::atomic<int64_t> graph_capture_failures{0};  // plans whose capture failed: they run without a graph
   std::atomic<int64_t> compile_nanoseconds{0};
   std::atomic<int64_t> nodes_recorded{0};          // lazy IR nodes created
+  // Lazy syncs that ran a trace (of pending tensors or writes), in all and by cause (SyncCause).
+  std::atomic<int64_t> syncs{0};
+#define LOOM_SYNC_CAUSE_FIELD(id, name) std::atomic<int64_t> syncs_##name{0};
+  LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_FIELD)
+#undef LOOM_SYNC_CAUSE_FIELD
   // Gauges of the memory plan of the graph run last (BENCH.md `memory`): the size of its
   // intermediate arena, and the most bytes of intermediates alive at any one step, the floor
   // any plan must reach.
@@ -54,5 +75,8 @@ Metrics& metrics() noexcept;
 inline void count(std::atomic<int64_t>& counter, int64_t n = 1) noexcept {
   counter.fetch_add(n, std::memory_order_relaxed);
 }
+
+// Counts one sync of `cause` (syncs and syncs_<cause>).
+void count_sync(SyncCause cause) noexcept;
 
 }  // namespace loom

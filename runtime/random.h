@@ -45,6 +45,49 @@ inline double random_normal(const Philox4x32& b) noexcept {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
 }
 
+// More random numbers for one element than its block holds, for samplers that loop (Poisson's):
+// draw j of element i is the Philox block of counter {j, 0, b2, b3} and key {b0, b1}, b being
+// element i's block, so every draw is a function of (seed, offset, i) alone, as the block is.
+inline Philox4x32 random_substream(const Philox4x32& b, uint64_t draw) noexcept {
+  Philox4x32 counter{{static_cast<uint32_t>(draw), static_cast<uint32_t>(draw >> 32), b.x[2], b.x[3]}};
+  return philox4x32_10(counter, b.x[0], b.x[1]);
+}
+
+// A Poisson sample of mean `rate` (finite, >= 0) from element block b, drawing from its
+// substreams: products of uniforms below 10 (Knuth), else Hormann's transformed rejection with
+// squeeze (PTRS, "The transformed rejection method for generating Poisson random variables",
+// 1993), as PyTorch and numpy sample. The CUDA kernel loom_poisson (graph/cuda_library_source.cpp)
+// repeats this function step for step: both must give every element the same value.
+inline double random_poisson(const Philox4x32& b, double rate) noexcept {
+  if (rate == 0) return 0;
+  uint64_t draw = 0;
+  if (rate < 10) {
+    // The number of uniforms whose running product stays above e^-rate.
+    double limit = std::exp(-rate), product = 1, count = 0;
+    for (;;) {
+      Philox4x32 d = random_substream(b, draw++);
+      for (int pair = 0; pair < 2; ++pair) {
+        product *= random_unit(random_u64(d, pair), 53);
+        if (product <= limit) return count;
+        count += 1;
+      }
+    }
+  }
+  double root = std::sqrt(rate), log_rate = std::log(rate);
+  double spread = 0.931 + 2.53 * root, shift = -0.059 + 0.02483 * spread;
+  double inv_alpha = 1.1239 + 1.1328 / (spread - 3.4), v_accept = 0.9277 - 3.6224 / (spread - 2);
+  for (;;) {
+    Philox4x32 d = random_substream(b, draw++);
+    double u = random_unit(random_u64(d, 0), 53) - 0.5, v = random_unit(random_u64(d, 1), 53);
+    double us = 0.5 - std::fabs(u);
+    double k = std::floor((2 * shift / us + spread) * u + rate + 0.43);
+    if (us >= 0.07 && v <= v_accept) return k;  // the squeeze: accepted without the density
+    if (k < 0 || (us < 0.013 && v > us)) continue;
+    double lhs = std::log(v) + std::log(inv_alpha) - std::log(shift / (us * us) + spread);
+    if (lhs <= -rate + k * log_rate - std::lgamma(k + 1)) return k;
+  }
+}
+
 // The default seed of a fresh process, PyTorch's, so unseeded runs start from the same state.
 inline constexpr uint64_t kDefaultSeed = 67280421310721ull;
 

@@ -7,6 +7,20 @@
 // Invariant: a RefCounted object is created with count 0 and is owned by Ref handles only; the
 // last Ref to let go deletes it through its static type, so types used with Ref are final or
 // have virtual destructors.
+//
+// Iterative release (DESIGN decision 14: graph depth is bounded by memory, never by the C stack).
+// IR nodes, autograd functions and tensors own one another in chains as long as a program's loop
+// (`for _ in range(10**6): x = x * w`). Releasing such a chain through nested destructors would
+// overflow the stack, so a type that can form one declares
+//     static constexpr bool kReleaseIteratively = true;
+// and its objects are deleted by delete_iteratively: deletions of such objects nest (a tensor's
+// node dies inside the tensor's destructor) up to a small depth on each thread; past it, an object
+// whose last reference goes is queued, and the outermost call deletes the queue in a loop. Any
+// chain through these types (node -> node, function -> edge -> function, tensor -> grad_fn ->
+// saved tensor -> ...) then takes constant stack, and the common release, a few objects deep,
+// costs no queueing. The rule for a
+// new owner type: if it can end up owning (transitively) another object of its own kind, either
+// own it through one of these types or declare the trait.
 #pragma once
 
 #include <atomic>
@@ -33,6 +47,13 @@ class RefCounted {
   mutable std::atomic<int32_t> refs_{0};
 };
 
+namespace detail {
+// Deletes `p` with `deleter` now, or, nested too deep in other such deletions on this thread,
+// queues it for the outermost call (see above). When the outermost call returns, every object it
+// queued is gone.
+void delete_iteratively(const RefCounted* p, void (*deleter)(const RefCounted*)) noexcept;
+}  // namespace detail
+
 template <typename T>
 class Ref {
  public:
@@ -53,7 +74,7 @@ class Ref {
   }
 
   void reset() noexcept {
-    if (p_ && p_->release()) delete p_;
+    if (p_ && p_->release()) destroy(p_);
     p_ = nullptr;
   }
   // Gives up ownership without releasing: the caller now holds one reference.
@@ -74,6 +95,12 @@ class Ref {
  private:
   template <typename U>
   friend class Ref;
+  static void destroy(T* p) noexcept {
+    if constexpr (requires { requires T::kReleaseIteratively; })
+      detail::delete_iteratively(p, [](const RefCounted* q) { delete static_cast<const T*>(q); });
+    else
+      delete p;
+  }
   T* p_ = nullptr;
 };
 

@@ -17,6 +17,8 @@ RNG = np.random.default_rng(7)
 
 F = lambda *shape: RNG.standard_normal(shape).astype(np.float32)  # noqa: E731
 I = lambda high, *shape: RNG.integers(0, high, shape).astype(np.int64)  # noqa: E731
+# Distinct integers below `high` along the last dim (rows of permutations).
+U = lambda high, rows, n: np.argsort(RNG.random((rows, high)), axis=1)[:, :n].astype(np.int64)  # noqa: E731
 
 def index_grad(x, i, v):
     """The gradient of x[i] (an accumulating IndexPut: repeated rows add up)."""
@@ -69,6 +71,16 @@ PROGRAMS = {
                                      loom.randint(0, 7, (6,), device=a.device)), F(4)),
     "softmax_layernorm": (lambda x, w, b: W.softmax_layer_norm(loom, x, w, b), F(6, 16), F(16), F(16)),
     "cross_entropy": (lambda x, y: loom.nn.functional.cross_entropy(x, y), F(8, 5), I(5, 8)),
+    # scatters by replacement (distinct targets: on a GPU any one duplicate wins) and by reduction,
+    # with and without x's values; an IndexPut with index_select's rule; bytes as another dtype
+    "scatter_replace": (lambda x, i, s: x.scatter(1, i, s), F(4, 6), U(6, 4, 3), F(4, 5)),
+    "scatter_reduce": (lambda x, i, s: (x.scatter_reduce(1, i, s, "prod"),
+                                        x.scatter_reduce(1, i, s, "amax", include_self=False),
+                                        x.double().scatter_reduce(0, i[:2] % 4, s[:2].double(), "amin"),
+                                        (x * 4).int().scatter_reduce(1, i, (s * 4).int(), "amax", include_self=False)),
+                       F(4, 6), I(6, 4, 3), F(4, 5)),
+    "index_add": (lambda x, i, s: x.index_add(0, i, s, alpha=2), F(6, 3), I(6, 8), F(8, 3)),
+    "view_dtype": (lambda x: ((x * 2).view(loom.int32) + 1, (x + 1).view(loom.float16)), F(3, 4)),
 }
 
 # Programs whose results depend on random numbers: equal on every backend (runtime/random.h).

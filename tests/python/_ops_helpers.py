@@ -308,3 +308,13 @@ class SubChecks:
     def finish(self):
         if self.failures:
             pytest.fail(f"{len(self.failures)} failing case(s):\n" + "\n".join(self.failures), pytrace=False)
+
+
+def results_by_name(out):
+    """A program's results {name: tensor or tuple of tensors} as {"name.i": numpy array}, to compare
+    runs of one program on several executors (a sync point: the arrays are read)."""
+    flat = {}
+    for name, value in out.items():
+        for i, t in enumerate(value if isinstance(value, tuple) else (value,)):
+            flat[f"{name}.{i}"] = t.numpy()
+    return flat

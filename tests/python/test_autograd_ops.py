@@ -299,6 +299,45 @@ case("log_softmax_dim0", lambda m, x: f("log_softmax")(m, x, dim=0), [N(2, 3, 4)
 case("cumsum", lambda m, x: x.cumsum(0), [N(3, 4)])
 case("cumsum_last", lambda m, x: m.cumsum(x, -1), [N(2, 3, 4)])
 case("cumsum_middle", lambda m, x: x.cumsum(dim=1), [N(2, 3, 4)])
+# scans, order statistics and NaN-aware reductions (lazy/statistics.h, lazy/sorting.h)
+case("cumprod", lambda m, x: x.cumprod(1), [U(0.5, 1.5, 3, 4) * np.sign(N(3, 4))])
+case("cumprod_dim0", lambda m, x: m.cumprod(x, 0), [N(3, 4)])
+# zeros: only the first zero of a line gets a gradient (the products past it are all 0)
+case("cumprod_with_zeros", lambda m, x: x.cumprod(1),
+     [np.array([[1.5, 0.0, 2.0, 0.0, 3.0], [0.5, 2.0, -1.0, 0.0, 2.0], [0.0, 0.0, 1.0, 2.0, 1.5]])],
+     layouts=("contiguous", "transposed"))
+case("logcumsumexp", lambda m, x: x.logcumsumexp(1), [N(3, 4, scale=3)])
+case("logcumsumexp_dim0", lambda m, x: m.logcumsumexp(x, 0), [N(3, 4)])
+case("cummax", lambda m, x: x.cummax(1).values, [distinct(3, 4)])
+case("cummin_dim0", lambda m, x: m.cummin(x, 0)[0], [distinct(3, 4)])
+case("sort", lambda m, x: x.sort(1, descending=True).values, [distinct(3, 4)])
+case("msort", lambda m, x: m.msort(x), [distinct(3, 4)])
+case("topk", lambda m, x: m.topk(x, 2).values, [distinct(3, 4)])
+case("kthvalue", lambda m, x: x.kthvalue(2, 0).values, [distinct(3, 4)])
+case("median", lambda m, x: x.median(), [distinct(3, 5)])
+case("median_dim", lambda m, x: x.median(1).values, [distinct(3, 5)])
+case("nanmedian_dim", lambda m, x, k: m.nanmedian(x.masked_fill(k, float("nan")), 1).values,
+     [distinct(3, 5), C([[True, False, False, False, True], [False] * 5, [True] * 4 + [False]])])
+# median() shares its gradient evenly among the elements equal to it (PyTorch's rule)
+case("median_ties", lambda m, x: x.median(), [np.array([[1.0, 2.0, 2.0], [2.0, 3.0, 0.0]])], gradcheck=False)
+case("mode_ties", lambda m, x: m.mode(x, 1).values, [np.array([[1.0, 2.0, 2.0, 3.0], [4.0, 4.0, 0.5, 0.5]])],
+     gradcheck=False, layouts=("contiguous", "transposed"))
+case("quantile", lambda m, x: m.quantile(x, 0.3, dim=1), [distinct(3, 5)])
+case("quantile_tensor_q",
+     lambda m, x: m.quantile(x, m.tensor([0.2, 0.9], dtype=m.float64, device=x.device), dim=0, keepdim=True),
+     [distinct(4, 3)])
+case("quantile_all_midpoint", lambda m, x: x.quantile(0.5, interpolation="midpoint"), [distinct(3, 4)])
+case("nanquantile", lambda m, x, k: m.nanquantile(x.masked_fill(k, float("nan")), 0.6, dim=1),
+     [distinct(3, 5), C([[True, False, False, False, True], [False] * 5, [True] * 4 + [False]])])
+case("nansum", lambda m, x, k: m.nansum(x.masked_fill(k, float("nan")), 1), [N(3, 4), C(N(3, 4) > 0.5)])
+case("nanmean", lambda m, x, k: x.masked_fill(k, float("nan")).nanmean((0, 1)), [N(3, 4), C(N(3, 4) > 0.5)])
+case("var_mean", lambda m, x: m.var_mean(x, 1), [N(3, 4)])
+case("std_mean", lambda m, x: m.std_mean(x, (0, 2), correction=0, keepdim=True), [N(2, 3, 4)])
+# torch 1.13 has no aminmax derivative; later versions' is amin's and amax's
+case("aminmax", lambda m, x: tuple(m.aminmax(x, dim=1)), [distinct(3, 4)],
+     torch_fn=lambda m, x: (x.amin(1), x.amax(1)))
+case("aminmax_all", lambda m, x: tuple(x.aminmax()), [distinct(3, 4)], torch_fn=lambda m, x: (x.amin(), x.amax()))
+case("logsumexp_all_dims", lambda m, x: m.logsumexp(x, (0, 1)), [N(3, 4)])
 
 # matrix products
 case("matmul", lambda m, a, b: a @ b, [N(3, 4), N(4, 2)], expand=True)
@@ -491,6 +530,97 @@ case("sdpa_bool_mask", lambda m, q, k, v, a: m.nn.functional.scaled_dot_product_
                                             [False, False, False, True]])],
      torch_fn=lambda m, q, k, v, a: _sdpa_reference(m, q, k, v, mask=a))
 
+# data movement (lazy/ops_movement.h)
+case("diagonal", lambda m, x: x.diagonal().exp(), [N(3, 4)])
+case("diagonal_offset_dims", lambda m, x: m.diagonal(x, -1, 2, 0) * 2, [N(3, 2, 4)])
+case("unfold_overlapping", lambda m, x: x.unfold(1, 3, 1).sin(), [N(2, 6)])
+case("unfold_disjoint", lambda m, x: x.unfold(0, 2, 3).exp(), [N(7, 2)])
+case("movedim", lambda m, x: m.movedim(x, (0, 1), (2, 0)).sin(), [N(2, 3, 4)])
+case("swapaxes", lambda m, x: m.swapaxes(x, 0, 2).exp() + x.swapdims(0, 2), [N(2, 3, 4)])
+case("diag_vector", lambda m, x: m.diag(x, 1), [N(3)])
+case("diag_matrix", lambda m, x: x.diag(-1) * 3, [N(3, 4)])
+case("diag_embed", lambda m, x: m.diag_embed(x, 1, 0, 2), [N(2, 3)])
+case("trace", lambda m, x: m.trace(x) * x, [N(3, 3)])
+case("roll", lambda m, x: m.roll(x, (1, -2), (0, 1)).sin(), [N(3, 4)])
+case("roll_flat", lambda m, x: x.roll(5), [N(3, 4)])
+case("rot90", lambda m, x: m.rot90(x, 3, (1, 0)).exp(), [N(3, 4)])
+case("fliplr_flipud", lambda m, x: m.fliplr(x) * m.flipud(x), [N(3, 3)])
+case("repeat_interleave", lambda m, x: x.repeat_interleave(2, dim=1).sin(), [N(2, 3)])
+case("repeat_interleave_tensor", lambda m, x, r: m.repeat_interleave(x, r, 0) * 2, [N(3, 2), C([2, 0, 3])])
+case("meshgrid", lambda m, x, y: m.meshgrid(x, y, indexing="xy"), [N(3), N(2)])
+case("cartesian_prod", lambda m, x, y: m.cartesian_prod(x, y).exp(), [N(3), N(2)])
+case("combinations", lambda m, x: m.combinations(x, 2, with_replacement=True).sin(), [N(4)])
+case("block_diag", lambda m, x, y: m.block_diag(x, y) * 2, [N(2, 3), N(2)])
+case("tensor_split", lambda m, x: m.tensor_split(x, [1, 3], 1), [N(2, 5)])
+case("stacks", lambda m, x, y: m.hstack([x, y]) + m.vstack([x, y]).sum() + m.dstack([x, y]).sum() +
+     m.column_stack([x, y]).sum(), [N(3), N(3)])
+case("atleast_3d", lambda m, x: m.atleast_3d(x).exp(), [N(2, 3)])
+# src larger than the index: only its elements at the index's positions get gradients (PyTorch 1.13
+# refuses that backward, so its reference slices src first)
+case("scatter_src", lambda m, x, i, s: x.scatter(1, i, s), [N(3, 5), C([[0, 3], [4, 1], [2, 0]]), N(3, 3)],
+     torch_fn=lambda m, x, i, s: x.scatter(1, i, s[:, :2]))
+case("scatter_value", lambda m, x, i: m.scatter(x, 0, i, 1.5) * x, [N(3, 4), C([[2, 0, 1, 1]])])
+# PyTorch has no derivative for scatter(reduce="add"); it equals scatter_add's
+case("scatter_reduce_add", lambda m, x, i, s: x.scatter(1, i, s, reduce="add"),
+     [N(3, 4), C([[0, 0], [3, 1], [2, 2]]), N(3, 3)], torch_fn=lambda m, x, i, s: x.scatter_add(1, i, s[:, :2]))
+case("scatter_add_src_larger_than_index", lambda m, x, i, s: x.scatter_add(0, i, s), [N(3, 4), C([[2, 0, 1]]), N(2, 4)],
+     torch_fn=lambda m, x, i, s: x.scatter_add(0, i, s[:1, :3]))
+for _reduce in ("sum", "mean", "amax", "amin", "prod"):
+    _x = distinct(3, 4) if _reduce in ("amax", "amin") else U(0.5, 1.5, 3, 4) * np.sign(N(3, 4))
+    _s = distinct(3, 3) + 0.05 if _reduce in ("amax", "amin") else U(0.5, 1.5, 3, 3)
+    for _self in (True, False):
+        case(f"scatter_reduce_{_reduce}{'' if _self else '_exclude_self'}",
+             lambda m, x, i, s, r=_reduce, inc=_self: x.scatter_reduce(1, i, s, r, include_self=inc),
+             [_x, C([[0, 0, 3], [1, 2, 1], [3, 3, 3]]), _s])
+case("scatter_reduce_amax_ties", lambda m, x, i, s: x.scatter_reduce(1, i, s, "amax"),
+     [np.array([[1.0, 2.0], [3.0, 0.5]]), C([[0, 0], [1, 1]]), np.array([[1.0, 1.0], [3.0, 3.0]])],
+     gradcheck=False, layouts=("contiguous",))
+case("scatter_reduce_prod_with_zeros", lambda m, x, i, s: x.scatter_reduce(1, i, s, "prod"),
+     [np.array([[1.5, 0.0, 2.0], [3.0, 4.0, -0.5]]), C([[0, 0, 1], [2, 2, 2]]),
+      np.array([[0.0, 2.0, 0.0], [0.0, 1.5, -2.0]])], gradcheck=False, layouts=("contiguous",))
+case("index_add", lambda m, x, i, s: x.index_add(0, i, s, alpha=1.5), [N(4, 3), C([3, 0, 3]), N(3, 3)])
+case("index_copy", lambda m, x, i, s: m.index_copy(x, 1, i, s), [N(3, 4), C([2, 0]), N(3, 2)])
+case("index_fill", lambda m, x, i: x.index_fill(1, i, -1.0) * x, [N(3, 4), C([1, 3])])
+case("take", lambda m, x, i: m.take(x, i), [N(3, 4), C([[0, 11], [5, 5]])])
+case("put", lambda m, x, i, s: x.put(i, s), [N(3, 4), C([1, 7]), N(2)])
+case("put_accumulate", lambda m, x, i, s: x.put(i, s, accumulate=True), [N(3, 4), C([1, 1, 7]), N(3)])
+case("index_put_accumulate", lambda m, x, i, v: x.index_put((i,), v, accumulate=True),
+     [N(4, 3), C([0, 2, 0]), N(3, 3)])
+case("masked_select", lambda m, x, k: m.masked_select(x, k) * 2, [N(3, 4), C(N(4) > 0)])
+case("index_nested_tuple", lambda m, x: x[((0, 2), (1, 3))] * x[((1,),)].sum(), [N(3, 4)])
+
+# linear algebra (lazy/ops_linalg.h)
+case("einsum_matmul", lambda m, a, b: m.einsum("ij,jk->ik", a, b), [N(3, 4), N(4, 2)])
+case("einsum_batch_broadcast", lambda m, a, b: m.einsum("...ij,...jk", a, b), [N(2, 3, 4), N(1, 4, 2)])
+case("einsum_trace_diagonal", lambda m, a: m.einsum("ii", a) * m.einsum("ii->i", a), [N(3, 3)])
+case("einsum_three", lambda m, a, b, c: m.einsum("bn,anm,bm->ba", a, b, c), [N(2, 3), N(4, 3, 2), N(2, 2)])
+case("einsum_outer_sum", lambda m, a, b: m.einsum("i,j->", a, b) + m.einsum("i,j", a, b).sum(), [N(3), N(2)])
+case("tensordot", lambda m, a, b: m.tensordot(a, b, ([1, 2], [1, 0])), [N(2, 3, 4), N(4, 3, 2)])
+case("kron", lambda m, a, b: m.kron(a, b), [N(2, 3), N(2, 2)])
+case("outer_inner", lambda m, a, b: m.outer(a, b).sum() + m.inner(a[:2], b), [N(3), N(2)])
+case("dot_mv", lambda m, a, b, v: m.dot(a, b) * m.mv(v, a), [N(3), N(3), N(2, 3)])
+case("addbmm", lambda m, i, a, b: m.addbmm(i, a, b, beta=0.5, alpha=2.0), [N(3, 2), N(2, 3, 4), N(2, 4, 2)])
+case("baddbmm", lambda m, i, a, b: m.baddbmm(i, a, b, alpha=-1.5), [N(3, 2), N(2, 3, 4), N(2, 4, 2)])
+case("addmv", lambda m, i, a, b: m.addmv(i, a, b, beta=2.0), [N(3), N(3, 4), N(4)])
+case("addr", lambda m, i, a, b: i.addr(a, b, alpha=0.5), [N(3, 2), N(3), N(2)])
+case("multi_dot", lambda m, a, b, c: m.linalg.multi_dot([a, b, c]), [N(3), N(3, 4), N(4, 2)])
+case("vector_norm_ords", lambda m, x: m.linalg.vector_norm(x, 3, 1) + m.linalg.vector_norm(x, 0.5, 1) +
+     m.linalg.vector_norm(x, -1, 1), [away(N(2, 4))])
+case("matrix_norm", lambda m, x: m.linalg.matrix_norm(x) + m.linalg.matrix_norm(x, 1) * 2 +
+     m.linalg.matrix_norm(x, float("inf")), [away(N(2, 3, 4))])
+case("linalg_norm", lambda m, x: m.linalg.norm(x, dim=(0, 2)), [N(2, 3, 4)])
+case("cdist_p2", lambda m, a, b: m.cdist(a, b), [N(4, 3), N(5, 3)])
+case("cdist_p2_products", lambda m, a, b: m.cdist(a, b, compute_mode="use_mm_for_euclid_dist"), [N(4, 3), N(5, 3)],
+     rtol=1e-7, atol=1e-8)
+case("cdist_p1_p3", lambda m, a, b: m.cdist(a, b, 1.0) + m.cdist(a, b, 3.0), [N(2, 4, 3), N(2, 5, 3)])
+case("cdist_zero_distance", lambda m, a, b: m.cdist(a, b) + m.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
+     [np.array([[1.0, 2.0], [0.0, 1.0]]), np.array([[1.0, 2.0], [3.0, 1.0]])], gradcheck=False,
+     layouts=("contiguous",))
+case("cosine_similarity", lambda m, a, b: f("cosine_similarity")(m, a, b), [N(3, 4), N(3, 4)])
+case("pairwise_distance", lambda m, a, b: f("pairwise_distance")(m, a, b, 3.0), [N(3, 4), N(4)])
+case("normalize", lambda m, a: m.nn.functional.normalize(a, dim=0), [N(3, 4)])
+case("vecdot", lambda m, a, b: m.linalg.vecdot(a, b), [N(3, 4), N(3, 4)])
+
 # composite expressions where one leaf reaches the output along several paths
 case("shared_leaf", lambda m, x: (x * x.exp()).sum(1) / x.norm(), [N(3, 4)])
 case("mlp", lambda m, x, w1, w2: (m.nn.functional.gelu(x @ w1) @ w2).log_softmax(-1),
@@ -648,7 +778,13 @@ def test_every_view_op_of_the_tensor_type_is_covered():
                "bce_with_logits", "sdpa", "matmul", "mm", "bmm", "addmm", "linear", "cumsum", "softmax",
                "log_softmax", "logsumexp", "norm", "var", "std", "amax", "amin", "max_dim", "min_dim", "prod",
                "mean", "sum", "lerp", "addcmul", "addcdiv", "clamp", "where", "maximum", "minimum", "pow",
-               "nan_to_num", "softplus", "gelu_tanh", "gelu", "silu", "remainder"]:
+               "nan_to_num", "softplus", "gelu_tanh", "gelu", "silu", "remainder",
+               # data movement and linear algebra (lazy/ops_movement.h, lazy/ops_linalg.h)
+               "diagonal", "unfold", "movedim", "swapaxes", "diag_embed", "trace", "roll", "rot90",
+               "repeat_interleave", "meshgrid", "block_diag", "tensor_split", "scatter_src", "scatter_reduce",
+               "index_add", "index_copy", "index_fill", "take", "put", "index_put", "masked_select", "einsum",
+               "tensordot", "kron", "addbmm", "baddbmm", "addmv", "addr", "multi_dot", "vector_norm",
+               "matrix_norm", "cdist", "cosine_similarity", "pairwise_distance", "normalize"]:
         assert op in names, op
 
 

@@ -218,7 +218,57 @@ def _cat_cands(env):
     return out
 
 
-OPS = [
+def _dim_cands(min_size=1, min_ndim=1):
+    """(i, dim) for tensors of at least min_ndim dims, along dims of at least min_size elements."""
+    def cands(env):
+        return [(i, d) for i, t in enumerate(env) if t.dim() >= min_ndim for d in range(t.dim())
+                if t.shape[d] >= min_size]
+    return cands
+
+
+def _scatter_run(m, env, p):
+    """x scattered along a dim into itself (2 * x) at positions computed from the shape, reduced by
+    one of scatter_reduce's reductions (with and without x's values) or replaced."""
+    (i, d), reduce, include_self = p
+    x = env[i]
+    index = (m.arange(x.numel(), device=x.device) * 7 % x.shape[d]).reshape(x.shape)
+    if reduce == "replace":
+        return x.scatter(d, index, x * 2)
+    src = m.tanh(x) + 1 if reduce == "prod" and _is_float(x) else x * 2
+    return x.scatter_reduce(d, index, src, reduce, include_self=include_self)
+
+
+def _with(cands, *choices):
+    """Each candidate of cands with each combination of the extra choices."""
+    import itertools
+    return lambda env: [(c, *rest) for c in cands(env) for rest in itertools.product(*choices)]
+
+
+# The data-movement and linear-algebra families (lazy/ops_movement.h, lazy/ops_linalg.h).
+DATA_OPS = [
+    _unary("roll", lambda m, x: m.roll(x, 2)),
+    ("roll_dim", _dim_cands(), lambda m, env, p: env[p[0]].roll(-1, p[1])),
+    ("diagonal", _with(_dim_cands(min_ndim=2), (-1, 0, 1)),
+     lambda m, env, p: env[p[0][0]].diagonal(p[1], p[0][1], (p[0][1] + 1) % env[p[0][0]].dim())),
+    ("unfold", _dim_cands(min_size=2), lambda m, env, p: env[p[0]].unfold(p[1], 2, 1)),
+    ("rot90", _dim_cands(min_ndim=2), lambda m, env, p: m.rot90(env[p[0]], 1, (p[1], (p[1] + 1) % env[p[0]].dim()))),
+    ("movedim", _dim_cands(), lambda m, env, p: m.movedim(env[p[0]], p[1], -1)),
+    ("repeat_interleave", _dim_cands(), lambda m, env, p: env[p[0]].repeat_interleave(2, dim=p[1])),
+    ("diag_embed", lambda env: [(i,) for i, t in enumerate(env) if 1 <= t.dim() <= 2],
+     lambda m, env, p: m.diag_embed(env[p[0]], 1)),
+    ("scatter", _with(_dim_cands(), ("replace", "sum", "prod", "mean", "amax", "amin"), (True, False)), _scatter_run),
+    ("index_add", _dim_cands(),
+     lambda m, env, p: env[p[0]].index_add(p[1], m.arange(env[p[0]].shape[p[1]], device=env[p[0]].device).flip(0),
+                                           env[p[0]], alpha=2)),
+    ("masked_select", lambda env: [(i,) for i in range(len(env))],
+     lambda m, env, p: m.masked_select(env[p[0]], env[p[0]] > 0)),
+    ("einsum", lambda env: [(i, j) for i, j, t in _matmul_cands(env) if not t and env[i].dim() >= 2 and env[j].dim() >= 2],
+     lambda m, env, p: m.einsum("...ij,...jk->...ik", env[p[0]], env[p[1]])),
+    ("einsum_trace", lambda env: [(i,) for i, t in enumerate(env) if t.dim() == 2 and t.shape[0] == t.shape[1]],
+     lambda m, env, p: m.einsum("ii->", env[p[0]])),
+]
+
+OPS = DATA_OPS + [
     _unary("neg", lambda m, x: -x),
     _unary("abs", lambda m, x: m.abs(x)),
     _unary("tanh", lambda m, x: m.tanh(x), floats_only=True),
@@ -274,6 +324,14 @@ OPS = [
     _along_dim("softmax", lambda m, x, d, k: m.softmax(x, d) if k else m.log_softmax(x, d), floats_only=True,
                needs_nonempty=True),
     _along_dim("cumsum", lambda m, x, d, k: m.cumsum(x, d), keepdim_choices=(False,)),
+    # scans, order statistics and NaN-aware reductions (lazy/statistics.h, lazy/sorting.h)
+    _along_dim("cumprod", lambda m, x, d, k: m.cumprod(m.tanh(x), d), floats_only=True, keepdim_choices=(False,)),
+    _along_dim("logcumsumexp", lambda m, x, d, k: m.logcumsumexp(x, d), floats_only=True, keepdim_choices=(False,)),
+    _along_dim("cummax", lambda m, x, d, k: m.cummax(x, d).values if k else m.cummin(x, d).values),
+    _along_dim("sort", lambda m, x, d, k: m.sort(x, d, descending=k).values),
+    _along_dim("median", lambda m, x, d, k: m.median(x, d, keepdim=k).values, needs_nonempty=True),
+    _along_dim("nansum", lambda m, x, d, k: m.nansum(x, d, keepdim=k)),
+    _along_dim("aminmax", lambda m, x, d, k: m.aminmax(x, dim=d, keepdim=k).max, needs_nonempty=True),
     ("view", _view_cands, _view_run),
     ("view2", _view_cands, _view_run),  # views twice as often: chains of them
     ("matmul", _matmul_cands, _matmul_run),

@@ -43,15 +43,15 @@ def relu_(input):
 
 
 def relu6(input, inplace=False):
-    return input.relu6_() if inplace else _C.relu6(input)
+    return _C.relu6_(input) if inplace else _C.relu6(input)
 
 
 def elu(input, alpha=1.0, inplace=False):
-    return input.elu_(alpha) if inplace else _C.elu(input, alpha)
+    return _C.elu_(input, alpha) if inplace else _C.elu(input, alpha)
 
 
 def elu_(input, alpha=1.0):
-    return input.elu_(alpha)
+    return _C.elu_(input, alpha)
 
 
 def celu(input, alpha=1.0, inplace=False):
@@ -63,27 +63,27 @@ def selu(input, inplace=False):
 
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return input.leaky_relu_(negative_slope) if inplace else _C.leaky_relu(input, negative_slope)
+    return _C.leaky_relu_(input, negative_slope) if inplace else _C.leaky_relu(input, negative_slope)
 
 
 def leaky_relu_(input, negative_slope=0.01):
-    return input.leaky_relu_(negative_slope)
+    return _C.leaky_relu_(input, negative_slope)
 
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return input.hardtanh_(min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
+    return _C.hardtanh_(input, min_val, max_val) if inplace else _C.hardtanh(input, min_val, max_val)
 
 
 def hardtanh_(input, min_val=-1.0, max_val=1.0):
-    return input.hardtanh_(min_val, max_val)
+    return _C.hardtanh_(input, min_val, max_val)
 
 
 def hardsigmoid(input, inplace=False):
-    return input.hardsigmoid_() if inplace else _C.hardsigmoid(input)
+    return _C.hardsigmoid_(input) if inplace else _C.hardsigmoid(input)
 
 
 def hardswish(input, inplace=False):
-    return input.hardswish_() if inplace else _C.hardswish(input)
+    return _C.hardswish_(input) if inplace else _C.hardswish(input)
 
 
 def silu(input, inplace=False):
@@ -91,7 +91,7 @@ def silu(input, inplace=False):
 
 
 def mish(input, inplace=False):
-    return input.mish_() if inplace else _C.mish(input)
+    return _C.mish_(input) if inplace else _C.mish(input)
 
 
 def threshold(input, threshold, value, inplace=False):
@@ -717,3 +717,18 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if not batched:
         return out.squeeze(1), weights.squeeze(0)
     return out, weights
+
+
+# ---- distances and normalization ----
+
+cosine_similarity = _C.cosine_similarity
+pairwise_distance = _C.pairwise_distance
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input divided by its p-norm along dim, the norm at least eps."""
+    if out is not None:
+        raise NotImplementedError("loom's normalize has no out= argument")
+    denom = loom.linalg.vector_norm(input, p, dim, keepdim=True).clamp(min=eps)
+    return input / denom.expand_as(input)
+

@@ -8,6 +8,7 @@ from loom.nn.modules.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, 
 from loom.nn.modules.attention import MultiheadAttention
 from loom.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from loom.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from loom.nn.modules.distance import CosineSimilarity, PairwiseDistance
 from loom.nn.modules.dropout import Dropout
 from loom.nn.modules.flatten import Flatten, Unflatten
 from loom.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -25,6 +26,7 @@ __all__ = [
     "Unflatten", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "RNNBase", "RNN",
     "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention", "Transformer",
     "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
+    "CosineSimilarity", "PairwiseDistance",
 ]
 __all__ += ["ELU", "CELU", "SELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
             "LogSigmoid", "Mish", "PReLU", "ReLU6", "RReLU", "Softmax2d", "Softmin", "Softplus", "Softshrink",

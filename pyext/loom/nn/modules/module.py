@@ -2,8 +2,6 @@
 traversal, state dicts, modes, dtype and device conversion, forward hooks, with PyTorch's
 semantics."""
 
-import copy
-import itertools
 from collections import OrderedDict, namedtuple
 from collections.abc import Mapping
 
@@ -488,25 +486,6 @@ class Module:
     def type(self, dst_type):
         """Casts floating parameters and buffers to `dst_type` (a dtype)."""
         return self._convert(lambda t: t.to(dst_type))
-
-    def __deepcopy__(self, memo):
-        """A module with copies of its parameters and buffers (and of everything else, as
-        copy.deepcopy): parameters stay Parameters with their requires_grad; a tensor reachable
-        from several places is copied once."""
-        for t in itertools.chain(self._parameters.values(), self._buffers.values()):
-            if t is not None and id(t) not in memo:
-                if isinstance(t, Parameter):
-                    t.__deepcopy__(memo)
-                else:
-                    clone = t.detach().clone()
-                    clone.requires_grad_(t.requires_grad)
-                    memo[id(t)] = clone
-        cls = type(self)
-        new = cls.__new__(cls)
-        memo[id(self)] = new
-        for key, value in self.__dict__.items():
-            object.__setattr__(new, key, copy.deepcopy(value, memo))
-        return new
 
     # ---- printing ----
 

@@ -26,7 +26,6 @@ from loom.utils.data._utils.random import draw_seed
 from loom.utils.data.dataset import IterableDataset
 from loom.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
 
-_worker.register_tensor_pickling()
 
 _STATUS_CHECK_INTERVAL = 5.0  # seconds between checks that the workers are still alive
 

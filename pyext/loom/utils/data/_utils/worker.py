@@ -6,12 +6,10 @@ ExceptionWrapper and is raised in the main process with the worker's traceback. 
 index queue ends the worker; a ResumeIteration restarts an iterable dataset's stream for the
 next epoch of persistent workers.
 
-Tensors cross the process boundary by pickling: loom tensors are registered with
-multiprocessing's ForkingPickler as their values (a numpy array and the dtype), so a batch
-arrives as new CPU tensors in the main process.
+Tensors cross the process boundary by pickling (Tensor.__reduce_ex__, loom/_tensor.py: by
+value), so a batch arrives as new tensors in the main process.
 """
 
-import multiprocessing.reduction
 import queue
 import random
 import sys
@@ -22,31 +20,6 @@ import numpy as np
 
 import loom
 from loom.utils.data._utils.fetch import make_fetcher
-
-
-# ---- moving tensors between processes ----
-
-def _rebuild_tensor(values, dtype_name, requires_grad):
-    t = loom.from_numpy(values) if dtype_name != "bfloat16" else loom.from_numpy(values).to(loom.bfloat16)
-    return t.requires_grad_() if requires_grad else t
-
-
-def _reduce_tensor(t):
-    """A tensor as (its values as numpy, its dtype, requires_grad); bfloat16 travels as float32,
-    which holds it exactly."""
-    dtype_name = repr(t.dtype).split(".", 1)[1]
-    source = t.detach()
-    if dtype_name == "bfloat16":
-        source = source.float()
-    return _rebuild_tensor, (np.array(source.cpu().numpy(), copy=True), dtype_name, t.requires_grad)
-
-
-def register_tensor_pickling():
-    """Lets multiprocessing queues (and spawned workers' arguments) carry loom tensors."""
-    from loom.nn.parameter import Parameter
-
-    multiprocessing.reduction.ForkingPickler.register(loom.Tensor, _reduce_tensor)
-    multiprocessing.reduction.ForkingPickler.register(Parameter, _reduce_tensor)
 
 
 # ---- what a worker knows about itself ----

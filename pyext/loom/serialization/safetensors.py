@@ -1,4 +1,4 @@
-"""loom.save / loom.load: state dicts in the safetensors layout, which loading never executes.
+"""The safetensors format: loom.save(obj, f, format="safetensors") and loom.load of such files.
 
 File layout (https://huggingface.co/docs/safetensors): an 8-byte little-endian header length N,
 N bytes of JSON header (a JSON object, padded with spaces), then the tensors' bytes. The header
@@ -12,31 +12,30 @@ names in the header. Those names are only labels, never parsed: a tensor's name 
 path ("opt.state.0.m"), and where two paths spell the same name ({"a.b": t1, "a": {"b": t2}},
 {7: t1, "7": t2}) or a path spells "__metadata__", the later tensor gets the first free name of
 the form "<path>#<n>". So every structure loads back exactly. A flat dict of tensors keyed by
-strings is stored under its own keys: a plain safetensors file that other libraries read.
+strings is stored under its own keys: a plain safetensors file that other libraries read. Each
+tensor is stored by value (contiguous, requires_grad dropped; tensors sharing a storage are
+stored apart).
 
 Loading reads only JSON and raw little-endian numbers: nothing in the file is executed or
-unpickled (a torch.save file or a pickle is rejected, not opened). The whole layout is
-validated: the header length within the file, a JSON object header without duplicate names,
-known dtypes, non-negative integer shapes and offsets, each tensor's byte range holding exactly
-its shape's bytes, and the ranges tiling the data (no gaps, no overlaps, nothing after the last
-tensor), boolean bytes 0 or 1, and a loom structure that is well formed and refers to exactly the
-file's tensors. The header is checked against the file's length before any tensor is allocated,
-and each tensor's bytes are then read straight into it, so a hostile header costs no more than
-its own length and loading peaks at about the size of the file, not twice it. A file that fails any check raises InvalidFileError (a ValueError), whose message
-names the file and what is wrong with it; only errors of reading the file itself (OSError) pass
-through.
+unpickled. The whole layout is validated: the header length within the file, a JSON object
+header without duplicate names, known dtypes, non-negative integer shapes and offsets, each
+tensor's byte range holding exactly its shape's bytes, and the ranges tiling the data (no gaps,
+no overlaps, nothing after the last tensor), boolean bytes 0 or 1, and a loom structure that is
+well formed and refers to exactly the file's tensors. The header is checked against the file's
+length before any tensor is allocated, and each tensor's bytes are then read straight into it,
+so a hostile header costs no more than its own length and loading peaks at about the size of
+the file, not twice it.
 """
 
-import io
 import json
 import math
-import os
 import struct
 import sys
 
 import numpy as np
 
 import loom
+from loom.serialization.errors import InvalidFileError
 
 _CODES = {loom.bool: "BOOL", loom.uint8: "U8", loom.int8: "I8", loom.int16: "I16", loom.int32: "I32",
           loom.int64: "I64", loom.float16: "F16", loom.bfloat16: "BF16", loom.float32: "F32", loom.float64: "F64"}
@@ -47,10 +46,6 @@ _NUMPY = {"BOOL": np.dtype(np.bool_), "U8": np.dtype("<u1"), "I8": np.dtype("i1"
 _METADATA = "__metadata__"
 _MAX_HEADER = 100_000_000  # as the safetensors library: a larger header is not a real file
 _MAX_DIMS = 64  # as PyTorch, and the most a buffer export (numpy) of a loom tensor has
-
-
-class InvalidFileError(ValueError):
-    """loom.load was given bytes that are not a valid loom / safetensors file."""
 
 
 # ---- save ----
@@ -98,8 +93,8 @@ def _name_tensors(refs):
 
 
 def save(obj, f):
-    """Writes obj (a state dict, or nested dicts/lists of tensors and plain values) to a path or
-    binary file."""
+    """Writes obj (a state dict, or nested dicts/lists/tuples of tensors, numbers, strings and
+    None) to a path or binary file in the safetensors format."""
     refs = []
     structure = _flatten(obj, "", refs)
     header, chunks, offset = {}, [], 0
@@ -130,73 +125,18 @@ def _bytes(t):
 
 # ---- load ----
 
-def load(f, map_location=None):
-    """Reads what loom.save wrote (or any safetensors file of loom's dtypes). Nothing in the file
-    is executed; a malformed file raises InvalidFileError naming the file and the problem.
+def load(source, error, restore):
+    """What loom.save(..., format="safetensors") wrote, or any safetensors file of loom's dtypes,
+    from a Source (source.py); `restore(tensor, location)` places each tensor (map_location).
 
     The header is read and checked against the file's length before any tensor is made; then
     each tensor's bytes are read straight into its memory, so loading takes about the memory of
-    the tensors (a stream that cannot seek, such as a pipe, is read whole first)."""
-    if hasattr(f, "read"):
-        source = getattr(f, "name", None)
-        source = repr(source) if isinstance(source, str) else "<file object>"
-        tensors, meta = _read(_Source(f), _Errors(source))
-    else:
-        source = repr(os.fspath(f))
-        with open(f, "rb") as file:
-            tensors, meta = _read(_Source(file), _Errors(source))
-    if map_location is not None:
-        tensors = {k: t.to(map_location) for k, t in tensors.items()}
+    the tensors."""
+    tensors, meta = _read(source, error)
+    tensors = {k: restore(t, "cpu") for k, t in tensors.items()}
     if "loom" in meta:
-        return _Structure(tensors, _Errors(source)).build(meta["loom"])
+        return _Structure(tensors, error).build(meta["loom"])
     return tensors
-
-
-class _Errors:
-    def __init__(self, source):
-        self.source = source
-
-    def __call__(self, what):
-        return InvalidFileError(f"{self.source} is not a valid loom / safetensors file: {what}")
-
-
-class _Source:
-    """A binary file read front to back, with its length (from its position on) known before
-    anything else is read."""
-
-    def __init__(self, f):
-        self.f = f
-        seekable = getattr(f, "seekable", None)
-        if seekable is not None and seekable():
-            start = f.tell()
-            self.size = f.seek(0, os.SEEK_END) - start
-            f.seek(start)
-        else:  # a pipe or a socket: its length is known only once it is read
-            data = self.read(None)
-            self.size = len(data)
-            self.f = io.BytesIO(data)
-
-    def read(self, n):
-        data = self.f.read() if n is None else self.f.read(n)
-        if not isinstance(data, (bytes, bytearray, memoryview)):
-            raise TypeError(f"loom.load needs a binary file, but read() returned {type(data).__name__}")
-        return bytes(data)
-
-    def read_into(self, view):
-        """Fills a writable byte memoryview; False if the file ends first."""
-        readinto = getattr(self.f, "readinto", None)
-        done = 0
-        while done < len(view):
-            if readinto is not None:
-                n = readinto(view[done:])
-            else:
-                chunk = self.read(min(len(view) - done, 1 << 24))
-                n = len(chunk)
-                view[done:done + n] = chunk
-            if not n:
-                return False
-            done += n
-        return True
 
 
 def _is_int(x):
@@ -226,10 +166,9 @@ def _read(source, error):
         raise error(f"the header length {n} is larger than the {_MAX_HEADER} bytes a header may have")
     if n > size - 8:
         hint = ""
-        if head[:4] == b"PK\x03\x04":
-            hint = " (it is a zip archive, as torch.save writes: loom.load reads safetensors files only)"
-        elif head[:1] == b"\x80":
-            hint = " (it looks like a pickle, which loom.load never reads)"
+        if head[:1] == b"\x80":
+            hint = (" (it looks like a pickle, but not a PyTorch checkpoint: loom.load reads pickles only inside "
+                    "PyTorch's formats)")
         raise error(f"the header length {n} runs past the end of the file ({size} bytes){hint}")
     text = source.read(n)
     if len(text) != n:

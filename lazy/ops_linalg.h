@@ -1,0 +1,57 @@
+// The linear-algebra family of the op library (PyTorch's names and semantics): einsum and the
+// products and norms built on matrix products and reductions.
+//
+// Every op here is a composite: contractions become permutes, views and MatMul (OpenBLAS on the
+// CPU, cuBLAS on a GPU), the rest elementwise ops and reductions that fuse; so both modes and
+// autograd come with them.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "lazy/ops.h"
+
+namespace loom::ops {
+
+// Einstein summation over `operands` (lazy/einsum.cpp): any equation PyTorch accepts (ellipsis,
+// implicit output, labels repeated within an operand for diagonals and traces, size-1 dims
+// broadcast). Operands contract pairwise, greedily picking the pair whose result is smallest.
+Tensor einsum(std::string_view equation, const std::vector<Tensor>& operands);
+
+// tensordot: a's dims `dims_a` contracted with b's `dims_b`, in order.
+Tensor tensordot(const Tensor& a, const Tensor& b, IntSpan dims_a, IntSpan dims_b);
+// tensordot(a, b, dims=n): a's last n dims with b's first n.
+Tensor tensordot(const Tensor& a, const Tensor& b, int64_t n);
+Tensor kron(const Tensor& a, const Tensor& b);
+Tensor outer(const Tensor& a, const Tensor& b);
+Tensor inner(const Tensor& a, const Tensor& b);
+Tensor dot(const Tensor& a, const Tensor& b, const char* name = "dot");
+Tensor mv(const Tensor& m, const Tensor& v);
+// beta * input + alpha * (the product), as PyTorch's add* products: with beta 0 input is ignored
+// (its NaNs do not propagate). addmm is declared in lazy/ops.h.
+Tensor addbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha);
+Tensor baddbmm(const Tensor& input, const Tensor& b1, const Tensor& b2, Scalar beta, Scalar alpha);
+Tensor addmv(const Tensor& input, const Tensor& m, const Tensor& v, Scalar beta, Scalar alpha);
+Tensor addr(const Tensor& input, const Tensor& v1, const Tensor& v2, Scalar beta, Scalar alpha);
+// The product of the matrices in the cheapest order (dynamic programming over the chain); the
+// first and the last may be vectors (linalg.multi_dot). `name` words the errors.
+Tensor multi_dot(const std::vector<Tensor>& xs, const char* name = "multi_dot");
+
+// linalg.vector_norm: ord any number (inf, -inf, 0 included).
+Tensor vector_norm(const Tensor& x, double ord, const DimList& dims, bool keepdim, std::optional<DType> dtype);
+// linalg.matrix_norm over the two dims: ord "fro", or 1, -1, inf, -inf as a number. "nuc", 2 and
+// -2 need singular values, which loom does not compute: NotImplementedError.
+Tensor matrix_norm(const Tensor& x, std::string_view ord, double number_ord, IntSpan dims, bool keepdim,
+                   std::optional<DType> dtype);
+// cdist: distances between the rows of x1 [..., P, M] and of x2 [..., R, M]: [..., P, R].
+// compute_mode: 0 = use matrix products for p = 2 when P or R > 25, 1 = always, 2 = never.
+Tensor cdist(const Tensor& x1, const Tensor& x2, double p, int64_t compute_mode);
+// cosine_similarity: the dot product of x1 and x2 (broadcast) along dim over the product of their
+// 2-norms, each at least eps.
+Tensor cosine_similarity(const Tensor& x1, const Tensor& x2, int64_t dim = 1, double eps = 1e-8);
+// pairwise_distance: the p-norm of x1 - x2 + eps over the last dim.
+Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, double eps = 1e-6, bool keepdim = false);
+// linalg.vecdot: sum(x * y) over dim (real dtypes: no conjugate).
+Tensor vecdot(const Tensor& x, const Tensor& y, int64_t dim);
+
+}  // namespace loom::ops

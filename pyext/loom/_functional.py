@@ -1,0 +1,78 @@
+"""The functions PyTorch writes in Python (torch.functional) because they take their tensors as
+varargs or their arguments in several shapes: each normalizes its arguments and calls one row of
+the op table (loom._C), which does the work."""
+
+from loom import _C
+
+
+def _tensors(name, tensors):
+    """f(a, b, c) or f([a, b, c]): the tensors as a list."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        return list(tensors[0])
+    return list(tensors)
+
+
+def meshgrid(*tensors, indexing=None):
+    """Grids of the 1-d inputs' values; indexing "ij" (the default) or "xy" (the first two
+    outputs' dims swapped)."""
+    if indexing is None:
+        return _C.meshgrid(_tensors("meshgrid", tensors))
+    return _C.meshgrid(_tensors("meshgrid", tensors), indexing=indexing)
+
+
+def cartesian_prod(*tensors):
+    return _C.cartesian_prod(_tensors("cartesian_prod", tensors))
+
+
+def block_diag(*tensors):
+    return _C.block_diag(_tensors("block_diag", tensors))
+
+
+def _atleast(row, tensors):
+    if len(tensors) == 1 and not isinstance(tensors[0], (list, tuple)):
+        return row(tensors[0])
+    return tuple(row(t) for t in _tensors(row.__name__, tensors))
+
+
+def atleast_1d(*tensors):
+    return _atleast(_C.atleast_1d, tensors)
+
+
+def atleast_2d(*tensors):
+    return _atleast(_C.atleast_2d, tensors)
+
+
+def atleast_3d(*tensors):
+    return _atleast(_C.atleast_3d, tensors)
+
+
+def einsum(equation, *operands):
+    """Einstein summation: any equation PyTorch accepts (ellipsis, implicit output, repeated
+    labels for diagonals), lowered to views, sums and matrix products; three or more operands
+    contract pairwise, the pair with the smallest result first."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = operands[0]
+    if not operands:
+        raise ValueError("einsum(): must specify the equation string and at least one operand, or at least one "
+                         "operand and its subscripts list")
+    return _C.einsum(equation, list(operands))
+
+
+def tensordot(a, b, dims=2, out=None):
+    """a's last `dims` dims contracted with b's first, or the dims listed in a pair of lists."""
+    if out is not None:
+        raise NotImplementedError("loom's tensordot has no out= argument")
+    if isinstance(dims, _C.Tensor):
+        dims = dims.tolist()
+    if isinstance(dims, int):
+        if dims < 0:
+            raise RuntimeError(f"tensordot expects dims >= 0, but got dims={dims}")
+        return _C.tensordot(a, b, list(range(-dims, 0)), list(range(dims)))
+    if isinstance(dims, (list, tuple)) and len(dims) == 2:
+        return _C.tensordot(a, b, dims[0], dims[1])
+    raise RuntimeError(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}")
+
+
+def chain_matmul(*matrices):
+    """The product of the matrices, in the cheapest order (as linalg.multi_dot)."""
+    return _C.chain_matmul(_tensors("chain_matmul", matrices))

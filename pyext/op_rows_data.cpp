@@ -1,0 +1,223 @@
+// The data-movement family as Python: the op table's rows (pyext/op_table.h) of lazy/ops_movement.h
+// with PyTorch's names, signatures and defaults. The varargs forms PyTorch writes in Python
+// (meshgrid(*tensors), atleast_1d(*tensors), block_diag, cartesian_prod) wrap these rows in
+// pyext/loom/_functional.py.
+#include "lazy/ops_movement.h"
+#include "pyext/objects.h"
+#include "pyext/op_table.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+
+// indexing.cpp: x with x[indices] = values (or += with accumulate), indices read as a Python
+// index (a tuple of tensors, None, slices ...), as Tensor.index_put reads its list.
+Tensor index_put_python(const Tensor& x, PyObject* indices, const Tensor& values, bool accumulate);
+
+namespace {
+
+constexpr unsigned kBoth = kFunction | kMethod;
+constexpr unsigned kAll = kFunction | kMethod | kInplace;
+
+Result tensor_split(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  if (p.index == 0) return ops::tensor_split(x, p.int64(1), p.int64(2));
+  if (p.index == 1) return ops::tensor_split_at(x, p.int_list(1), p.int64(2));
+  // A tensor of sections (0-d) or of indices (1-d), as PyTorch reads it: its values on the host.
+  Tensor t = p.tensor(1);
+  LOOM_CHECK(t->dtype() == DType::Int64, Runtime, "tensor_split expected tensor_indices_or_sections to have dtype of "
+             "long, but got ", dtype_info(t->dtype()).scalar_type_name);
+  LOOM_CHECK(t->ndim() <= 1, Runtime, "tensor_split expected tensor_indices_or_sections to be a zero-dimensional or "
+             "one-dimensional tensor, but got a tensor with ", t->ndim(), " dims");
+  Array values = copy_to(ops::values_for_shape(t, "tensor_split"), DType::Int64, kCPU);
+  const auto* v = static_cast<const int64_t*>(values.data());
+  if (t->ndim() == 0) return ops::tensor_split(x, v[0], p.int64(2));
+  return ops::tensor_split_at(x, Dims(v, v + values.numel()), p.int64(2));
+}
+
+// hsplit / vsplit / dsplit: (sections) or (indices).
+template <int which>
+Result directional_split(const Parsed& p) {
+  static constexpr const char* names[] = {"hsplit", "vsplit", "dsplit"};
+  Tensor x = p.tensor(0);
+  int64_t min_dims = which == 0 ? 1 : which + 1;
+  int64_t dim = which == 0 ? (x->ndim() == 1 ? 0 : 1) : which == 1 ? 0 : 2;
+  Dims indices = p.index == 1 ? p.int_list(1) : Dims{};
+  std::optional<int64_t> sections = p.index == 0 ? std::optional<int64_t>(p.int64(1)) : std::nullopt;
+  return ops::directional_split(x, names[which], min_dims, dim, sections, indices);
+}
+
+Result repeat_interleave(const Parsed& p) {
+  std::optional<int64_t> dim = p.index < 2 ? p.optional_int64(2) : std::nullopt;
+  if (p.index == 0) return ops::repeat_interleave(p.tensor(0), p.tensor(1), dim, p.optional_int64(3));
+  if (p.index == 1) return ops::repeat_interleave(p.tensor(0), p.int64(1), dim, p.optional_int64(3));
+  return ops::repeat_interleave(p.tensor(0), p.optional_int64(1));
+}
+
+Result scatter(const Parsed& p) {
+  Arg src = p.index == 0 ? Arg(p.tensor(3)) : Arg(p.scalar(3));
+  return ops::scatter(p.tensor(0), p.int64(1), p.tensor(2), src, p.has(4) ? p.string(4) : "");
+}
+
+Result nonzero(const Parsed& p) {
+  if (p.signature->params().size() > 1 && p.boolean(1)) return ops::nonzero_tuple(p.tensor(0));
+  return ops::nonzero(p.tensor(0));
+}
+
+// Tensor.type(): PyTorch's legacy type names.
+const char* legacy_type_name(DType d) {
+  switch (d) {
+    case DType::Bool: return "BoolTensor";
+    case DType::UInt8: return "ByteTensor";
+    case DType::Int8: return "CharTensor";
+    case DType::Int16: return "ShortTensor";
+    case DType::Int32: return "IntTensor";
+    case DType::Int64: return "LongTensor";
+    case DType::Float16: return "HalfTensor";
+    case DType::BFloat16: return "BFloat16Tensor";
+    case DType::Float32: return "FloatTensor";
+    case DType::Float64: return "DoubleTensor";
+  }
+  return "Tensor";
+}
+
+// type(): "torch.FloatTensor" (torch.cuda.FloatTensor on a GPU); type(dtype or such a name):
+// this tensor converted, itself when nothing changes.
+Result tensor_type(const Parsed& p) {
+  const TensorImpl& self = impl_of(p.self);
+  if (!p.has(1)) {
+    std::string name = std::string(self.device().is_cuda() ? "torch.cuda." : "torch.") + legacy_type_name(self.dtype());
+    return check(PyUnicode_FromString(name.c_str()));
+  }
+  PyObject* arg = p.object(1);
+  DType dtype = self.dtype();
+  Device device = self.device();
+  if (PyUnicode_Check(arg)) {
+    std::string name = p.string(1);
+    bool cuda = name.rfind("torch.cuda.", 0) == 0;
+    std::string base = cuda ? name.substr(11) : name.rfind("torch.", 0) == 0 ? name.substr(6) : "";
+    bool found = false;
+    for (int d = 0; d < kNumDTypes && !found; ++d)
+      if (base == legacy_type_name(static_cast<DType>(d))) {
+        dtype = static_cast<DType>(d);
+        found = true;
+      }
+    LOOM_CHECK(found, Value, "invalid type: '", name, "'");
+    if (cuda && !device.is_cuda()) device = Device(DeviceType::CUDA, 0);
+    if (!cuda && device.is_cuda()) device = kCPU;
+  } else {
+    dtype = dtype_from_py(arg);
+  }
+  Tensor r = ops::to(tensor_of(p.self), dtype, device, self.is_lazy());
+  if (r.get() == &self) return Py_NewRef(p.self);
+  return r;
+}
+
+Result flip_side(const Parsed& p, int64_t dim, const char* need) {
+  Tensor x = p.tensor(0);
+  LOOM_CHECK(x->ndim() > dim, Runtime, "Input must be >= ", need, "-d.");
+  return ops::flip(x, Dims{dim});
+}
+
+const Row kRows[] = {
+    // ---- views ----
+    {{"diagonal(Tensor input, int offset=0, int dim1=0, int dim2=1)"}, kBoth,
+     LOOM_BODY(ops::diagonal(p.tensor(0), p.int64(1), p.int64(2), p.int64(3))), "A view of a diagonal, as the last dim."},
+    {{"unfold(Tensor input, int dimension, int size, int step)"}, kMethod,
+     LOOM_BODY(ops::unfold(p.tensor(0), p.int64(1), p.int64(2), p.int64(3))),
+     "A view of the windows of `size` elements every `step` along a dim, as a new last dim."},
+    {{"movedim(Tensor input, int[1] source, int[1] destination)"}, kBoth,
+     LOOM_BODY(ops::movedim(p.tensor(0), p.int_list(1), p.int_list(2)))},
+    {{"moveaxis(Tensor input, int[1] source, int[1] destination)"}, kBoth,
+     LOOM_BODY(ops::movedim(p.tensor(0), p.int_list(1), p.int_list(2)))},
+    {{"swapaxes(Tensor input, int axis0, int axis1)"}, kBoth,
+     LOOM_BODY(ops::transpose(p.tensor(0), p.int64(1), p.int64(2)))},
+    {{"swapdims(Tensor input, int dim0, int dim1)"}, kBoth,
+     LOOM_BODY(ops::transpose(p.tensor(0), p.int64(1), p.int64(2)))},
+    {{"type(Tensor input, PyObject* dtype=None, bool non_blocking=False)"}, kMethod, tensor_type,
+     "The legacy type name ('torch.FloatTensor'), or this tensor converted to a dtype or such a name."},
+
+    // ---- copies ----
+    {{"narrow_copy(Tensor input, int dim, SymInt start, SymInt length)"}, kBoth,
+     LOOM_BODY(ops::narrow_copy(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
+    {{"diag(Tensor input, int diagonal=0)"}, kBoth, LOOM_BODY(ops::diag(p.tensor(0), p.int64(1)))},
+    {{"diag_embed(Tensor input, int offset=0, int dim1=-2, int dim2=-1)"}, kBoth,
+     LOOM_BODY(ops::diag_embed(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
+    {{"trace(Tensor input)"}, kBoth, LOOM_BODY(ops::trace(p.tensor(0)))},
+    {{"roll(Tensor input, int[1] shifts, int[1] dims=[])"}, kBoth,
+     LOOM_BODY(ops::roll(p.tensor(0), p.int_list(1), p.int_list(2)))},
+    {{"rot90(Tensor input, int k=1, int[] dims=[0,1])"}, kBoth,
+     LOOM_BODY(ops::rot90(p.tensor(0), p.int64(1), p.int_list(2)))},
+    {{"fliplr(Tensor input)"}, kBoth, LOOM_BODY(flip_side(p, 1, "2"))},
+    {{"flipud(Tensor input)"}, kBoth, LOOM_BODY(flip_side(p, 0, "1"))},
+    // The form of repeats alone is a function only: Tensor.repeat_interleave() needs repeats.
+    {{"repeat_interleave(Tensor input, Tensor repeats, int? dim=None, *, int? output_size=None)",
+      "repeat_interleave(Tensor input, int repeats, int? dim=None, *, int? output_size=None)",
+      "repeat_interleave(Tensor repeats, *, int? output_size=None)"},
+     kFunction, repeat_interleave, "With a tensor of repeats, a sync point on the lazy device (the size depends on them)."},
+    {{"repeat_interleave(Tensor input, Tensor repeats, int? dim=None, *, int? output_size=None)",
+      "repeat_interleave(Tensor input, int repeats, int? dim=None, *, int? output_size=None)"},
+     kMethod, repeat_interleave, "With a tensor of repeats, a sync point on the lazy device (the size depends on them)."},
+    {{"meshgrid(Tensor[] tensors)", "meshgrid(Tensor[] tensors, *, str indexing)"}, kFunction,
+     LOOM_BODY(ops::meshgrid(p.tensors(0), p.index ? p.string(1) : "ij"))},
+    {{"cartesian_prod(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::cartesian_prod(p.tensors(0)))},
+    {{"combinations(Tensor input, int r=2, bool with_replacement=False)"}, kFunction,
+     LOOM_BODY(ops::combinations(p.tensor(0), p.int64(1), p.boolean(2)))},
+    {{"block_diag(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::block_diag(p.tensors(0)))},
+
+    // ---- splitting and stacking ----
+    {{"tensor_split(Tensor input, int sections, int dim=0) -> Tensor[]",
+      "tensor_split(Tensor input, int[] indices, int dim=0) -> Tensor[]",
+      "tensor_split(Tensor input, Tensor tensor_indices_or_sections, int dim=0) -> Tensor[]"},
+     kBoth, tensor_split},
+    {{"hsplit(Tensor input, int sections) -> Tensor[]", "hsplit(Tensor input, int[] indices) -> Tensor[]"}, kBoth,
+     directional_split<0>},
+    {{"vsplit(Tensor input, int sections) -> Tensor[]", "vsplit(Tensor input, int[] indices) -> Tensor[]"}, kBoth,
+     directional_split<1>},
+    {{"dsplit(Tensor input, int sections) -> Tensor[]", "dsplit(Tensor input, int[] indices) -> Tensor[]"}, kBoth,
+     directional_split<2>},
+    {{"hstack(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::hstack(p.tensors(0)))},
+    {{"vstack(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::vstack(p.tensors(0)))},
+    {{"row_stack(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::vstack(p.tensors(0)))},
+    {{"dstack(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::dstack(p.tensors(0)))},
+    {{"column_stack(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::column_stack(p.tensors(0)))},
+    {{"atleast_1d(Tensor input)"}, kFunction, LOOM_BODY(ops::atleast(p.tensor(0), 1))},
+    {{"atleast_2d(Tensor input)"}, kFunction, LOOM_BODY(ops::atleast(p.tensor(0), 2))},
+    {{"atleast_3d(Tensor input)"}, kFunction, LOOM_BODY(ops::atleast(p.tensor(0), 3))},
+
+    // ---- scatters and index updates ----
+    {{"scatter(Tensor input, int dim, Tensor index, Tensor src, *, str? reduce=None)",
+      "scatter(Tensor input, int dim, Tensor index, Scalar value, *, str? reduce=None)"},
+     kAll, scatter, "reduce: None (replace), 'add' or 'multiply'."},
+    {{"scatter_reduce(Tensor input, int dim, Tensor index, Tensor src, str reduce, *, bool include_self=True)"}, kAll,
+     LOOM_BODY(ops::scatter_reduce(p.tensor(0), p.int64(1), p.tensor(2), p.tensor(3), p.string(4), p.boolean(5))),
+     "reduce: 'sum', 'prod', 'mean', 'amax' or 'amin'."},
+    {{"index_add(Tensor input, int dim, Tensor index, Tensor source, *, Scalar alpha=1)"}, kAll,
+     LOOM_BODY(ops::index_add(p.tensor(0), p.int64(1), p.tensor(2), p.tensor(3), p.scalar(4)))},
+    {{"index_copy(Tensor input, int dim, Tensor index, Tensor source)"}, kAll,
+     LOOM_BODY(ops::index_copy(p.tensor(0), p.int64(1), p.tensor(2), p.tensor(3)))},
+    {{"index_fill(Tensor input, int dim, Tensor index, Arg value)"}, kAll | kWritesSome,
+     LOOM_BODY(ops::index_fill(p.tensor(0), p.int64(1), p.tensor(2), p.arg(3)))},
+    {{"index_put(Tensor input, PyObject* indices, Tensor values, bool accumulate=False)"}, kAll | kWritesSome,
+     LOOM_BODY(index_put_python(p.tensor(0), p.object(1), p.tensor(2), p.boolean(3))),
+     "indices: a tuple of index tensors (bool masks: a sync point on the lazy device), one per leading dim."},
+    {{"take(Tensor input, Tensor index)"}, kBoth, LOOM_BODY(ops::take(p.tensor(0), p.tensor(1)))},
+    {{"put(Tensor input, Tensor index, Tensor source, bool accumulate=False)"}, kAll,
+     LOOM_BODY(ops::put(p.tensor(0), p.tensor(1), p.tensor(2), p.boolean(3)))},
+
+    // ---- sizes that depend on the data: sync points on the lazy device ----
+    // PyTorch's function has one signature, its method two (their errors differ so).
+    {{"nonzero(Tensor input, *, bool as_tuple=False)"}, kFunction, nonzero,
+     "A sync point on the lazy device: the result's size depends on the values."},
+    {{"nonzero(Tensor input)", "nonzero(Tensor input, *, bool as_tuple)"}, kMethod, nonzero,
+     "A sync point on the lazy device: the result's size depends on the values."},
+    {{"argwhere(Tensor input)"}, kBoth, LOOM_BODY(ops::nonzero(p.tensor(0))),
+     "A sync point on the lazy device: the result's size depends on the values."},
+    {{"masked_select(Tensor input, Tensor mask)"}, kBoth, LOOM_BODY(ops::masked_select(p.tensor(0), p.tensor(1))),
+     "A sync point on the lazy device: the result's size depends on the mask."},
+};
+
+}  // namespace
+
+void add_data_rows(MethodDefs& defs) { add_rows(kRows, defs); }
+
+}  // namespace loom::py
