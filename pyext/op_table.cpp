@@ -34,7 +34,7 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
 
 // CPython passes a C function no closure: binding i is reached through entry point i, one of
 // kSlots instantiations that each find their binding by index.
-constexpr size_t kSlots = 2048;  // the four op families of issue 13 need more than 512
+constexpr size_t kSlots = 1024;
 const Binding* g_bindings[kSlots];
 
 template <size_t I>
