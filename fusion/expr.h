@@ -53,6 +53,7 @@ enum class ExprOp : uint8_t {
 enum class Fn : uint8_t {
   Exp, Exp2, Log, Log2, Log1p, Expm1, Sqrt, Sin, Cos, Tan, Tanh, Erf, Floor, Ceil, Round, Abs, Pow, Fmod,
   Copysign, IsNan, IsInf, Maximum, Minimum, IntPow, IntDiv, IntMod,
+  Log10, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh, Erfc, Trunc, Atan2, Hypot, ShiftLeft, ShiftRight,
 };
 
 // Which loop an expression lives in: a pointwise kernel has one; a row kernel computes Outer
@@ -228,6 +229,21 @@ template <typename T> Sym<T> minimum(Sym<T> x, Sym<T> y) { return detail::call(F
 template <typename T> Sym<T> ipow(Sym<T> x, Sym<T> y) { return detail::call(Fn::IntPow, x, y); }
 template <typename T> Sym<T> int_div(Sym<T> x, Sym<T> y) { return detail::call(Fn::IntDiv, x, y); }
 template <typename T> Sym<T> int_mod(Sym<T> x, Sym<T> y) { return detail::call(Fn::IntMod, x, y); }
+template <typename T> Sym<T> log10(Sym<T> x) { return detail::call(Fn::Log10, x); }
+template <typename T> Sym<T> asin(Sym<T> x) { return detail::call(Fn::Asin, x); }
+template <typename T> Sym<T> acos(Sym<T> x) { return detail::call(Fn::Acos, x); }
+template <typename T> Sym<T> atan(Sym<T> x) { return detail::call(Fn::Atan, x); }
+template <typename T> Sym<T> sinh(Sym<T> x) { return detail::call(Fn::Sinh, x); }
+template <typename T> Sym<T> cosh(Sym<T> x) { return detail::call(Fn::Cosh, x); }
+template <typename T> Sym<T> asinh(Sym<T> x) { return detail::call(Fn::Asinh, x); }
+template <typename T> Sym<T> acosh(Sym<T> x) { return detail::call(Fn::Acosh, x); }
+template <typename T> Sym<T> atanh(Sym<T> x) { return detail::call(Fn::Atanh, x); }
+template <typename T> Sym<T> erfc(Sym<T> x) { return detail::call(Fn::Erfc, x); }
+template <typename T> Sym<T> trunc(Sym<T> x) { return detail::call(Fn::Trunc, x); }
+template <typename T> Sym<T> atan2(Sym<T> y, Sym<T> x) { return detail::call(Fn::Atan2, y, x); }
+template <typename T> Sym<T> hypot(Sym<T> x, Sym<T> y) { return detail::call(Fn::Hypot, x, y); }
+template <typename T> Sym<T> shift_left(Sym<T> x, Sym<T> y) { return detail::call(Fn::ShiftLeft, x, y); }
+template <typename T> Sym<T> shift_right(Sym<T> x, Sym<T> y) { return detail::call(Fn::ShiftRight, x, y); }
 template <typename T> Sym<bool> isnan(Sym<T> x) {
   if constexpr (std::is_integral_v<T>) return Sym<bool>(0.0);
   else return Sym<bool>(detail::emit(ExprOp::Call, DType::Bool, {x.id}, Fn::IsNan), 0);
@@ -246,5 +262,9 @@ namespace loom::math {
 template <typename T>
 struct number_type<fusion::Sym<T>> {
   using type = T;
+};
+template <typename T, typename U>
+struct rebind<fusion::Sym<T>, U> {
+  using type = fusion::Sym<U>;
 };
 }  // namespace loom::math

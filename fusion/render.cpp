@@ -51,6 +51,8 @@ std::string init_value(ReduceKind kind, DType type) {
     case DType::Float64: return max ? "-loom_inf()" : "loom_inf()";
     case DType::Bool: return max ? "false" : "true";
     case DType::UInt8: return max ? "(u8)0" : "(u8)255";
+    case DType::Int8: return max ? "(i8)(-128)" : "(i8)127";
+    case DType::Int16: return max ? "(i16)(-32768)" : "(i16)32767";
     case DType::Int32: return max ? "(int)(-2147483647 - 1)" : "(int)2147483647";
     default: return max ? "(i64)(-9223372036854775807LL - 1)" : "(i64)9223372036854775807LL";
   }

@@ -20,7 +20,10 @@ extern "C" {
 #define LOOM_MATH1(name) float name##f(float) LOOM_SIMD; double name(double) LOOM_SIMD;
 LOOM_MATH1(exp) LOOM_MATH1(exp2) LOOM_MATH1(expm1) LOOM_MATH1(log) LOOM_MATH1(log2) LOOM_MATH1(log1p)
 LOOM_MATH1(sin) LOOM_MATH1(cos) LOOM_MATH1(tan) LOOM_MATH1(tanh) LOOM_MATH1(erf)
-float powf(float, float) LOOM_SIMD; double pow(double, double) LOOM_SIMD;
+LOOM_MATH1(erfc) LOOM_MATH1(log10) LOOM_MATH1(asin) LOOM_MATH1(acos) LOOM_MATH1(atan) LOOM_MATH1(sinh)
+LOOM_MATH1(cosh) LOOM_MATH1(asinh) LOOM_MATH1(acosh) LOOM_MATH1(atanh)
+#define LOOM_MATH2(name) float name##f(float, float) LOOM_SIMD; double name(double, double) LOOM_SIMD;
+LOOM_MATH2(pow) LOOM_MATH2(atan2) LOOM_MATH2(hypot)
 }
 )";
 
@@ -79,6 +82,19 @@ constexpr FnNames kFns[] = {
     {Fn::Pow, "powf", "pow", "powf", "pow"},
     {Fn::Fmod, "__builtin_fmodf", "__builtin_fmod", "fmodf", "fmod"},
     {Fn::Copysign, "__builtin_copysignf", "__builtin_copysign", "copysignf", "copysign"},
+    {Fn::Log10, "log10f", "log10", "log10f", "log10"},
+    {Fn::Asin, "asinf", "asin", "asinf", "asin"},
+    {Fn::Acos, "acosf", "acos", "acosf", "acos"},
+    {Fn::Atan, "atanf", "atan", "atanf", "atan"},
+    {Fn::Sinh, "sinhf", "sinh", "sinhf", "sinh"},
+    {Fn::Cosh, "coshf", "cosh", "coshf", "cosh"},
+    {Fn::Asinh, "asinhf", "asinh", "asinhf", "asinh"},
+    {Fn::Acosh, "acoshf", "acosh", "acoshf", "acosh"},
+    {Fn::Atanh, "atanhf", "atanh", "atanhf", "atanh"},
+    {Fn::Erfc, "erfcf", "erfc", "erfcf", "erfc"},
+    {Fn::Trunc, "__builtin_truncf", "__builtin_trunc", "truncf", "trunc"},
+    {Fn::Atan2, "atan2f", "atan2", "atan2f", "atan2"},
+    {Fn::Hypot, "hypotf", "hypot", "hypotf", "hypot"},
 };
 
 const TargetTable kCpu{TargetKind::Cpu, kCpuPrelude.c_str(), "extern \"C\" __attribute__((visibility(\"default\"))) void",
@@ -98,6 +114,8 @@ std::string TargetTable::call(Fn fn, DType type) const {
     case Fn::IntPow: return "loom_ipow(%a, %b)";
     case Fn::IntDiv: return "loom_idiv(%a, %b)";
     case Fn::IntMod: return "loom_imod(%a, %b)";
+    case Fn::ShiftLeft: return "loom_shl(%a, %b)";
+    case Fn::ShiftRight: return "loom_shr(%a, %b)";
     case Fn::Abs:
       if (!floating) return "loom_iabs(%a)";
       break;
@@ -108,7 +126,7 @@ std::string TargetTable::call(Fn fn, DType type) const {
     if (f.fn != fn) continue;
     const char* name = kind == TargetKind::Cpu ? (type == DType::Float32 ? f.cpu_float : f.cpu_double)
                                                : (type == DType::Float32 ? f.cuda_float : f.cuda_double);
-    bool binary = fn == Fn::Pow || fn == Fn::Fmod || fn == Fn::Copysign;
+    bool binary = fn == Fn::Pow || fn == Fn::Fmod || fn == Fn::Copysign || fn == Fn::Atan2 || fn == Fn::Hypot;
     return std::string(name) + (binary ? "(%a, %b)" : "(%a)");
   }
   LOOM_FAIL(Runtime, "internal: no rendering of math function ", static_cast<int>(fn));
@@ -120,6 +138,8 @@ const char* compute_ctype(DType t) {
   switch (t) {
     case DType::Bool: return "bool";
     case DType::UInt8: return "u8";
+    case DType::Int8: return "i8";
+    case DType::Int16: return "i16";
     case DType::Int32: return "int";
     case DType::Int64: return "i64";
     case DType::Float64: return "double";

@@ -31,7 +31,7 @@ static __device__ __noinline__ void loom_atomic_add(void* base, i64 at, int type
     case 7: atomicAdd((double*)base + at, v.is_float ? v.d : (double)v.i); return;
     default: break;
   }
-  const int size = (type == 4 || type == 5) ? 2 : 1;
+  const int size = (type == 4 || type == 5 || type == 9) ? 2 : 1;
   char* p = (char*)base + at * size;
   unsigned int* word = (unsigned int*)((unsigned long long)p & ~3ull);
   const unsigned int shift = (unsigned int)((unsigned long long)p & 3ull) * 8u;
@@ -42,7 +42,8 @@ static __device__ __noinline__ void loom_atomic_add(void* base, i64 at, int type
     const unsigned int e = (assumed & mask) >> shift;
     unsigned int sum;
     if (type == 0) sum = (e != 0 || (v.is_float ? v.d != 0.0 : v.i != 0)) ? 1u : 0u;
-    else if (type == 1) sum = (u8)(e + (u8)(v.is_float ? (i64)v.d : v.i));
+    else if (type == 1 || type == 8) sum = (u8)(e + (u8)(v.is_float ? (i64)v.d : v.i));
+    else if (type == 9) sum = (u16)(e + (u16)(v.is_float ? (i64)v.d : v.i));
     else if (type == 4) sum = loom_f2h(loom_h2f((u16)e) + (v.is_float ? (float)v.d : (float)v.i));
     else sum = loom_f2bf(loom_bf2f((u16)e) + (v.is_float ? (float)v.d : (float)v.i));
     old = atomicCAS(word, assumed, (assumed & ~mask) | ((sum << shift) & mask));
@@ -105,6 +106,8 @@ LOOM_FN loom_value loom_scatter_identity(int type, i64 kind) {
   switch (type) {
     case 0: return loom_int(larger ? 0 : 1);
     case 1: return loom_int(larger ? 0 : 255);
+    case 8: return loom_int(larger ? -128 : 127);
+    case 9: return loom_int(larger ? -32768 : 32767);
     case 2: return loom_int(larger ? -2147483647ll - 1 : 2147483647ll);
     case 3: return loom_int(larger ? (i64)(1ull << 63) : (i64)((1ull << 63) - 1));
     default: return loom_float(larger ? -loom_inf() : loom_inf());
@@ -123,7 +126,7 @@ LOOM_FN loom_value loom_scatter_combine(i64 kind, loom_value a, loom_value b) {
   return loom_int(kind == 2 ? (x > y ? x : y) : (x < y ? x : y));
 }
 static __device__ __noinline__ void loom_atomic_combine(void* base, i64 at, int type, i64 kind, loom_value v) {
-  const int size = type <= 1 ? 1 : (type == 4 || type == 5) ? 2 : (type == 2 || type == 6) ? 4 : 8;
+  const int size = (type <= 1 || type == 8) ? 1 : (type == 4 || type == 5 || type == 9) ? 2 : (type == 2 || type == 6) ? 4 : 8;
   if (size == 8) {
     unsigned long long* word = (unsigned long long*)base + at;
     unsigned long long old = *word, assumed;
@@ -509,6 +512,8 @@ LOOM_KERNEL loom_int_divmod(const i64* ip, const i64* sp, void* const* bufs) {
     const i64 b = b_scalar ? sp[1] : loom_load(bufs[1], bo, bt).i;
     i64 q;
     if (ot == 1) { const u8 x = (u8)a, y = (u8)b; if (y == 0) { loom_report(bufs[3], code); continue; } q = loom_divmod<u8>(x, y, remainder); }
+    else if (ot == 8) { const i8 x = (i8)a, y = (i8)b; if (y == 0) { loom_report(bufs[3], code); continue; } q = loom_divmod<i8>(x, y, remainder); }
+    else if (ot == 9) { const i16 x = (i16)a, y = (i16)b; if (y == 0) { loom_report(bufs[3], code); continue; } q = loom_divmod<i16>(x, y, remainder); }
     else if (ot == 2) { const int x = (int)a, y = (int)b; if (y == 0) { loom_report(bufs[3], code); continue; } q = loom_divmod<int>(x, y, remainder); }
     else { if (b == 0) { loom_report(bufs[3], code); continue; } q = loom_divmod<i64>(a, b, remainder); }
     loom_store(bufs[2], e, ot, loom_int(q));

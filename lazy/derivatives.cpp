@@ -11,18 +11,16 @@
 #include <limits>
 #include <string>
 
-#include "lazy/autograd.h"
 #include "lazy/collectives.h"
-#include "lazy/ops.h"
+#include "lazy/derivatives.h"
 #include "lazy/ops_movement.h"
 #include "lazy/statistics.h"
-#include "runtime/error.h"
 
 namespace loom {
 namespace {
 
+using namespace derivative;
 using collectives::ReduceOp;
-using Grads = std::vector<Tensor>;
 using ops::add;
 using ops::binary;
 using ops::div;
@@ -34,28 +32,6 @@ constexpr double kLn2 = 0.6931471805599453;
 constexpr double kTwoOverSqrtPi = 1.1283791670955126;
 constexpr double kInvSqrt2 = 0.7071067811865476;
 constexpr double kInvSqrt2Pi = 0.3989422804014327;
-
-// Input i's saved value. A derivative reading a value that its SavedValues entry does not save is
-// a mistake in the table at the end of this file: say so rather than compute with nothing.
-const Tensor& saved(const BackwardContext& c, size_t i) {
-  LOOM_CHECK(c.inputs[i], Runtime, "internal: the derivative of ", op_name(c.op), " reads input ", i,
-             ", which its SavedValues entry does not save");
-  return c.inputs[i];
-}
-const Tensor& result(const BackwardContext& c) {
-  LOOM_CHECK(c.result, Runtime, "internal: the derivative of ", op_name(c.op),
-             " reads the result, which its SavedValues entry does not save");
-  return c.result;
-}
-// Input i: its saved value, or the Python number it was.
-Arg in(const BackwardContext& c, size_t i) { return c.is_number(i) ? Arg(c.scalars[i]) : Arg(saved(c, i)); }
-const Tensor& x(const BackwardContext& c) { return saved(c, 0); }
-
-Tensor zeros(IntSpan shape, DType dtype, const Tensor& like) {
-  return ops::full(shape, Scalar(int64_t{0}), dtype, {like->device(), like->is_lazy()});
-}
-
-Tensor mask(const Tensor& cond, const Tensor& g) { return ops::where(cond, g, Scalar(int64_t{0})); }
 
 // The gradient of a reduction, expanded back over the reduced dims.
 Tensor expand_reduced(const Tensor& g, const BackwardContext& c, IntSpan input_shape) {
@@ -74,8 +50,6 @@ ops::DimList reduced_dims(const BackwardContext& c, int64_t ndim) {
     if (static_cast<uint64_t>(c.attrs[0]) >> d & 1) dims.push_back(d);
   return dims;
 }
-
-#define DERIVATIVE(Op) void d_##Op(const BackwardContext& c, Grads& g)
 
 DERIVATIVE(Neg) { g[0] = unary(OpId::Neg, c.grad); }
 DERIVATIVE(Abs) { g[0] = mul(c.grad, unary(OpId::Sign, x(c))); }
@@ -448,6 +422,10 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
     // pow(Tensor, Scalar) 0, pow(Tensor, Tensor) 1, pow(Scalar, Tensor) 2.
     case OpId::Pow: return "PowBackward" + std::string(!first_tensor ? "2" : second_tensor ? "1" : "0");
     case OpId::Remainder: return first_tensor && second_tensor ? "RemainderBackward1" : "RemainderBackward0";
+    case OpId::Copysign: return second_tensor ? "CopysignBackward0" : "CopysignBackward1";
+    case OpId::Fmod: return second_tensor ? "FmodBackward1" : "FmodBackward0";
+    // xlogy(Tensor, Tensor) 0, xlogy(Scalar, Tensor) 1, xlogy(Tensor, Scalar) 2.
+    case OpId::Xlogy: return "XlogyBackward" + std::string(!first_tensor ? "1" : second_tensor ? "0" : "2");
     // matmul's primitive is PyTorch's mm for matrices and bmm for batches.
     case OpId::MatMul: return input_shape.size() == 2 ? "MmBackward0" : "BmmBackward0";
     default: return std::string(op_name(op)) + "Backward0";
@@ -456,12 +434,6 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
 
 namespace {
 // The derivatives with the values each one reads (lazy/op.h SavedValues).
-constexpr uint64_t kIn0 = input_bit(0), kIn1 = input_bit(1);
-constexpr SavedValues kNothing{};
-constexpr SavedValues kSelf{.inputs_for = {kIn0}};  // f(x): f'(x) reads x
-constexpr SavedValues kResult{.result_for = 1};     // f(x): f'(x) reads f(x)
-constexpr SavedValues kBoth{.inputs_for = {kIn0 | kIn1, kIn0 | kIn1}};
-
 const bool registered = [] {
   struct Entry {
     OpId op;

@@ -47,7 +47,7 @@ template <typename F, typename S>
 constexpr bool supports() {
   if constexpr (F::rule == DTypeRule::Logical) return std::is_same_v<S, bool>;
   else if constexpr (F::rule == DTypeRule::PromoteFloat || F::rule == DTypeRule::Float) return !std::is_integral_v<S>;
-  else if constexpr (F::rule == DTypeRule::Integral) return std::is_integral_v<S>;
+  else if constexpr (F::rule == DTypeRule::Integral) return std::is_integral_v<S> && (F::allow_bool || !std::is_same_v<S, bool>);
   else if constexpr (!F::allow_bool) return !std::is_same_v<S, bool>;
   else return true;
 }
@@ -224,6 +224,142 @@ struct Where {
   template <typename T, typename B> static T f(B c, T a, T b) { return select(c, a, b); }
 };
 
+// ---- more math (issue 13): each a function of the C library, or (erfinv) one written here ----
+
+struct Log10 { LOOM_EW(Log10, PromoteFloat, 1, true) template <typename T> static T f(T x) { return log10(x); } };
+struct Asin { LOOM_EW(Asin, PromoteFloat, 1, true) template <typename T> static T f(T x) { return asin(x); } };
+struct Acos { LOOM_EW(Acos, PromoteFloat, 1, true) template <typename T> static T f(T x) { return acos(x); } };
+struct Atan { LOOM_EW(Atan, PromoteFloat, 1, true) template <typename T> static T f(T x) { return atan(x); } };
+struct Sinh { LOOM_EW(Sinh, PromoteFloat, 1, true) template <typename T> static T f(T x) { return sinh(x); } };
+struct Cosh { LOOM_EW(Cosh, PromoteFloat, 1, true) template <typename T> static T f(T x) { return cosh(x); } };
+struct Asinh { LOOM_EW(Asinh, PromoteFloat, 1, true) template <typename T> static T f(T x) { return asinh(x); } };
+struct Acosh { LOOM_EW(Acosh, PromoteFloat, 1, true) template <typename T> static T f(T x) { return acosh(x); } };
+struct Atanh { LOOM_EW(Atanh, PromoteFloat, 1, true) template <typename T> static T f(T x) { return atanh(x); } };
+struct Erfc { LOOM_EW(Erfc, PromoteFloat, 1, true) template <typename T> static T f(T x) { return erfc(x); } };
+// The inverse of erf, which the C library lacks, computed in double whatever the dtype: M.
+// Giles' approximation ("Approximating the erfinv function", GPU Computing Gems, 2011; both of its
+// branches computed and one selected) refined by four Newton steps, on erf(x) = |y| for |y| < 0.9
+// and on log(erfc(x)) = log(1 - |y|) above, where erf loses the digits that tell x apart (PyTorch's
+// float64 erfinv is off by 1e-4 there). Written in the kernel expressions' own operations, it
+// fuses like any other op. erfinv(+-1) = +-inf; |y| > 1 gives nan.
+struct Erfinv {
+  LOOM_EW(Erfinv, PromoteFloat, 1, true)
+  template <typename T>
+  static T f(T y0) {
+    using D = typename rebind<T, double>::type;
+    D y(y0);
+    D a = abs(y);
+    D w = -log((D(1) - a) * (D(1) + a));
+    D c = w - D(2.5);
+    D central = D(2.81022636e-08);
+    for (double k : {3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087, -0.00125372503, -0.00417768164,
+                     0.246640727, 1.50140941})
+      central = D(k) + central * c;
+    D t = sqrt(w) - D(3);
+    D tail = D(-0.000200214257);
+    for (double k : {0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773, -0.0076224613, 0.00943887047,
+                     1.00167406, 2.83297682})
+      tail = D(k) + tail * t;
+    D x = select(w < D(5), central, tail) * a;
+    D log_rest = log(D(1) - a);
+    for (int step = 0; step < 4; ++step) {
+      D slope = D(1.1283791670955126) * exp(-(x * x));  // erf'(x)
+      D e = erfc(x);
+      x = x - select(a < D(0.9), (erf(x) - a) / slope, (log_rest - log(e)) * e / slope);
+    }
+    return T(copysign(select(a == D(1), D(INFINITY), x), y));
+  }
+};
+struct Trunc {
+  LOOM_EW(Trunc, Promote, 1, false)
+  template <typename T> static T f(T x) {
+    if constexpr (is_int<T>) return x;
+    else return trunc(x);
+  }
+};
+struct Atan2 { LOOM_EW(Atan2, PromoteFloat, 2, true) template <typename T> static T f(T a, T b) { return atan2(a, b); } };
+// Floating operands only: integer hypot raises in ops::hypot, as in PyTorch.
+struct Hypot { LOOM_EW(Hypot, PromoteFloat, 2, true) template <typename T> static T f(T a, T b) { return hypot(a, b); } };
+struct Copysign { LOOM_EW(Copysign, PromoteFloat, 2, true) template <typename T> static T f(T a, T b) { return copysign(a, b); } };
+// x * log(y), 0 where x is 0 unless y is nan (PyTorch's definition). A primitive, not a composite
+// of log, mul and where, for PyTorch's gradient: log(y) for x also where x is 0 (but where y <= 0),
+// which a where() selecting 0 there would not pass.
+struct Xlogy {
+  LOOM_EW(Xlogy, PromoteFloat, 2, true)
+  template <typename T>
+  static T f(T x, T y) { return select(isnan(y), y, select(x == T(0), T(0), x * log(y))); }
+};
+// C's fmod on floats; integers take ops::fmod's composite over Remainder, which raises for a zero
+// divisor as PyTorch does (a generated kernel cannot).
+struct Fmod { LOOM_EW(Fmod, PromoteFloat, 2, true) template <typename T> static T f(T a, T b) { return fmod(a, b); } };
+// Shifts, named as PyTorch's kernels are (lshift, rshift) so that dtype errors read alike.
+struct Lshift {
+  LOOM_EW(Lshift, Integral, 2, false)
+  template <typename T> static T f(T a, T b) { return shift_left(a, b); }
+};
+struct Rshift {
+  LOOM_EW(Rshift, Integral, 2, false)
+  template <typename T> static T f(T a, T b) { return shift_right(a, b); }
+};
+
+// ---- activations (issue 13): PyTorch's formulas; Python-number parameters are operands ----
+
+// elu(x) = scale * (x > 0 ? x : alpha * (exp(input_scale * x) - 1)); selu and celu are elus.
+struct Elu {
+  LOOM_EW(Elu, Float, 4, false)
+  template <typename T>
+  static T f(T x, T alpha, T scale, T input_scale) {
+    return select(x > T(0), x * scale, expm1(x * input_scale) * (alpha * scale));
+  }
+};
+// celu(x, alpha) = elu(x, alpha, 1, 1 / alpha): its own op for its own grad_fn (CeluBackward0).
+struct Celu {
+  LOOM_EW(Celu, Float, 4, false)
+  template <typename T>
+  static T f(T x, T alpha, T scale, T input_scale) { return Elu::f(x, alpha, scale, input_scale); }
+};
+struct LeakyRelu {
+  LOOM_EW(LeakyRelu, Float, 2, false)
+  template <typename T> static T f(T x, T slope) { return select(x > T(0), x, x * slope); }
+};
+// clamp(x, min_val, max_val), NaN kept (integer hardtanh is ops::clamp).
+struct Hardtanh {
+  LOOM_EW(Hardtanh, Float, 3, false)
+  template <typename T> static T f(T x, T lo, T hi) { return minimum(maximum(x, lo), hi); }
+};
+struct Hardsigmoid {
+  LOOM_EW(Hardsigmoid, Float, 1, false)
+  template <typename T> static T f(T x) { return minimum(maximum(x + T(3), T(0)), T(6)) / T(6); }
+};
+struct Hardswish {
+  LOOM_EW(Hardswish, Float, 1, false)
+  template <typename T> static T f(T x) { return x * minimum(maximum(x + T(3), T(0)), T(6)) / T(6); }
+};
+// log(sigmoid(x)) = min(x, 0) - log1p(exp(-|x|)), which neither overflows nor loses small values.
+struct LogSigmoid {
+  LOOM_EW(LogSigmoid, Float, 1, false)
+  template <typename T> static T f(T x) { return minimum(x, T(0)) - log1p(exp(-abs(x))); }
+};
+struct Mish {
+  LOOM_EW(Mish, Float, 1, false)
+  template <typename T> static T f(T x) { return x * tanh(log1p(exp(x))); }
+};
+struct Hardshrink {
+  LOOM_EW(Hardshrink, Float, 2, false)
+  template <typename T> static T f(T x, T lambd) { return select(x >= -lambd && x <= lambd, T(0), x); }
+};
+struct Softshrink {
+  LOOM_EW(Softshrink, Float, 2, false)
+  template <typename T>
+  static T f(T x, T lambd) { return select(x > lambd, x - lambd, select(x < -lambd, x + lambd, T(0))); }
+};
+// threshold(x, threshold, value): value where x <= threshold. Integer tensors too (ops::threshold
+// converts the numbers to their dtype first, so they do not promote it).
+struct Threshold {
+  LOOM_EW(Threshold, Promote, 3, false)
+  template <typename T> static T f(T x, T threshold, T value) { return select(x <= threshold, value, x); }
+};
+
 #undef LOOM_EW
 
 }  // namespace ew
@@ -245,6 +381,12 @@ bool visit_elementwise(OpId op, Fn&& fn) {
     LOOM_EW_CASE(Le) LOOM_EW_CASE(Gt) LOOM_EW_CASE(Ge) LOOM_EW_CASE(LogicalAnd) LOOM_EW_CASE(LogicalOr)
     LOOM_EW_CASE(BitwiseAnd) LOOM_EW_CASE(BitwiseOr) LOOM_EW_CASE(BitwiseXor)
     LOOM_EW_CASE(Where)
+    LOOM_EW_CASE(Log10) LOOM_EW_CASE(Asin) LOOM_EW_CASE(Acos) LOOM_EW_CASE(Atan) LOOM_EW_CASE(Sinh) LOOM_EW_CASE(Cosh)
+    LOOM_EW_CASE(Asinh) LOOM_EW_CASE(Acosh) LOOM_EW_CASE(Atanh) LOOM_EW_CASE(Erfc) LOOM_EW_CASE(Erfinv)
+    LOOM_EW_CASE(Trunc) LOOM_EW_CASE(Atan2) LOOM_EW_CASE(Hypot) LOOM_EW_CASE(Copysign) LOOM_EW_CASE(Xlogy) LOOM_EW_CASE(Fmod)
+    LOOM_EW_CASE(Lshift) LOOM_EW_CASE(Rshift) LOOM_EW_CASE(Elu) LOOM_EW_CASE(Celu) LOOM_EW_CASE(LeakyRelu)
+    LOOM_EW_CASE(Hardtanh) LOOM_EW_CASE(Hardsigmoid) LOOM_EW_CASE(Hardswish) LOOM_EW_CASE(LogSigmoid)
+    LOOM_EW_CASE(Mish) LOOM_EW_CASE(Hardshrink) LOOM_EW_CASE(Softshrink) LOOM_EW_CASE(Threshold)
 #undef LOOM_EW_CASE
     default: return false;
   }

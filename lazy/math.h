@@ -20,6 +20,12 @@ struct number_type {
 };
 template <typename T>
 inline constexpr bool is_int = std::is_integral_v<typename number_type<T>::type>;
+// The value type like T that stands for a U: U itself for plain values (fusion's symbolic values
+// specialize it), so an expression can compute a step in double whatever T is.
+template <typename T, typename U>
+struct rebind {
+  using type = U;
+};
 
 template <typename T> T exp(T x) { return std::exp(x); }
 template <typename T> T exp2(T x) { return std::exp2(x); }
@@ -33,6 +39,19 @@ template <typename T> T cos(T x) { return std::cos(x); }
 template <typename T> T tan(T x) { return std::tan(x); }
 template <typename T> T tanh(T x) { return std::tanh(x); }
 template <typename T> T erf(T x) { return std::erf(x); }
+template <typename T> T erfc(T x) { return std::erfc(x); }
+template <typename T> T log10(T x) { return std::log10(x); }
+template <typename T> T asin(T x) { return std::asin(x); }
+template <typename T> T acos(T x) { return std::acos(x); }
+template <typename T> T atan(T x) { return std::atan(x); }
+template <typename T> T sinh(T x) { return std::sinh(x); }
+template <typename T> T cosh(T x) { return std::cosh(x); }
+template <typename T> T asinh(T x) { return std::asinh(x); }
+template <typename T> T acosh(T x) { return std::acosh(x); }
+template <typename T> T atanh(T x) { return std::atanh(x); }
+template <typename T> T trunc(T x) { return std::trunc(x); }
+template <typename T> T atan2(T y, T x) { return std::atan2(y, x); }
+template <typename T> T hypot(T x, T y) { return std::hypot(x, y); }
 template <typename T> T floor(T x) { return std::floor(x); }
 template <typename T> T ceil(T x) { return std::ceil(x); }
 template <typename T> T round(T x) { return std::nearbyint(x); }  // ties to even, as torch.round
@@ -79,6 +98,23 @@ template <typename T> T bit_xor(T a, T b) {
 template <typename T> T bit_not(T x) {
   if constexpr (std::is_same_v<typename number_type<T>::type, bool>) return !x;
   else return static_cast<T>(~x);
+}
+
+// Shifts of integers. A count outside [0, bits) shifts every bit out: 0 to the left, the sign to
+// the right (PyTorch leaves these undefined, and its kernels give what the hardware gives).
+template <typename T> bool shift_out_of_range(T count) {
+  if constexpr (std::is_signed_v<T>) {
+    if (count < 0) return true;
+  }
+  return count >= static_cast<T>(sizeof(T) * 8);
+}
+template <typename T> T shift_left(T a, T b) {
+  return shift_out_of_range(b) ? T(0) : static_cast<T>(static_cast<uint64_t>(a) << b);
+}
+template <typename T> T shift_right(T a, T b) {
+  if (!shift_out_of_range(b)) return static_cast<T>(a >> b);
+  if constexpr (std::is_signed_v<T>) return a < 0 ? T(-1) : T(0);
+  else return T(0);
 }
 
 // Integer division and remainder truncating toward zero; 0 for a zero divisor (eager mode raises

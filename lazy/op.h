@@ -36,6 +36,11 @@ namespace loom {
   X(Lt) X(Le) X(Gt) X(Ge) X(LogicalAnd) X(LogicalOr) X(BitwiseAnd) X(BitwiseOr) X(BitwiseXor)      \
   /* elementwise, ternary */                                                                        \
   X(Where)                                                                                          \
+  /* elementwise: more math, shifts and activations (lazy/elementwise.h) */                         \
+  X(Log10) X(Asin) X(Acos) X(Atan) X(Sinh) X(Cosh) X(Asinh) X(Acosh) X(Atanh) X(Erfc) X(Erfinv)    \
+  X(Trunc) X(Atan2) X(Hypot) X(Copysign) X(Xlogy) X(Fmod) X(Lshift) X(Rshift) X(Elu) X(Celu)         \
+  X(LeakyRelu) X(Hardtanh) X(Hardsigmoid) X(Hardswish) X(LogSigmoid) X(Mish) X(Hardshrink)         \
+  X(Softshrink) X(Threshold)                                                                        \
   /* reductions */                                                                                  \
   X(Sum) X(Prod) X(Amax) X(Amin) X(Argmax) X(Argmin)                                                \
   /* scans, sorting and sampling (lazy/ops_scan.cpp, ops_sort.cpp, ops_random.cpp) */               \

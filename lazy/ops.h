@@ -38,6 +38,53 @@ Tensor logical_xor(const Arg& a, const Arg& b);
 // decimals: none rounds to an integer (any dtype); a number of decimals needs a floating tensor.
 Tensor round(const Tensor& x, std::optional<int64_t> decimals = {});
 
+// ---- more elementwise math and the activations (lazy/ops_elementwise_more.cpp) ----
+// Floating results where PyTorch gives them; dtype errors in PyTorch's words.
+Tensor trunc(const Tensor& x);
+Tensor frac(const Tensor& x);
+Tensor fmod(const Tensor& a, const Arg& b);
+Tensor copysign(const Tensor& a, const Arg& b);
+Tensor atan2(const Tensor& a, const Tensor& b);
+Tensor hypot(const Tensor& a, const Tensor& b);
+Tensor logaddexp(const Tensor& a, const Tensor& b);
+Tensor logaddexp2(const Tensor& a, const Tensor& b);
+Tensor xlogy(const Arg& a, const Arg& b);
+Tensor ldexp(const Tensor& a, const Tensor& b);
+Tensor float_power(const Arg& a, const Arg& b);
+// fmax / fmin: maximum / minimum that ignore a NaN operand (NaN only where both are).
+Tensor fmax(const Tensor& a, const Tensor& b);
+Tensor fmin(const Tensor& a, const Tensor& b);
+Tensor heaviside(const Tensor& x, const Tensor& values);
+Tensor shift_left(const Arg& a, const Arg& b);   // bitwise_left_shift, <<
+Tensor shift_right(const Arg& a, const Arg& b);  // bitwise_right_shift, >>
+Tensor isfinite(const Tensor& x);
+Tensor isposinf(const Tensor& x);
+Tensor isneginf(const Tensor& x);
+Tensor isreal(const Tensor& x);
+Tensor signbit(const Tensor& x);
+Tensor isclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8, bool equal_nan = false);
+Tensor deg2rad(const Tensor& x);
+Tensor rad2deg(const Tensor& x);
+Tensor sinc(const Tensor& x);
+Tensor logit(const Tensor& x, std::optional<double> eps = {});
+Tensor positive(const Tensor& x);
+// Activations: elu covers selu (scale, input_scale); celu has its own op (its own grad_fn).
+Tensor elu(const Tensor& x, Scalar alpha = Scalar(1.0), Scalar scale = Scalar(int64_t{1}),
+           Scalar input_scale = Scalar(int64_t{1}));
+Tensor celu(const Tensor& x, Scalar alpha = Scalar(1.0));
+Tensor selu(const Tensor& x);
+Tensor leaky_relu(const Tensor& x, Scalar negative_slope = Scalar(0.01));
+Tensor hardtanh(const Tensor& x, Scalar min_val = Scalar(-1.0), Scalar max_val = Scalar(1.0));
+Tensor hardsigmoid(const Tensor& x);
+Tensor hardswish(const Tensor& x);
+Tensor log_sigmoid(const Tensor& x);
+Tensor mish(const Tensor& x);
+Tensor hardshrink(const Tensor& x, Scalar lambd = Scalar(0.5));
+Tensor softshrink(const Tensor& x, Scalar lambd = Scalar(0.5));
+Tensor threshold(const Tensor& x, Scalar threshold, Scalar value);
+// x where x > 0, weight * x elsewhere; weight has one element or one per channel (dim 1).
+Tensor prelu(const Tensor& x, const Tensor& weight);
+
 // ---- reductions. `dims` empty means all dims. ----
 using DimList = SmallVec<int64_t, 4>;
 Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim);

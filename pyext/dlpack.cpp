@@ -30,6 +30,8 @@ dlpack::DataType to_dl(DType d) {
   switch (d) {
     case DType::Bool: return {dlpack::kDLBool, 8, 1};
     case DType::UInt8: return {dlpack::kDLUInt, bits, 1};
+    case DType::Int8:
+    case DType::Int16:
     case DType::Int32:
     case DType::Int64: return {dlpack::kDLInt, bits, 1};
     case DType::BFloat16: return {dlpack::kDLBfloat, bits, 1};
@@ -47,6 +49,8 @@ DType from_dl(dlpack::DataType t) {
       if (t.bits == 8) return DType::UInt8;
       break;
     case dlpack::kDLInt:
+      if (t.bits == 8) return DType::Int8;
+      if (t.bits == 16) return DType::Int16;
       if (t.bits == 32) return DType::Int32;
       if (t.bits == 64) return DType::Int64;
       break;
@@ -61,7 +65,7 @@ DType from_dl(dlpack::DataType t) {
     default: break;
   }
   LOOM_FAIL(Type, "from_dlpack: unsupported DLPack dtype (code ", int(t.code), ", ", int(t.bits),
-            " bits); loom supports bool, uint8, int32, int64, float16, bfloat16, float32 and float64");
+            " bits); loom supports bool, uint8, int8, int16, int32, int64, float16, bfloat16, float32 and float64");
 }
 
 dlpack::Device to_dl(Device d) {

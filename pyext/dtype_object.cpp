@@ -82,8 +82,8 @@ DType dtype_from_py(PyObject* obj) {
   if (PyUnicode_Check(obj)) {
     if (auto d = from_name_object(obj)) return *d;
     PyErr_Format(PyExc_TypeError,
-                 "unknown dtype %R: expected one of bool, uint8, int32, int64, float16, bfloat16, float32, "
-                 "float64 (or float, double, half, long, int, byte)",
+                 "unknown dtype %R: expected one of bool, uint8, int8, int16, int32, int64, float16, bfloat16, "
+                 "float32, float64 (or float, double, half, long, int, short, byte)",
                  obj);
     throw PythonError{};
   }

@@ -68,6 +68,8 @@ const char* legacy_type_name(DType d) {
   switch (d) {
     case DType::Bool: return "BoolTensor";
     case DType::UInt8: return "ByteTensor";
+    case DType::Int8: return "CharTensor";
+    case DType::Int16: return "ShortTensor";
     case DType::Int32: return "IntTensor";
     case DType::Int64: return "LongTensor";
     case DType::Float16: return "HalfTensor";

@@ -147,6 +147,7 @@ const MethodDefs& all_defs() {
   static const MethodDefs defs = [] {
     MethodDefs d;
     add_op_rows(d);
+    add_elementwise_rows(d);
     add_tensor_rows(d);
     add_creation_rows(d);
     add_data_rows(d);

@@ -71,6 +71,7 @@ void add_rows(std::span<const Row> rows, MethodDefs& defs);
 
 // Each family's rows (defined next to the family).
 void add_op_rows(MethodDefs& defs);        // op_bindings.cpp: the op library
+void add_elementwise_rows(MethodDefs& defs);  // op_rows_elementwise.cpp: more math, the activations
 void add_tensor_rows(MethodDefs& defs);    // tensor_methods.cpp: views and conversions
 void add_creation_rows(MethodDefs& defs);  // creation.cpp: tensor, zeros, arange, ...
 void add_data_rows(MethodDefs& defs);      // op_rows_data.cpp: data movement (lazy/ops_movement.h)

@@ -183,7 +183,7 @@ SharedBuffer array_from_buffer(PyObject* obj) {
   std::string format = v.format ? v.format : "B";
   std::optional<DType> dtype = dtype_from_buffer_format(format);
   LOOM_CHECK(dtype && static_cast<size_t>(v.itemsize) == itemsize(*dtype), Type, "can't convert a buffer of format '",
-             format, "': the supported element types are float64, float32, float16, int64, int32, uint8 and bool");
+             format, "': the supported element types are float64, float32, float16, int64, int32, int16, int8, uint8 and bool");
   int64_t item = static_cast<int64_t>(itemsize(*dtype));
   Layout layout;
   for (int d = 0; d < v.ndim; ++d) {

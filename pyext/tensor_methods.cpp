@@ -271,6 +271,8 @@ const Row kRows[] = {
     {{"bfloat16(Tensor input)"}, kMethod, as_dtype<DType::BFloat16>, "to(loom.bfloat16)"},
     {{"long(Tensor input)"}, kMethod, as_dtype<DType::Int64>, "to(loom.int64)"},
     {{"int(Tensor input)"}, kMethod, as_dtype<DType::Int32>, "to(loom.int32)"},
+    {{"short(Tensor input)"}, kMethod, as_dtype<DType::Int16>, "to(loom.int16)"},
+    {{"char(Tensor input)"}, kMethod, as_dtype<DType::Int8>, "to(loom.int8)"},
     {{"byte(Tensor input)"}, kMethod, as_dtype<DType::UInt8>, "to(loom.uint8)"},
     {{"bool(Tensor input)"}, kMethod, as_dtype<DType::Bool>, "to(loom.bool)"},
     {{"type_as(Tensor input, Tensor other)"}, kMethod,

@@ -1,5 +1,5 @@
 // Python operators on loom.Tensor: + - * / // % ** @, unary - + abs ~, & | ^ (bitwise: logical
-// on bool tensors), comparisons, and the in-place forms (+= ...) and in-place methods (add_, mul_, clamp_, ...),
+// on bool tensors), << >> (shifts of integers), comparisons, and the in-place forms (+= ...) and in-place methods (add_, mul_, clamp_, ...),
 // with PyTorch's semantics. An operand that is neither a tensor nor a number makes the operator
 // return NotImplemented, so Python can try the other operand.
 #include <utility>
@@ -84,7 +84,13 @@ PyObject* op_unary(PyObject* a) {
   LOOM_PY_END(nullptr)
 }
 
-PyObject* op_positive(PyObject* a) { return Py_NewRef(a); }
+// +x is x itself, except on bool tensors, which PyTorch rejects.
+PyObject* op_positive(PyObject* a) {
+  LOOM_PY_BEGIN
+  static_cast<void>(ops::positive(tensor_of(a)));
+  return Py_NewRef(a);
+  LOOM_PY_END(nullptr)
+}
 
 // ~ is bitwise_not, but PyTorch rejects it on floating tensors with a TypeError of its own.
 PyObject* op_invert(PyObject* a) {
@@ -142,6 +148,8 @@ void fill_number_methods(PyNumberMethods& n) {
   n.nb_and = op_binary<OpId::BitwiseAnd>;
   n.nb_or = op_binary<OpId::BitwiseOr>;
   n.nb_xor = op_binary<OpId::BitwiseXor>;
+  n.nb_lshift = op_binary<OpId::Lshift>;
+  n.nb_rshift = op_binary<OpId::Rshift>;
   n.nb_inplace_add = op_iadd;
   n.nb_inplace_subtract = op_isub;
   n.nb_inplace_multiply = op_inplace<OpId::Mul>;
@@ -152,6 +160,8 @@ void fill_number_methods(PyNumberMethods& n) {
   n.nb_inplace_and = op_inplace<OpId::BitwiseAnd>;
   n.nb_inplace_or = op_inplace<OpId::BitwiseOr>;
   n.nb_inplace_xor = op_inplace<OpId::BitwiseXor>;
+  n.nb_inplace_lshift = op_inplace<OpId::Lshift>;
+  n.nb_inplace_rshift = op_inplace<OpId::Rshift>;
 }
 
 }  // namespace loom::py

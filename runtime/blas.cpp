@@ -147,6 +147,8 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void
     case DType::Int32: return naive_gemm<int32_t, int64_t>(m, n, k, a, b, static_cast<int32_t*>(out), ldc);
     case DType::Int64: return naive_gemm<int64_t, int64_t>(m, n, k, a, b, static_cast<int64_t*>(out), ldc);
     case DType::UInt8: return naive_gemm<uint8_t, int64_t>(m, n, k, a, b, static_cast<uint8_t*>(out), ldc);
+    case DType::Int8: return naive_gemm<int8_t, int64_t>(m, n, k, a, b, static_cast<int8_t*>(out), ldc);
+    case DType::Int16: return naive_gemm<int16_t, int64_t>(m, n, k, a, b, static_cast<int16_t*>(out), ldc);
     default: LOOM_FAIL(Runtime, "internal: gemm on ", dtype_name(dtype));
   }
 }

@@ -19,6 +19,8 @@ constexpr std::array<DTypeInfo, kNumDTypes> kDTypeInfo = {{
     {"bfloat16", 2, C::Floating, 8, nullptr, "BFloat16"},
     {"float32", 4, C::Floating, 24, "f", "Float"},
     {"float64", 8, C::Floating, 53, "d", "Double"},
+    {"int8", 1, C::Integral, 7, "b", "Char"},
+    {"int16", 2, C::Integral, 15, "h", "Short"},
 }};
 
 struct Alias {
@@ -27,7 +29,8 @@ struct Alias {
 };
 constexpr Alias kAliases[] = {
     {"float", DType::Float32}, {"double", DType::Float64}, {"half", DType::Float16},
-    {"long", DType::Int64},    {"int", DType::Int32},      {"byte", DType::UInt8},
+    {"long", DType::Int64},    {"int", DType::Int32},      {"short", DType::Int16},
+    {"byte", DType::UInt8},
 };
 
 DType default_float = DType::Float32;
@@ -51,6 +54,8 @@ std::optional<DType> dtype_from_buffer_format(std::string_view format) noexcept 
   switch (format[0]) {
     case '?': return DType::Bool;
     case 'B': return DType::UInt8;
+    case 'b': return DType::Int8;
+    case 'h': return DType::Int16;
     case 'i': return DType::Int32;
     case 'l':  // C long and long long are both 64-bit on the LP64 systems loom supports
     case 'q': return DType::Int64;
@@ -66,9 +71,11 @@ DType promote_types(DType a, DType b) noexcept {
   const DTypeInfo& ia = dtype_info(a);
   const DTypeInfo& ib = dtype_info(b);
   if (ia.category != ib.category) return ia.category > ib.category ? a : b;
-  // Same category, different types. The only pair where neither holds the other is fp16/bf16.
-  if ((a == DType::Float16 && b == DType::BFloat16) || (a == DType::BFloat16 && b == DType::Float16))
-    return DType::Float32;
+  // Same category, different types. The pairs where neither holds the other: fp16 / bf16, and
+  // uint8 / int8 (whose smallest common type is int16).
+  auto pair = [a, b](DType x, DType y) { return (a == x && b == y) || (a == y && b == x); };
+  if (pair(DType::Float16, DType::BFloat16)) return DType::Float32;
+  if (pair(DType::UInt8, DType::Int8)) return DType::Int16;
   return ia.mantissa_digits > ib.mantissa_digits ? a : b;
 }
 

@@ -4,7 +4,8 @@
 // buffer formats, promotion) reads it, so adding a dtype touches the enum and that table.
 //
 // Promotion follows PyTorch: bool < integers < floating point as categories; within a category the
-// wider type wins; float16 with bfloat16 gives float32. ResultType adds PyTorch's "weak" operands:
+// wider type wins; uint8 with int8 gives int16 and float16 with bfloat16 gives float32 (the pairs
+// where neither holds the other). ResultType adds PyTorch's "weak" operands:
 // Python scalars and 0-d tensors only raise the result's category, never its width inside one, so
 // `int32_tensor + 1` stays int32 and `float16_tensor * 2.5` stays float16.
 #pragma once
@@ -17,8 +18,10 @@
 
 namespace loom {
 
-enum class DType : uint8_t { Bool, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64 };
-inline constexpr int kNumDTypes = 8;
+// The values are codes that generated kernels and the CUDA runtime kernels switch on (and that
+// DLPack and serialization never see): a new dtype is appended, so existing codes keep their meaning.
+enum class DType : uint8_t { Bool, UInt8, Int32, Int64, Float16, BFloat16, Float32, Float64, Int8, Int16 };
+inline constexpr int kNumDTypes = 10;
 
 enum class DTypeCategory : uint8_t { Bool, Integral, Floating };
 
@@ -40,7 +43,8 @@ inline bool is_integral(DType d, bool include_bool = false) noexcept {
   return c == DTypeCategory::Integral || (include_bool && c == DTypeCategory::Bool);
 }
 
-// Accepts canonical names and PyTorch's aliases: "float", "double", "half", "long", "int", "byte".
+// Accepts canonical names and PyTorch's aliases: "float", "double", "half", "long", "int", "short",
+// "byte".
 std::optional<DType> dtype_from_name(std::string_view name) noexcept;
 // Inverse of DTypeInfo::buffer_format, accepting the equivalent native formats ("l" for int64...).
 std::optional<DType> dtype_from_buffer_format(std::string_view format) noexcept;
@@ -68,13 +72,15 @@ class ResultType {
   std::optional<DType> scalar_;   // Python numbers
 };
 
-// Calls f(T{}) with the C++ storage type of dtype: bool, uint8_t, int32_t, int64_t, Half,
-// BFloat16, float, double. The one place a dtype turns into a type.
+// Calls f(T{}) with the C++ storage type of dtype: bool, uint8_t, int8_t, int16_t, int32_t,
+// int64_t, Half, BFloat16, float, double. The one place a dtype turns into a type.
 template <typename F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
     case DType::Bool: return f(bool{});
     case DType::UInt8: return f(uint8_t{});
+    case DType::Int8: return f(int8_t{});
+    case DType::Int16: return f(int16_t{});
     case DType::Int32: return f(int32_t{});
     case DType::Int64: return f(int64_t{});
     case DType::Float16: return f(Half{});
@@ -89,6 +95,8 @@ template <typename T>
 inline constexpr DType dtype_of = [] {
   if constexpr (std::is_same_v<T, bool>) return DType::Bool;
   else if constexpr (std::is_same_v<T, uint8_t>) return DType::UInt8;
+  else if constexpr (std::is_same_v<T, int8_t>) return DType::Int8;
+  else if constexpr (std::is_same_v<T, int16_t>) return DType::Int16;
   else if constexpr (std::is_same_v<T, int32_t>) return DType::Int32;
   else if constexpr (std::is_same_v<T, int64_t>) return DType::Int64;
   else if constexpr (std::is_same_v<T, Half>) return DType::Float16;

@@ -10,6 +10,8 @@ typedef unsigned long long u64;
 typedef unsigned int u32;
 typedef unsigned short u16;
 typedef unsigned char u8;
+typedef signed char i8;
+typedef short i16;
 template <class T> LOOM_FN T loom_maximum(T a, T b) { return a != a ? a : (b != b ? b : (a > b ? a : b)); }
 template <class T> LOOM_FN T loom_minimum(T a, T b) { return a != a ? a : (b != b ? b : (a < b ? a : b)); }
 template <class T> LOOM_FN bool loom_isnan(T x) { return x != x; }
@@ -17,6 +19,11 @@ template <class T> LOOM_FN bool loom_isinf(T x) { return x == x && (x - x) != (x
 template <class T> LOOM_FN T loom_iabs(T x) { return x < T(0) ? T(-x) : x; }
 template <class T> LOOM_FN T loom_idiv(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
 template <class T> LOOM_FN T loom_imod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
+// Shifts; a count outside [0, bits) shifts every bit out (lazy/math.h shift_left / shift_right).
+template <class T> LOOM_FN T loom_shl(T a, T b) { return (b < T(0) || b >= T(sizeof(T) * 8)) ? T(0) : T((u64)a << b); }
+template <class T> LOOM_FN T loom_shr(T a, T b) {
+  return (b < T(0) || b >= T(sizeof(T) * 8)) ? (a < T(0) ? T(-1) : T(0)) : T(a >> b);
+}
 template <class T> LOOM_FN T loom_ipow(T base, T e) {
   if (e < T(0)) return base == T(1) ? T(1) : (base == T(-1) ? ((e & T(1)) ? T(-1) : T(1)) : T(0));
   T r = T(1);

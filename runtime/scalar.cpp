@@ -12,6 +12,8 @@ bool Scalar::overflows(DType dtype) const noexcept {
   if (kind_ == ScalarKind::Int) {
     switch (dtype) {
       case DType::UInt8: return i_ > 255 || i_ < -255;  // -1 is 255, as two's complement wraps
+      case DType::Int8: return i_ < INT8_MIN || i_ > INT8_MAX;
+      case DType::Int16: return i_ < INT16_MIN || i_ > INT16_MAX;
       case DType::Int32: return i_ < INT32_MIN || i_ > INT32_MAX;
       case DType::Float16: return i_ < -65504 || i_ > 65504;
       default: return false;  // int64, bfloat16, float32 and float64 span every int64
@@ -21,6 +23,8 @@ bool Scalar::overflows(DType dtype) const noexcept {
   auto outside = [this](double lowest, double max) { return d_ < lowest || d_ > max; };
   switch (dtype) {
     case DType::UInt8: return outside(0.0, 255.0);
+    case DType::Int8: return outside(INT8_MIN, INT8_MAX);
+    case DType::Int16: return outside(INT16_MIN, INT16_MAX);
     case DType::Int32: return outside(INT32_MIN, INT32_MAX);
     // INT64_MAX is no double, and 2^63 does not fit. (PyTorch compares with INT64_MAX rounded up
     // to 2^63, so it lets 2^63 itself through to an undefined cast.)

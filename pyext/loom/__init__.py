@@ -6,7 +6,7 @@ device string. Where loom differs from PyTorch, the docstring says so.
 
 from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
-from loom._C import bool, bfloat16, float16, float32, float64, int32, int64, uint8  # noqa: A001
+from loom._C import bool, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
 from loom import autograd, backends, cuda, linalg, version
 del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
@@ -24,6 +24,7 @@ double = float64
 half = float16
 long = int64
 int = int32  # noqa: A001
+short = int16
 byte = uint8
 
 

@@ -63,7 +63,8 @@ static __device__ __noinline__ double loom_random_normal(const loom_block& b) {
 struct loom_value { bool is_float; i64 i; double d; };
 LOOM_FN loom_value loom_int(i64 v) { loom_value x = {false, v, 0.0}; return x; }
 LOOM_FN loom_value loom_float(double v) { loom_value x = {true, 0, v}; return x; }
-// The dtype codes are loom::DType's: bool, uint8, int32, int64, float16, bfloat16, float32, float64.
+// The dtype codes are loom::DType's: bool, uint8, int32, int64, float16, bfloat16, float32, float64,
+// int8, int16.
 static __device__ __noinline__ loom_value loom_load(const void* base, i64 at, int type) {
   switch (type) {
     case 0: return loom_int(((const u8*)base)[at] != 0);
@@ -73,6 +74,8 @@ static __device__ __noinline__ loom_value loom_load(const void* base, i64 at, in
     case 4: return loom_float(loom_h2f(((const u16*)base)[at]));
     case 5: return loom_float(loom_bf2f(((const u16*)base)[at]));
     case 6: return loom_float(((const float*)base)[at]);
+    case 8: return loom_int(((const i8*)base)[at]);
+    case 9: return loom_int(((const i16*)base)[at]);
     default: return loom_float(((const double*)base)[at]);
   }
 }
@@ -87,6 +90,8 @@ static __device__ __noinline__ void loom_store(void* base, i64 at, int type, loo
     case 4: ((u16*)base)[at] = loom_f2h(v.is_float ? (float)v.d : (float)v.i); break;
     case 5: ((u16*)base)[at] = loom_f2bf(v.is_float ? (float)v.d : (float)v.i); break;
     case 6: ((float*)base)[at] = v.is_float ? (float)v.d : (float)v.i; break;
+    case 8: ((i8*)base)[at] = (i8)(v.is_float ? (i64)v.d : v.i); break;
+    case 9: ((i16*)base)[at] = (i16)(v.is_float ? (i64)v.d : v.i); break;
     default: ((double*)base)[at] = v.is_float ? v.d : (double)v.i; break;
   }
 }

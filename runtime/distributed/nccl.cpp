@@ -71,6 +71,8 @@ ncclDataType_t nccl_type(DType d) {
   switch (d) {
     case DType::Bool:
     case DType::UInt8: return ncclUint8;
+    case DType::Int8: return ncclInt8;
+    case DType::Int16: break;  // NCCL has no 16-bit integers (PyTorch's NCCL backend refuses them too)
     case DType::Int32: return ncclInt32;
     case DType::Int64: return ncclInt64;
     case DType::Float16: return ncclFloat16;
@@ -78,7 +80,7 @@ ncclDataType_t nccl_type(DType d) {
     case DType::Float32: return ncclFloat32;
     case DType::Float64: return ncclFloat64;
   }
-  return ncclUint8;
+  LOOM_FAIL(Runtime, "the nccl backend has no collectives for ", dtype_name(d), " tensors");
 }
 
 // Bool is carried as uint8: "or" is MAX, "and" is MIN, as in PyTorch.

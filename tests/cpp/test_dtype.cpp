@@ -17,6 +17,9 @@ BOOST_AUTO_TEST_CASE(table) {
   BOOST_TEST(itemsize(DType::Bool) == 1u);
   BOOST_TEST(itemsize(DType::BFloat16) == 2u);
   BOOST_TEST(itemsize(DType::Int64) == 8u);
+  BOOST_TEST(itemsize(DType::Int8) == 1u);
+  BOOST_TEST(itemsize(DType::Int16) == 2u);
+  BOOST_TEST(is_integral(DType::Int8));
   BOOST_TEST(is_floating(DType::Float16));
   BOOST_TEST(!is_floating(DType::Int32));
   BOOST_TEST(is_integral(DType::UInt8));
@@ -36,7 +39,10 @@ BOOST_AUTO_TEST_CASE(names) {
   BOOST_TEST((dtype_from_buffer_format("<f") == DType::Float32));
   BOOST_TEST((dtype_from_buffer_format("l") == DType::Int64));
   BOOST_TEST(!dtype_from_buffer_format(">f").has_value());
-  BOOST_TEST(!dtype_from_buffer_format("h").has_value());
+  BOOST_TEST((dtype_from_buffer_format("h") == DType::Int16));
+  BOOST_TEST((dtype_from_buffer_format("b") == DType::Int8));
+  BOOST_TEST((dtype_from_name("short") == DType::Int16));
+  BOOST_TEST(!dtype_from_buffer_format("H").has_value());  // uint16: no such dtype
 }
 
 BOOST_AUTO_TEST_CASE(promote_types_matches_pytorch) {
@@ -53,6 +59,10 @@ BOOST_AUTO_TEST_CASE(promote_types_matches_pytorch) {
       {D::Int32, D::Float32, D::Float32},   {D::Float16, D::BFloat16, D::Float32},
       {D::BFloat16, D::Float32, D::Float32}, {D::Float16, D::Float64, D::Float64},
       {D::Float32, D::Float64, D::Float64}, {D::UInt8, D::Float16, D::Float16},
+      {D::UInt8, D::Int8, D::Int16},        {D::UInt8, D::Int16, D::Int16},
+      {D::Int8, D::Int16, D::Int16},        {D::Int8, D::Int32, D::Int32},
+      {D::Bool, D::Int8, D::Int8},          {D::Int16, D::Float16, D::Float16},
+      {D::Int8, D::BFloat16, D::BFloat16},
   };
   for (const Case& c : cases) {
     BOOST_TEST((promote_types(c.a, c.b) == c.expected), dtype_name(c.a) << " + " << dtype_name(c.b));

@@ -22,7 +22,7 @@ torch = pytest.importorskip("torch")
 DEVICES = ["cpu", "lazy"]
 
 FLOAT_DTYPES = ["float32", "float64"]
-INT_DTYPES = ["uint8", "int32", "int64"]
+INT_DTYPES = ["uint8", "int8", "int16", "int32", "int64"]
 ALL_DTYPES = ["bool"] + INT_DTYPES + FLOAT_DTYPES
 
 # (rtol, atol) by result dtype.

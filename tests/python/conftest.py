@@ -21,11 +21,13 @@ os.environ.setdefault("LOOM_CUDA_RENDER_DIR", tempfile.mkdtemp(prefix="loom-cuda
 import loom  # noqa: E402
 
 # Every dtype loom has, and the numpy / torch names of the ones those libraries have.
-ALL_DTYPES = [loom.bool, loom.uint8, loom.int32, loom.int64, loom.float16, loom.bfloat16, loom.float32,
-              loom.float64]
+ALL_DTYPES = [loom.bool, loom.uint8, loom.int8, loom.int16, loom.int32, loom.int64, loom.float16, loom.bfloat16,
+              loom.float32, loom.float64]
 NUMPY_DTYPES = {  # loom dtype -> numpy dtype (numpy has no bfloat16)
     loom.bool: np.bool_,
     loom.uint8: np.uint8,
+    loom.int8: np.int8,
+    loom.int16: np.int16,
     loom.int32: np.int32,
     loom.int64: np.int64,
     loom.float16: np.float16,

@@ -278,6 +278,8 @@ SIGNED_VALUES = [-1.0, -2.5, -0.25, -100.75]
 @pytest.mark.parametrize("dst", ALL_DTYPES, ids=DTYPE_NAMES.get)
 def test_to_dtype_matches_torch(torch, src, dst):
     values = list(SAFE_VALUES)
+    if src is loom.int8:  # int8 holds no more (PyTorch raises as loom does)
+        values = [v for v in values if v <= 127]
     if src not in (loom.bool, loom.uint8) and dst not in (loom.bool, loom.uint8):
         values += SIGNED_VALUES
     t = loom.tensor(values, dtype=src)

@@ -368,7 +368,7 @@ def test_from_numpy_errors():
     with pytest.raises(TypeError):
         loom.from_numpy([1, 2])
     with pytest.raises(TypeError):
-        loom.from_numpy(np.zeros(2, np.int16))
+        loom.from_numpy(np.zeros(2, np.uint16))
     with pytest.raises(ValueError, match="negative"):
         loom.from_numpy(np.arange(3)[::-1])
 

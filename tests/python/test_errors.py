@@ -92,7 +92,7 @@ CASES = [
     # loom-only: loom rejects what torch has no equivalent for
     ("unknown_dtype_string", lambda m: m.zeros(2, dtype="float128"), TypeError, "float128", False),
     ("dtype_wrong_type", lambda m: m.zeros(2, dtype=3), TypeError, "dtype", False),
-    ("numpy_dtype_without_loom_equivalent", lambda m: m.zeros(2, dtype=np.int16), TypeError, "int16", False),
+    ("numpy_dtype_without_loom_equivalent", lambda m: m.zeros(2, dtype=np.uint16), TypeError, "uint16", False),
     ("rand_int_dtype", lambda m: m.rand(2, dtype=m.int64), TypeError, "floating", False),
     ("randn_int_dtype", lambda m: m.randn(2, dtype=m.int32), TypeError, "floating", False),
     ("rand_like_bool", lambda m: m.rand_like(m.zeros(2, dtype=m.bool)), TypeError, "floating", False),

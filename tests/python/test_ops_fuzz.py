@@ -358,6 +358,22 @@ OPS = DATA_OPS + [
     _binary("div", lambda m, a, b: a / (b.abs() + 1), floats_only=True),
     _binary("eq_mask", lambda m, a, b: (a >= b) & (b >= 0)),
     _binary("lerp", lambda m, a, b: m.lerp(a, b, 0.25), floats_only=True),
+    # the second elementwise family and the activations (issue 13)
+    _unary("atan_asinh", lambda m, x: m.atan(m.asinh(x)), floats_only=True),
+    _unary("erfinv_erfc", lambda m, x: m.erfinv(m.tanh(x) * 0.99) + m.erfc(m.tanh(x)), floats_only=True),
+    _unary("trunc_frac", lambda m, x: m.trunc(x * 0.3) + m.frac(x * 0.3), floats_only=True),
+    _unary("trunc", lambda m, x: m.trunc(x)),
+    _unary("activations", lambda m, x: m.nn.functional.mish(m.nn.functional.elu(x, 0.5)) -
+           m.nn.functional.hardswish(m.nn.functional.leaky_relu(x, 0.1)) + m.nn.functional.logsigmoid(x),
+           floats_only=True),
+    _unary("shrinks", lambda m, x: m.nn.functional.softshrink(m.nn.functional.hardtanh(x, -2, 3), 0.5) +
+           m.nn.functional.hardshrink(x, 1.0), floats_only=True),
+    _unary("threshold", lambda m, x: m.nn.functional.threshold(x, 1, -3)),
+    _unary("shifts", lambda m, x: (x << 2) >> (x.abs() % 5), ints_only=True),
+    _binary("atan2_hypot", lambda m, a, b: m.atan2(a, b) * m.hypot(a, b), floats_only=True),
+    _binary("logaddexp_copysign", lambda m, a, b: m.logaddexp(a, m.copysign(b, a)), floats_only=True),
+    _binary("fmod", lambda m, a, b: m.fmod(a, b.abs() + 1)),
+    _binary("fmax_xlogy", lambda m, a, b: m.fmax(a, b) + m.xlogy(a, b.abs() + 1), floats_only=True),
     _along_dim("sum", lambda m, x, d, k: x.sum(d, keepdim=k)),
     _along_dim("mean", lambda m, x, d, k: m.mean(x, d, keepdim=k), floats_only=True),
     _along_dim("amax", lambda m, x, d, k: x.amax(d, keepdim=k), needs_nonempty=True),

@@ -55,7 +55,7 @@ SAMPLES = {name: X for name in [
     "tan", "tanh", "sigmoid", "relu", "silu", "erf", "floor", "ceil", "sign", "reciprocal", "isnan", "isinf",
     "square", "round", "gelu", "softplus", "nan_to_num", "norm", "zero_", "zeros_like", "ones_like",
     "empty_like", "rand_like", "randn_like", "t", "contiguous", "clone", "detach", "cpu", "float", "double",
-    "half", "bfloat16", "long", "int", "byte", "bool"]}
+    "half", "bfloat16", "long", "int", "short", "char", "byte", "bool"]}
 SAMPLES.update({name: XX for name in [
     "add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "floor_divide", "remainder",
     "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "copy_", "view_as",
@@ -170,11 +170,34 @@ SAMPLES.update({
     "multinomial": lambda inp: (inp.x.abs(), 2), "randperm": lambda inp: (5,), "geometric_": lambda inp: (inp.x, 0.5),
 })
 
+# the second elementwise family and the activations (pyext/op_rows_elementwise.cpp)
+SAMPLES.update({name: X for name in [
+    "trunc", "fix", "frac", "log10", "asin", "arcsin", "acos", "arccos", "atan", "arctan", "sinh", "cosh", "asinh",
+    "arcsinh", "acosh", "arccosh", "atanh", "arctanh", "erfc", "erfinv", "absolute", "sgn", "positive", "deg2rad",
+    "rad2deg", "sinc", "logit", "isfinite", "isposinf", "isneginf", "isreal", "signbit", "relu_", "elu", "elu_",
+    "celu", "celu_", "selu", "selu_", "leaky_relu", "leaky_relu_", "hardtanh", "hardtanh_", "relu6", "relu6_",
+    "hardsigmoid", "hardsigmoid_", "hardswish", "hardswish_", "log_sigmoid", "mish", "mish_", "hardshrink",
+    "softshrink", "rrelu", "rrelu_"]})
+SAMPLES.update({name: XX for name in [
+    "fmod", "copysign", "atan2", "arctan2", "hypot", "logaddexp", "logaddexp2", "xlogy", "ldexp", "float_power",
+    "fmax", "fmin", "heaviside", "isclose", "allclose"]})
+SAMPLES.update({
+    "clamp_min": lambda inp: (inp.x, 0.0), "clamp_max": lambda inp: (inp.x, 0.0),
+    "bitwise_left_shift": lambda inp: (inp.i, inp.i), "bitwise_right_shift": lambda inp: (inp.i, inp.i),
+    "promote_types": lambda inp: (inp.m.int32, inp.m.float32),
+    "float_power_": lambda inp: (inp.x.double(), 2.0),
+    "threshold": lambda inp: (inp.x, 0.5, -1.0), "threshold_": lambda inp: (inp.x, 0.5, -1.0),
+    "prelu": lambda inp: (inp.x, inp.m.tensor([0.25])),
+})
+
 # torch's C++-parsed function behind a row whose Python-level torch function (torch.functional,
 # torch.linalg) takes its arguments in another shape: compared with loom._C's row.
 TORCH_FUNCTIONS = {name: getattr(torch._VF, name) for name in [
     "einsum", "tensordot", "chain_matmul", "meshgrid", "cartesian_prod", "block_diag", "atleast_1d", "atleast_2d",
     "atleast_3d"]}
+TORCH_FUNCTIONS.update({name: getattr(torch._C._nn, name) for name in [
+    "elu", "elu_", "leaky_relu", "leaky_relu_", "hardtanh", "hardtanh_", "relu6", "relu6_", "hardsigmoid",
+    "hardsigmoid_", "hardswish", "hardswish_", "log_sigmoid", "mish", "mish_", "softshrink"]})
 TORCH_FUNCTIONS.update({name: getattr(torch._C._linalg, name) for name in [
     "linalg_vector_norm", "linalg_matrix_norm", "linalg_norm", "linalg_multi_dot", "linalg_vecdot"]})
 

@@ -15,8 +15,8 @@ import numpy as np
 
 import loom
 
-_DTYPES = {d: str(d).split(".", 1)[1] for d in (loom.bool, loom.uint8, loom.int32, loom.int64, loom.float16,
-                                                 loom.bfloat16, loom.float32, loom.float64)}
+_DTYPES = {d: str(d).split(".", 1)[1] for d in (loom.bool, loom.uint8, loom.int8, loom.int16, loom.int32, loom.int64,
+                                                 loom.float16, loom.bfloat16, loom.float32, loom.float64)}
 _BY_NAME = {name: d for d, name in _DTYPES.items()}
 
 

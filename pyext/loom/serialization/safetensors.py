@@ -37,10 +37,11 @@ import numpy as np
 import loom
 from loom.serialization.errors import InvalidFileError
 
-_CODES = {loom.bool: "BOOL", loom.uint8: "U8", loom.int32: "I32", loom.int64: "I64", loom.float16: "F16",
-          loom.bfloat16: "BF16", loom.float32: "F32", loom.float64: "F64"}
+_CODES = {loom.bool: "BOOL", loom.uint8: "U8", loom.int8: "I8", loom.int16: "I16", loom.int32: "I32",
+          loom.int64: "I64", loom.float16: "F16", loom.bfloat16: "BF16", loom.float32: "F32", loom.float64: "F64"}
 _DTYPES = {v: k for k, v in _CODES.items()}
-_NUMPY = {"BOOL": np.dtype(np.bool_), "U8": np.dtype("<u1"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
+_NUMPY = {"BOOL": np.dtype(np.bool_), "U8": np.dtype("<u1"), "I8": np.dtype("i1"), "I16": np.dtype("<i2"),
+          "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
           "F16": np.dtype("<f2"), "BF16": np.dtype("<u2"), "F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
 _METADATA = "__metadata__"
 _MAX_HEADER = 100_000_000  # as the safetensors library: a larger header is not a real file

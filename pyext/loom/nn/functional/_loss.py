@@ -13,8 +13,8 @@ import warnings
 
 import loom
 
-_TORCH_DTYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int32": "Int", "int64": "Long", "float16": "Half",
-                      "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}
+_TORCH_DTYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
+                      "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}
 
 
 def _type_name(dtype):

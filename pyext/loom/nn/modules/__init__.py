@@ -1,7 +1,10 @@
 """loom.nn.modules: the layer classes, one family per file as in torch.nn.modules."""
 
 from loom.nn.modules.module import Module
-from loom.nn.modules.activation import GELU, LogSoftmax, ReLU, SiLU, Sigmoid, Softmax, Tanh
+from loom.nn.modules.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
+                                        LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, SiLU,
+                                        Sigmoid, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh,
+                                        Tanhshrink, Threshold)
 from loom.nn.modules.attention import MultiheadAttention
 from loom.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
 from loom.nn.modules.channelshuffle import ChannelShuffle
@@ -54,3 +57,6 @@ __all__ = [
     "TripletMarginWithDistanceLoss", "ChannelShuffle", "MultiLabelMarginLoss",
     "CosineSimilarity", "PairwiseDistance",
 ]
+__all__ += ["ELU", "CELU", "SELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
+            "LogSigmoid", "Mish", "PReLU", "ReLU6", "RReLU", "Softmax2d", "Softmin", "Softplus", "Softshrink",
+            "Softsign", "Tanhshrink", "Threshold"]  # the activations of issue 13

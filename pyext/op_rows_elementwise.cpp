@@ -1,0 +1,174 @@
+// The op table's rows (pyext/op_table.h) of the second elementwise family: more math
+// (trigonometric and hyperbolic functions, fmod, copysign, logaddexp, xlogy, shifts, tests such
+// as isfinite and isclose) and the activations that loom.nn.functional calls, with PyTorch's
+// names, aliases (arcsin, fix, absolute, ...), signatures and defaults.
+#include "pyext/objects.h"
+#include "pyext/op_table.h"
+#include "runtime/error.h"
+
+namespace loom::py {
+namespace {
+
+constexpr unsigned kBoth = kFunction | kMethod;
+constexpr unsigned kAll = kFunction | kMethod | kInplace;
+
+template <OpId op>
+Result unary(const Parsed& p) {
+  return ops::unary(op, p.tensor(0));
+}
+
+// The in-place function forms PyTorch has beside Tensor.<op>_ (torch.celu_(x)): the result of
+// the function row `fn` written into the first argument, which is returned.
+template <Result (*fn)(const Parsed&)>
+Result in_place(const Parsed& p) {
+  TensorImpl& self = impl_of(p.object(0));
+  check_no_internal_overlap(self);
+  update(self, [&] { return fn(p).take_tensor(); });
+  return Py_NewRef(p.object(0));
+}
+
+// (Tensor, Arg) or (Scalar, Tensor): the overloads of xlogy, float_power and the shifts.
+template <Tensor (*fn)(const Arg&, const Arg&)>
+Result tensor_or_scalar_first(const Parsed& p) {
+  return p.index == 0 ? fn(p.arg(0), p.arg(1)) : fn(Arg(p.scalar(0)), Arg(p.tensor(1)));
+}
+
+Result allclose(const Parsed& p) {
+  Tensor close = ops::all(ops::isclose(p.tensor(0), p.tensor(1), p.real(2), p.real(3), p.boolean(4)));
+  PyRef value = PyRef::checked(wrap(close));
+  int truth = PyObject_IsTrue(value.get());  // a sync point in lazy mode, as item()
+  if (truth < 0) throw PythonError{};
+  return Py_NewRef(truth ? Py_True : Py_False);
+}
+
+// rrelu: in training, each negative element scaled by its own slope drawn uniformly from
+// [lower, upper]; in evaluation by their mean (a leaky_relu).
+Result rrelu(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  double lower = p.scalar(1).as_double(), upper = p.scalar(2).as_double();
+  LOOM_CHECK(lower <= upper, Runtime, "Lower bound should be less than or equal to the upper bound");
+  if (!p.boolean(3)) return ops::leaky_relu(x, Scalar((lower + upper) / 2));
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "\"rrelu\" not implemented for '",
+             dtype_info(x->dtype()).scalar_type_name, "'");
+  Tensor u = ops::rand(x->sizes(), x->dtype(), {x->device(), x->is_lazy()});
+  Tensor slopes = ops::add(ops::mul(u, Scalar(upper - lower)), Scalar(lower));
+  return ops::where(ops::binary(OpId::Le, x, Scalar(int64_t{0})), ops::mul(x, slopes), x);
+}
+
+// Tensor.float_power_: its result is float64, which PyTorch writes only into a float64 self.
+Result float_power_(const Parsed& p) {
+  TensorImpl& self = impl_of(p.self);
+  LOOM_CHECK(self.dtype() == DType::Float64, Runtime, "the base given to float_power_ has dtype ",
+             dtype_info(self.dtype()).scalar_type_name, " but the operation's result requires dtype Double");
+  check_no_internal_overlap(self);
+  update(self, [&] { return ops::float_power(Arg(&self), p.arg(1)); });
+  return Py_NewRef(p.self);
+}
+
+Result relu(const Parsed& p) { return ops::unary(OpId::Relu, p.tensor(0)); }
+Result elu(const Parsed& p) { return ops::elu(p.tensor(0), p.scalar(1), p.scalar(2), p.scalar(3)); }
+Result celu(const Parsed& p) { return ops::celu(p.tensor(0), p.scalar(1)); }
+Result selu(const Parsed& p) { return ops::selu(p.tensor(0)); }
+Result leaky_relu(const Parsed& p) { return ops::leaky_relu(p.tensor(0), p.scalar(1)); }
+Result hardtanh(const Parsed& p) { return ops::hardtanh(p.tensor(0), p.scalar(1), p.scalar(2)); }
+Result relu6(const Parsed& p) { return ops::hardtanh(p.tensor(0), Scalar(int64_t{0}), Scalar(int64_t{6})); }
+Result hardsigmoid(const Parsed& p) { return ops::hardsigmoid(p.tensor(0)); }
+Result hardswish(const Parsed& p) { return ops::hardswish(p.tensor(0)); }
+Result mish(const Parsed& p) { return ops::mish(p.tensor(0)); }
+Result threshold(const Parsed& p) { return ops::threshold(p.tensor(0), p.scalar(1), p.scalar(2)); }
+
+const Row kRows[] = {
+    // ---- math ----
+    {{"trunc(Tensor input)"}, kAll, LOOM_BODY(ops::trunc(p.tensor(0)))},
+    {{"fix(Tensor input)"}, kAll, LOOM_BODY(ops::trunc(p.tensor(0))), "trunc()"},
+    {{"frac(Tensor input)"}, kAll, LOOM_BODY(ops::frac(p.tensor(0)))},
+    {{"log10(Tensor input)"}, kAll, unary<OpId::Log10>},
+    {{"asin(Tensor input)"}, kAll, unary<OpId::Asin>}, {{"arcsin(Tensor input)"}, kAll, unary<OpId::Asin>},
+    {{"acos(Tensor input)"}, kAll, unary<OpId::Acos>}, {{"arccos(Tensor input)"}, kAll, unary<OpId::Acos>},
+    {{"atan(Tensor input)"}, kAll, unary<OpId::Atan>}, {{"arctan(Tensor input)"}, kAll, unary<OpId::Atan>},
+    {{"sinh(Tensor input)"}, kAll, unary<OpId::Sinh>}, {{"cosh(Tensor input)"}, kAll, unary<OpId::Cosh>},
+    {{"asinh(Tensor input)"}, kAll, unary<OpId::Asinh>}, {{"arcsinh(Tensor input)"}, kAll, unary<OpId::Asinh>},
+    {{"acosh(Tensor input)"}, kAll, unary<OpId::Acosh>}, {{"arccosh(Tensor input)"}, kAll, unary<OpId::Acosh>},
+    {{"atanh(Tensor input)"}, kAll, unary<OpId::Atanh>}, {{"arctanh(Tensor input)"}, kAll, unary<OpId::Atanh>},
+    {{"erfc(Tensor input)"}, kAll, unary<OpId::Erfc>}, {{"erfinv(Tensor input)"}, kAll, unary<OpId::Erfinv>},
+    {{"absolute(Tensor input)"}, kAll, unary<OpId::Abs>, "abs()"},
+    {{"sgn(Tensor input)"}, kAll, unary<OpId::Sign>, "sign() (loom has no complex dtypes)"},
+    {{"positive(Tensor input)"}, kBoth, LOOM_BODY((ops::positive(p.tensor(0)), Py_NewRef(p.object(0))))},
+    {{"deg2rad(Tensor input)"}, kAll, LOOM_BODY(ops::deg2rad(p.tensor(0)))},
+    {{"rad2deg(Tensor input)"}, kAll, LOOM_BODY(ops::rad2deg(p.tensor(0)))},
+    {{"sinc(Tensor input)"}, kAll, LOOM_BODY(ops::sinc(p.tensor(0)))},
+    {{"logit(Tensor input, float? eps=None)"}, kAll, LOOM_BODY(ops::logit(p.tensor(0), p.optional_real(1)))},
+    {{"fmod(Tensor input, Arg other)"}, kAll, LOOM_BODY(ops::fmod(p.tensor(0), p.arg(1)))},
+    {{"copysign(Tensor input, Arg other)"}, kAll, LOOM_BODY(ops::copysign(p.tensor(0), p.arg(1)))},
+    {{"atan2(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::atan2(p.tensor(0), p.tensor(1)))},
+    {{"arctan2(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::atan2(p.tensor(0), p.tensor(1)))},
+    {{"hypot(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::hypot(p.tensor(0), p.tensor(1)))},
+    {{"logaddexp(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logaddexp(p.tensor(0), p.tensor(1)))},
+    {{"logaddexp2(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logaddexp2(p.tensor(0), p.tensor(1)))},
+    {{"xlogy(Tensor input, Arg other)", "xlogy(Scalar self, Tensor other)"}, kAll, tensor_or_scalar_first<ops::xlogy>},
+    {{"ldexp(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::ldexp(p.tensor(0), p.tensor(1)))},
+    {{"float_power(Tensor input, Arg exponent)", "float_power(Scalar self, Tensor exponent)"}, kBoth,
+     tensor_or_scalar_first<ops::float_power>},
+    {{"float_power_(Tensor input, Arg exponent)"}, kMethod, float_power_,
+     "In place: writes float_power()'s result into self, which must be float64."},
+    {{"fmax(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::fmax(p.tensor(0), p.tensor(1)))},
+    {{"fmin(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::fmin(p.tensor(0), p.tensor(1)))},
+    {{"heaviside(Tensor input, Tensor values)"}, kAll, LOOM_BODY(ops::heaviside(p.tensor(0), p.tensor(1)))},
+    {{"clamp_min(Tensor input, Arg min)"}, kAll, LOOM_BODY(ops::clamp(p.tensor(0), p.arg(1), std::nullopt))},
+    {{"clamp_max(Tensor input, Arg max)"}, kAll, LOOM_BODY(ops::clamp(p.tensor(0), std::nullopt, p.arg(1)))},
+    {{"bitwise_left_shift(Tensor input, Arg other)", "bitwise_left_shift(Scalar self, Tensor other)"}, kAll,
+     tensor_or_scalar_first<ops::shift_left>},
+    {{"bitwise_right_shift(Tensor input, Arg other)", "bitwise_right_shift(Scalar self, Tensor other)"}, kAll,
+     tensor_or_scalar_first<ops::shift_right>},
+    {{"isfinite(Tensor input)"}, kBoth, LOOM_BODY(ops::isfinite(p.tensor(0)))},
+    {{"isposinf(Tensor input)"}, kBoth, LOOM_BODY(ops::isposinf(p.tensor(0)))},
+    {{"isneginf(Tensor input)"}, kBoth, LOOM_BODY(ops::isneginf(p.tensor(0)))},
+    {{"isreal(Tensor input)"}, kBoth, LOOM_BODY(ops::isreal(p.tensor(0)))},
+    {{"signbit(Tensor input)"}, kBoth, LOOM_BODY(ops::signbit(p.tensor(0)))},
+    {{"isclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False)"}, kBoth,
+     LOOM_BODY(ops::isclose(p.tensor(0), p.tensor(1), p.real(2), p.real(3), p.boolean(4)))},
+    {{"promote_types(ScalarType type1, ScalarType type2) -> ScalarType"}, kFunction,
+     LOOM_BODY(Py_NewRef(dtype_object(promote_types(*p.optional_dtype(0), *p.optional_dtype(1))))),
+     "The smallest dtype both convert to without losing their category (PyTorch's table)."},
+    {{"allclose(Tensor input, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> bool"},
+     kBoth, allclose, "A Python bool (a sync point in lazy mode)."},
+
+    // ---- activations (loom.nn.functional's, and PyTorch's torch.celu, torch.threshold, ...) ----
+    // Where PyTorch has them: torch.nn.functional's builtins (torch._C._nn) are functions only, with
+    // in-place functions beside them (elu_, hardtanh_, ...: what F.<name>(inplace=True) calls).
+    {{"relu_(Tensor input)"}, kFunction, in_place<relu>},
+    {{"elu(Tensor input, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)"}, kFunction, elu},
+    {{"elu_(Tensor input, Scalar alpha=1, Scalar scale=1, Scalar input_scale=1)"}, kFunction, in_place<elu>},
+    {{"celu(Tensor input, Scalar alpha=1.0)"}, kFunction, celu},
+    {{"celu_(Tensor input, Scalar alpha=1.0)"}, kFunction, in_place<celu>},
+    {{"selu(Tensor input)"}, kFunction, selu},
+    {{"selu_(Tensor input)"}, kFunction, in_place<selu>},
+    {{"leaky_relu(Tensor input, Scalar negative_slope=0.01)"}, kFunction, leaky_relu},
+    {{"leaky_relu_(Tensor input, Scalar negative_slope=0.01)"}, kFunction, in_place<leaky_relu>},
+    {{"hardtanh(Tensor input, Scalar min_val=-1, Scalar max_val=1)"}, kFunction, hardtanh},
+    {{"hardtanh_(Tensor input, Scalar min_val=-1, Scalar max_val=1)"}, kFunction, in_place<hardtanh>},
+    {{"relu6(Tensor input)"}, kFunction, relu6},
+    {{"relu6_(Tensor input)"}, kFunction, in_place<relu6>},
+    {{"hardsigmoid(Tensor input)"}, kFunction, hardsigmoid},
+    {{"hardsigmoid_(Tensor input)"}, kFunction, in_place<hardsigmoid>},
+    {{"hardswish(Tensor input)"}, kFunction, hardswish},
+    {{"hardswish_(Tensor input)"}, kFunction, in_place<hardswish>},
+    {{"log_sigmoid(Tensor input)"}, kFunction, LOOM_BODY(ops::log_sigmoid(p.tensor(0)))},
+    {{"mish(Tensor input)"}, kFunction, mish},
+    {{"mish_(Tensor input)"}, kFunction, in_place<mish>},
+    {{"hardshrink(Tensor input, Scalar lambd=0.5)"}, kBoth, LOOM_BODY(ops::hardshrink(p.tensor(0), p.scalar(1)))},
+    {{"softshrink(Tensor input, Scalar lambd=0.5)"}, kFunction, LOOM_BODY(ops::softshrink(p.tensor(0), p.scalar(1)))},
+    {{"threshold(Tensor input, Scalar threshold, Scalar value)"}, kFunction, threshold},
+    {{"threshold_(Tensor input, Scalar threshold, Scalar value)"}, kFunction, in_place<threshold>},
+    {{"prelu(Tensor input, Tensor weight)"}, kBoth, LOOM_BODY(ops::prelu(p.tensor(0), p.tensor(1)))},
+    {{"rrelu(Tensor input, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False)"}, kFunction,
+     rrelu, "In training, every negative element has its own slope, drawn from [lower, upper]."},
+    {{"rrelu_(Tensor input, Scalar lower=0.125, Scalar upper=0.3333333333333333, bool training=False)"}, kFunction,
+     in_place<rrelu>},
+};
+
+}  // namespace
+
+void add_elementwise_rows(MethodDefs& defs) { add_rows(kRows, defs); }
+
+}  // namespace loom::py
