@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "lazy/provenance.h"
+
 #include "runtime/free_list.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -50,6 +52,7 @@ Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* cons
   }
   n->hash_ = h;
   count(metrics().nodes_recorded);
+  note_recorded(*n);  // its Python line, while sources are captured (lazy/provenance.h)
   return n;
 }
 

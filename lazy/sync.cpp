@@ -1,6 +1,7 @@
 #include "lazy/sync.h"
 
 #include "lazy/dispatch.h"
+#include "lazy/provenance.h"
 
 #include <pthread.h>
 
@@ -357,6 +358,7 @@ TensorImpl* aliasable_base(const TensorImpl& t) {
 // The trace computing `roots` (outputs first, in order) and then the orphan writes.
 Trace build_trace(Device device, const std::vector<Tensor>& roots, const std::vector<OrphanWrite>& orphans,
                   uint64_t& epoch) {
+  profiler::Span span("trace", "build trace and key");
   Trace trace;
   trace.device = device;
   TraceBuilder builder(trace);
@@ -364,6 +366,7 @@ Trace build_trace(Device device, const std::vector<Tensor>& roots, const std::ve
   for (const Tensor& t : roots) trace.outputs.push_back({builder.add(t->node()), t->destination()});
   for (const OrphanWrite& o : orphans) trace.outputs.push_back({builder.add(o.node.get()), o.destination});
   trace.key = trace_key(trace);
+  if (profiler::Event* e = span.event()) e->args.emplace_back("nodes", std::to_string(trace.nodes.size()));
   return trace;
 }
 
@@ -444,6 +447,7 @@ void follow_base(TensorImpl& v, const std::shared_ptr<const Error>& error) {
 // Note [Sync causes] (lazy/sync.h): every call is one sync, counted for the reason its thread gave.
 void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views, std::vector<OrphanWrite> orphans) {
   if (!roots.empty() || !orphans.empty()) count_sync(detail::sync_reason);
+  SyncScope scope(detail::sync_reason, !roots.empty() || !orphans.empty());  // its site and span (lazy/provenance.h)
   std::shared_ptr<const Error> raised;
   {
     Flight flight(r, roots, views, orphans);

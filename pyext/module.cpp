@@ -15,6 +15,7 @@ extern PyMethodDef cuda_functions[];
 extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
+extern PyMethodDef profiler_functions[];
 void register_autograd_types(PyObject* module);
 
 namespace {
@@ -47,6 +48,7 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), lazy_functions));
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
+  check_status(PyModule_AddFunctions(module.get(), profiler_functions));
   register_autograd_types(module.get());
   set_warning_handler(&python_warning);
   static std::vector<PyMethodDef> ops = [] {
