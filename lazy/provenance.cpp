@@ -90,7 +90,7 @@ void detail::note_recorded_slow(const Node& node) {
     sample_count = 0;
     profiler::Event e;
     e.category = "record";
-    e.name = op_name(node.op());
+    e.name = std::string("record ") + op_name(node.op());
     e.start_ns = mark_or_profile_start();
     e.duration_ns = now - e.start_ns;
     e.thread = profiler::record_lane(profiler::thread_id());

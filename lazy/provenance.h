@@ -11,7 +11,7 @@
 // the switch has no entry: unknown).
 //
 // Record events. While a profile runs, ops recorded on a thread are spans too (every
-// `record_sample`-th op, category "record", on the thread's record lane): the time from the
+// `record_sample`-th op, "record <Op>", category "record", on the thread's record lane): the time from the
 // previous op (or the end of the last sync) to this op's node, which is what recording it cost
 // the Python program (its Python line, the binding, shape inference, the node). Each sync also
 // closes a "record" span over all of it since the last sync, with the number of ops.

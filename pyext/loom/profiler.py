@@ -9,7 +9,7 @@ PyTorch's shape of API (``torch.profiler``)::
 
 What a profile records (runtime/profiler.h, lazy/provenance.h, graph/step_profile.h):
 
-- ``record``: the ops recorded between syncs, each a span from the previous op to its node
+- ``record <Op>``: the ops recorded between syncs, each a span from the previous op to its node
   (Python, the binding, shape inference and the node: what recording cost), every
   ``record_sample``-th op, with its Python line; and per sync one span over all of them;
 - ``sync (<cause>)``: each sync, with its cause (item, repr, host, explicit,
@@ -130,9 +130,15 @@ class FunctionEvent:
         return self.lane == "gpu"
 
     def sources(self):
-        """The Python lines behind the event: the fused ops' (op @ file:line), else its own."""
+        """The Python lines behind the event: a kernel's as 'file.py:12 (Mul+Add)', one per line
+        with the ops of its fused ops recorded there (lines unknown: '?'); else its own line."""
         if self.fused:
-            return [f"{op} @ {_where(loc)}" if loc else op for op, loc in self.fused]
+            ops_at = {}
+            for op, loc in self.fused:
+                ops = ops_at.setdefault(_where(loc) or "?", [])
+                if op not in ops:
+                    ops.append(op)
+            return [f"{where} ({'+'.join(ops)})" for where, ops in ops_at.items()]
         return [_where(self.source)] if self.source else []
 
     def __repr__(self):
