@@ -367,3 +367,24 @@ def test_profiles_do_not_nest():
         with pytest.raises(RuntimeError, match="already running"):
             with profiler.profile():
                 pass
+
+
+def test_a_new_trace_shows_its_lookup_miss_lowering_and_compile():
+    loom._C._set_executor("compiled")
+    loom.clear_plan_cache()
+    x = loom.tensor(np.linspace(0, 1, 37 * 53, dtype=np.float32).reshape(37, 53)).to("lazy")
+    with profiler.profile() as prof:
+        values = (x.sin() * x.cos()).sum(1).numpy()
+    np.testing.assert_allclose(values, (np.sin(x.numpy()) * np.cos(x.numpy())).sum(1), rtol=1e-5)
+    events = prof.events()
+    (lookup,) = [e for e in events if e.name == "plan cache lookup"]
+    (lower,) = [e for e in events if e.name == "lower plan"]
+    (compile_,) = [e for e in events if e.category == "compile"]
+    kernels = [e for e in events if e.category == "kernel"]
+    assert lookup.args["result"] == "miss" and inside(lower, lookup) and inside(compile_, lower)
+    assert compile_.name == "compile c++ module"
+    assert int(compile_.args["kernels"]) == len(kernels) == len(compile_.args["kernel names"].split())
+    assert compile_.args["from"] in ("compiler", "disk cache", "memory cache")
+    assert float(compile_.args["compiler seconds"]) >= 0
+    (run,) = runs(events)
+    assert not inside(kernels[0], lower) and inside(kernels[0], run)
