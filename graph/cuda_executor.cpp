@@ -195,7 +195,8 @@ void CudaExecutor::execute(Plan& plan, bool pointer_arrays, CaptureGuard* captur
   const auto* table = static_cast<const int64_t*>(plan.table.data());
   for (const CudaStep& step : plan.lowered.steps) {
     CudaStepTimer timer(plan.device);  // a profile's span of the step, on the stream
-    if (profiler::Event* e = timer.event(); e && profiled_) describe_cuda_step(*e, plan.program, plan.lowered, *profiled_, step);
+    if (profiler::Event* e = timer.event(); e && profiled_)
+      describe_cuda_step(*e, plan.program, plan.lowered, *profiled_, step);
     if (step.kind == CudaStep::Kernel) {
       const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
       const Plan::Geometry& g = plan.launches[static_cast<size_t>(step.index)];
@@ -279,7 +280,8 @@ std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
   profiled.plan(plan.lowered.steps.size(), how == GraphLife::Run::Replay);
   if (how == GraphLife::Run::Replay) {
     CudaStepTimer timer(plan.device);  // a profile's span of the whole graph, on the stream
-    if (profiler::Event* e = timer.event()) e->name = "cuda graph replay (" + std::to_string(plan.lowered.steps.size()) + " steps)";
+    if (profiler::Event* e = timer.event())
+      e->name = "cuda graph replay (" + std::to_string(plan.lowered.steps.size()) + " steps)";
     cuda::check(cudaGraphLaunch(plan.graph, cuda::stream(plan.device)), "cudaGraphLaunch", key_name(plan.key));
     count(metrics().graph_replays);
   } else {

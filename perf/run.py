@@ -8,6 +8,8 @@ hits them alike. It reports medians, the spread, speed-ups over the PyTorch base
 counters per step, and the targets of BENCH.md as met or not. Outputs go to --out: results.json,
 results.md and results.png (when matplotlib is installed); the Markdown table is printed last.
 results.md and results.json are rewritten after every case, marked partial until the run ends.
+`--profile WORKLOAD` times nothing: it profiles the workload's steps in loom-lazy mode with
+loom.profiler and writes the Chrome trace (profile-<case>.json) and the table (.txt) to --out.
 """
 
 import argparse
