@@ -10,6 +10,7 @@
 #include "graph/interpreter.h"
 #include "lazy/sync.h"
 #include "pyext/objects.h"
+#include "rtc/disk_cache.h"
 #include "rtc/nvrtc.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
@@ -56,6 +57,15 @@ PyObject* f_metrics_reset(PyObject*, PyObject*) {
 PyObject* f_get_num_threads(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
   return PyLong_FromLong(num_threads());
+  LOOM_PY_END(nullptr)
+}
+
+// The folder compiled CPU modules are cached in: LOOM_CACHE_DIR's, or the private temporary folder
+// used instead of an untrusted one (rtc/disk_cache.h).
+PyObject* f_cache_dir(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  const std::string& path = rtc::DiskCache::of("cpu", ".so", ".cpp").dir().path();
+  return PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size()));
   LOOM_PY_END(nullptr)
 }
 
@@ -170,6 +180,8 @@ PyMethodDef lazy_functions[] = {
      "as it is, and stay)"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
      "get_num_threads(): threads the CPU kernels use (LOOM_NUM_THREADS, default: the machine's cores)"},
+    {"_cache_dir", f_cache_dir, METH_NOARGS,
+     "_cache_dir(): the folder compiled CPU modules are cached in (LOOM_CACHE_DIR, else the user's cache folder)"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},
     {"_inject_capture_fault", f_inject_capture_fault, METH_O,
      "_inject_capture_fault(kind): the next CUDA Graph capture fails: 'allocate' (a step allocates), "

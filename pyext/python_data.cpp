@@ -69,6 +69,9 @@ Dims infer_shape(PyObject* data) {
   Dims shape;
   PyRef obj = PyRef::borrow(data);
   while (is_nested_sequence(obj.get())) {
+    // PyTorch's ValueError; the walks below recurse once per dimension.
+    LOOM_CHECK(shape.size() < kMaxDims, Value, "too many dimensions '", type_name(obj.get()), "' (a tensor has at most ",
+               kMaxDims, ")");
     Py_ssize_t n = PySequence_Size(obj.get());
     check_status(static_cast<int>(n < 0 ? -1 : 0));
     shape.push_back(n);

@@ -49,6 +49,7 @@ Array empty(IntSpan sizes, DType dtype, Device device);
 void check_allocatable(IntSpan sizes, DType dtype, Device device);
 // Whether check_allocatable(sizes, dtype, ...) passes (the check every lazy op makes, inline).
 inline bool allocatable(IntSpan sizes, DType dtype) noexcept {
+  if (sizes.size() > kMaxDims) return false;
   int64_t bytes = static_cast<int64_t>(itemsize(dtype));
   for (int64_t s : sizes)
     if (s < 0 || __builtin_mul_overflow(bytes, s, &bytes)) return false;

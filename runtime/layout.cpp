@@ -32,6 +32,8 @@ Dims contiguous_strides(IntSpan sizes) {
 }
 
 void check_sizes(IntSpan sizes) {
+  LOOM_CHECK(sizes.size() <= kMaxDims, Runtime, "a tensor has at most ", kMaxDims, " dimensions, but ",
+             sizes.size(), " were requested");
   int64_t numel = 1;
   for (int64_t s : sizes) {
     LOOM_CHECK(s >= 0, Runtime, "Trying to create tensor with negative dimension ", s, ": ", format_dims(sizes));
@@ -48,6 +50,8 @@ int64_t wrap_dim(int64_t dim, int64_t ndim) {
 }
 
 Dims infer_size(IntSpan shape, int64_t numel) {
+  LOOM_CHECK(shape.size() <= kMaxDims, Runtime, "a tensor has at most ", kMaxDims, " dimensions, but shape has ",
+             shape.size());
   Dims out(shape);
   int64_t known = 1;
   std::optional<size_t> infer;

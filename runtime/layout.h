@@ -27,7 +27,12 @@ std::string format_dims(IntSpan dims);
 
 int64_t numel_of(IntSpan sizes) noexcept;
 Dims contiguous_strides(IntSpan sizes);
-// Raises RuntimeError when a requested size is negative or the element count overflows int64.
+// The most dimensions a tensor has (numpy's limit): kernels, shape walks and Python conversions
+// recurse or keep arrays per dimension, so a shape of 100,000 ones is refused where it is made.
+inline constexpr size_t kMaxDims = 64;
+
+// Raises RuntimeError when a shape has more than kMaxDims dimensions, a requested size is
+// negative or the element count overflows int64.
 void check_sizes(IntSpan sizes);
 // Wraps a possibly negative dim into [0, ndim), raising IndexError as PyTorch does. A 0-d
 // tensor accepts dims -1 and 0, as PyTorch allows.

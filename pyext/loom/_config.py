@@ -20,4 +20,5 @@ def show_config():
         lines.append("  - NVRTC: linked (kernels compile at run time for the device's architecture)")
         lines.append(f"  - GPUs: {gpus}" + ("" if gpus else f" ({cuda.unavailable_reason()})"))
     lines.append("  - collectives (NCCL, Gloo): not built")
+    lines.append(f"  - compile cache: {_C._cache_dir()}")
     return "\n".join(lines) + "\n"

@@ -311,3 +311,29 @@ def test_every_op_result_is_checked_in_lazy_mode(op):
     eager = error_of(lambda: run("cpu"))
     assert eager is not None and eager[0] in (MemoryError, RuntimeError), eager
     assert error_of(lambda: run("lazy")) == eager
+
+
+# ---- shapes with more dimensions than a tensor has (runtime/layout.h kMaxDims) ----
+
+def test_deeply_nested_data_is_refused_not_recursed():
+    # 100,000 nested lists: the conversion recursed once per level and overflowed the C stack.
+    data = 1.0
+    for _ in range(100_000):
+        data = [data]
+    with pytest.raises(ValueError, match="too many dimensions 'list'"):
+        loom.tensor(data)
+    nested = 1.0
+    for _ in range(64):
+        nested = [nested]
+    assert loom.tensor(nested).shape == (1,) * 64  # the limit itself is fine
+
+
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+@pytest.mark.parametrize("make", [
+    lambda device: loom.ones((1,) * 65, device=device),
+    lambda device: loom.ones(1, device=device).reshape((1,) * 65),
+    lambda device: loom.ones(1, device=device).view((1,) * 100_000),
+])
+def test_more_than_64_dimensions_are_refused_where_they_are_made(make, device):
+    with pytest.raises(RuntimeError, match="a tensor has at most 64 dimensions"):
+        make(device)

@@ -120,6 +120,14 @@ def test_version_and_config_describe_this_build():
         assert fact in text
 
 
+def test_config_names_the_compile_cache_in_use(tmp_path):
+    cache = tmp_path / "cache"
+    code = "import loom; print(loom.show_config())"
+    env = dict(os.environ, LOOM_CACHE_DIR=str(cache))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert f"compile cache: {cache}/cpu" in done.stdout, done.stdout + done.stderr
+
+
 def test_no_machine_wide_install_points_at_a_checkout():
     """Setup installs into the checkout's own environment: no .pth in the system's site-packages
     makes one checkout's build "the" loom of every program on the machine."""

@@ -269,6 +269,14 @@ def test_meshgrid_cartesian_combinations(device):
                 check(device, lambda m, x: m.combinations(x, r, with_replacement=replace), c)
     with sub("combinations of a matrix"):
         check(device, lambda m, x: m.combinations(x), np.ones((2, 2)))
+    with sub("combinations: few tuples of many picks (no recursion per pick)"):
+        # (torch builds these from an r-way meshgrid: no reference at this r)
+        many = loom.combinations(loom.tensor([3.0], device=device), 100_000, with_replacement=True)
+        np.testing.assert_array_equal(many.numpy(), np.full((1, 100_000), 3.0, np.float32))
+        assert loom.combinations(loom.arange(3.0, device=device), 100_000).shape == (0, 100_000)
+    with sub("combinations: more tuples than fit"):
+        with pytest.raises(RuntimeError, match="more than loom lists"):
+            loom.combinations(loom.arange(1000, device=device), 5)
     sub.finish()
 
 
