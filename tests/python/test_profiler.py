@@ -156,6 +156,7 @@ def test_fused_kernel_lists_each_op_and_its_line():
     assert whole.args["ops"] == "3"
     (sync,) = [e for e in prof.events() if e.category == "sync"]
     assert sync.args["cause"] == "host" and sync.source[1] == first + 3
+    assert [(cause, where[1]) for cause, where, _ in prof.syncs()] == [("host", first + 3)]
 
 
 def test_chrome_trace_is_valid_json_with_matching_begin_and_end(warm_mlp, tmp_path):
