@@ -56,6 +56,7 @@ class GraphLife {
       captured();
       return Run::Replay;
     } catch (const Error& e) {
+      if (e.kind() == ErrorKind::Distributed) throw;  // a broken process group: not the graph's fault
       capture_failed(name(), e);
       return Run::Direct;
     }

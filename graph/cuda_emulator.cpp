@@ -180,6 +180,18 @@ class CudaEmulator final : public Executor {
       gemm(plan.lowered.gemms[static_cast<size_t>(step.index)], table);
       return;
     }
+    if (step.kind == CudaStep::Collective) {
+      // On the host, through a CPU (Gloo) group: the same fixed scratch regions a GPU's NCCL
+      // call would be captured with.
+      const CollectiveCall& c = plan.lowered.collectives[static_cast<size_t>(step.index)];
+      auto at = [&](const Address& a) {
+        LOOM_CHECK(a.kind == Address::Scratch, Runtime, "internal: ", c.what, " is not between scratch regions");
+        return static_cast<char*>(plan.scratch.data()) + plan.lowered.scratch[static_cast<size_t>(a.index)] +
+               a.byte_offset;
+      };
+      distributed::run(*distributed::group(c.group), c.call, at(c.in), at(c.out));
+      return;
+    }
     const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
     auto ip = table + l.ip, sp = table + l.sp;
     auto bufs = reinterpret_cast<void* const*>(table + l.bufs);
@@ -205,8 +217,9 @@ class CudaEmulator final : public Executor {
     } capturing(capturing_);
     std::vector<CudaStep> recorded;
     for (const CudaStep& step : plan.lowered.steps) {
-      memory.set_step(step.kind == CudaStep::MatMul ? plan.lowered.gemms[static_cast<size_t>(step.index)].what
-                                                    : plan.lowered.launches[static_cast<size_t>(step.index)].what);
+      memory.set_step(step.kind == CudaStep::MatMul       ? plan.lowered.gemms[static_cast<size_t>(step.index)].what
+                      : step.kind == CudaStep::Collective ? plan.lowered.collectives[static_cast<size_t>(step.index)].what
+                                                          : plan.lowered.launches[static_cast<size_t>(step.index)].what);
       recorded.push_back(step);
     }
     switch (take_capture_fault()) {  // the test hook of graph/cuda_capture.h

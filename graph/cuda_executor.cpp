@@ -204,6 +204,15 @@ void CudaExecutor::execute(Plan& plan, bool pointer_arrays, CaptureGuard* captur
       cuda::launch(plan.device, *g.kernel, g.grid, g.block, table + l.ip, table + l.sp, table + l.bufs, g.what);
       continue;
     }
+    if (step.kind == CudaStep::Collective) {
+      // NCCL on the device's stream: a capture records the call with these (fixed) addresses.
+      const CollectiveCall& c = plan.lowered.collectives[static_cast<size_t>(step.index)];
+      if (capturing) capturing->set_step(c.what);
+      char* scratch = static_cast<char*>(plan.scratch.data());
+      auto at = [&](const Address& a) { return scratch + plan.lowered.scratch[static_cast<size_t>(a.index)] + a.byte_offset; };
+      distributed::run(*distributed::group(c.group), c.call, at(c.in), at(c.out));
+      continue;
+    }
     const Gemm& g = plan.lowered.gemms[static_cast<size_t>(step.index)];
     if (capturing) capturing->set_step(g.what);
     if (pointer_arrays) {

@@ -6,6 +6,7 @@
 
 #include "graph/binding.h"
 #include "graph/cuda_program.h"
+#include "lazy/collectives.h"
 #include "runtime/cuda/kernel_source.h"
 
 namespace loom::graph {
@@ -263,6 +264,7 @@ class Lowering {
       case OpId::Remainder: return int_divmod(step, out, what);
       default: break;
     }
+    if (collectives::is_collective(n.op())) return collective(step, out, what);
     LOOM_FAIL(NotImplemented, "the CUDA backend has no kernel for ", op_name(n.op()), " yet");
   }
 
@@ -648,6 +650,29 @@ class Lowering {
     bufs.push_back(error());
     Launch& l = launch(CudaModule::Library, "loom_int_divmod", n, ip, sp, bufs, what);
     reports(l, ErrorKind::Runtime, "ZeroDivisionError");
+  }
+
+  // A collective between fixed scratch regions (CollectiveCall): operand in, call, result out.
+  void collective(const fusion::Step& step, const View& out, const std::string& what) {
+    const Node& n = node(step.node);
+    View x = operand(step.operands[0]);
+    CollectiveCall c;
+    c.call = collectives::call(n.op(), n.attrs(), x.dtype, x.sizes);
+    c.group = n.attrs()[0];
+    c.what = what;
+    auto group = distributed::group(c.group);
+    int64_t size = static_cast<int64_t>(itemsize(x.dtype));
+    int64_t in_count = distributed::input_count(c.call, *group), out_count = distributed::output_count(c.call, *group);
+    View in{{Address::Scratch, scratch(in_count * size), 0}, x.dtype, x.sizes, contiguous_strides(x.sizes)};
+    if (in_count > 0) copy(in, x, what + " (its operand, to a fixed address)");
+    c.in = in.address;
+    bool in_place = c.call.kind == distributed::Kind::AllReduce || c.call.kind == distributed::Kind::Broadcast ||
+                    c.call.kind == distributed::Kind::Reduce;
+    c.out = in_place ? in.address : Address{Address::Scratch, scratch(out_count * size), 0};
+    out_.steps.push_back({CudaStep::Collective, static_cast<int32_t>(out_.collectives.size())});
+    out_.collectives.push_back(std::move(c));
+    copy(out, View{out_.collectives.back().out, out.dtype, out.sizes, contiguous_strides(out.sizes)},
+         what + " (its result, from a fixed address)");
   }
 
   static Address error() { return {Address::ErrorWord, -1, 0}; }

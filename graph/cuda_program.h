@@ -20,6 +20,7 @@
 
 #include "fusion/program.h"
 #include "fusion/render.h"
+#include "runtime/distributed/collective.h"
 #include "runtime/error.h"
 
 namespace loom::graph {
@@ -94,9 +95,21 @@ struct Gemm {
   std::string what;
 };
 
+// A collective (lazy/collectives.h): runtime/distributed/collective.h's run of `call` on the
+// process group `group`, from scratch region `in` to scratch region `out` (the same region for
+// the collectives that work in place). Scratch keeps its address for the plan's life, which a
+// captured NCCL call needs (it takes its pointers by value, not from the table): a copy kernel
+// moves the operand in before, another the result out after.
+struct CollectiveCall {
+  distributed::Call call;
+  int64_t group = 0;
+  Address in, out;  // Scratch
+  std::string what;
+};
+
 struct CudaStep {
-  enum Kind : uint8_t { Kernel, MatMul } kind;
-  int32_t index;  // into launches or gemms
+  enum Kind : uint8_t { Kernel, MatMul, Collective } kind;
+  int32_t index;  // into launches, gemms or collectives
 };
 
 struct CudaProgram {
@@ -104,6 +117,7 @@ struct CudaProgram {
   std::vector<Patch> patches;
   std::vector<Launch> launches;
   std::vector<Gemm> gemms;
+  std::vector<CollectiveCall> collectives;
   std::vector<CudaStep> steps;
   std::vector<int64_t> scratch;  // byte offset of each scratch region in the plan's scratch block
   int64_t scratch_bytes = 0;

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lazy/autograd.h"
+#include "lazy/collectives.h"
 #include "lazy/ops.h"
 #include "lazy/ops_movement.h"
 #include "lazy/statistics.h"
@@ -20,6 +21,7 @@
 namespace loom {
 namespace {
 
+using collectives::ReduceOp;
 using Grads = std::vector<Tensor>;
 using ops::add;
 using ops::binary;
@@ -344,6 +346,30 @@ DERIVATIVE(ViewScatter) {
     });
 }
 
+// Collectives (lazy/collectives.h): every rank runs the same backward, so the collectives of
+// the backward pass match across ranks as those of the forward pass do. Only sums (and means) are
+// differentiable, as in torch.distributed.nn.
+ReduceOp differentiable(const BackwardContext& c, const char* what) {
+  auto op = static_cast<ReduceOp>(c.attrs[1]);
+  LOOM_CHECK(op == ReduceOp::Sum || op == ReduceOp::Avg, Runtime, what, " with ReduceOp.", distributed::reduce_op_name(op),
+             " is not differentiable (only SUM and AVG are)");
+  return op;
+}
+DERIVATIVE(AllReduce) { g[0] = collectives::all_reduce(c.grad, c.attrs[0], differentiable(c, "all_reduce")); }
+DERIVATIVE(Broadcast) {
+  // Every rank's gradient flows to the source's input.
+  Tensor sum = collectives::all_reduce(c.grad, c.attrs[0], ReduceOp::Sum);
+  g[0] = distributed::group(c.attrs[0])->rank() == c.attrs[1] ? sum : zeros(c.shapes[0], c.grad->dtype(), c.grad);
+}
+DERIVATIVE(AllGather) {
+  g[0] = ops::reshape(collectives::reduce_scatter(c.grad, c.attrs[0], ReduceOp::Sum), c.shapes[0]);
+}
+DERIVATIVE(ReduceScatter) {
+  Tensor all = collectives::all_gather(c.grad, c.attrs[0]);
+  if (differentiable(c, "reduce_scatter") == ReduceOp::Avg)
+    all = div(all, Scalar(static_cast<int64_t>(distributed::group(c.attrs[0])->size())));
+  g[0] = ops::reshape(all, c.shapes[0]);
+}
 // ---- scatters by replacement and by reduction (lazy/ops_movement.h), PyTorch's formulas ----
 // Scatter: the written positions take nothing back to x; src gets the gradient at its targets.
 DERIVATIVE(Scatter) {
@@ -474,6 +500,8 @@ const bool registered = [] {
       {OpId::Gather, d_Gather, {.inputs_for = {kIn1}}},                                 // the index
       {OpId::ScatterAdd, d_ScatterAdd, {.inputs_for = {0, 0, kIn1}}},                   // the index
       {OpId::ViewScatter, d_ViewScatter, kNothing},
+      {OpId::AllReduce, d_AllReduce, kNothing}, {OpId::Broadcast, d_Broadcast, kNothing},
+      {OpId::AllGather, d_AllGather, kNothing}, {OpId::ReduceScatter, d_ReduceScatter, kNothing},
       // scatters by replacement and by reduction
       {OpId::Scatter, d_Scatter, {.inputs_for = {kIn1, 0, kIn1}}},  // the index
       {OpId::ScatterReduce, d_ScatterReduce,

@@ -47,7 +47,10 @@ namespace loom {
   /* matrix products */                                                                             \
   X(MatMul)                                                                                         \
   /* creation */                                                                                    \
-  X(Full) X(Arange) X(RandUniform) X(RandNormal) X(RandInt)
+  X(Full) X(Arange) X(RandUniform) X(RandNormal) X(RandInt)                                         \
+  /* collectives (lazy/collectives.h) */                                                            \
+  X(AllReduce) X(Broadcast) X(AllGather) X(ReduceScatter) X(ReduceToRoot) X(GatherToRoot)          \
+  X(ScatterFromRoot)
 
 enum class OpId : uint16_t {
 #define LOOM_OP_ENUM(name) name,

@@ -74,6 +74,8 @@ def markdown(results, targets):
                          f"{mem['resident_bytes'] / 2**20:.2f} MiB resident between steps; graph arena "
                          f"{mem['arena_bytes'] / 2**20:.2f} MiB for {mem['arena_live_peak_bytes'] / 2**20:.2f} MiB "
                          f"of intermediates live at once")
+    from ddp import markdown as ddp_markdown  # perf/ddp.py: the multi-process workload
+    lines += ddp_markdown(results.get("ddp"), duration)
     lines += ["", "| target (BENCH.md) | goal | figure | verdict |", "|---|---|---|---|"]
     lines += [f"| {t['what']} | {t['target']} | {t['figure']} | {t['verdict']} |" for t in targets]
     return "\n".join(lines) + "\n"

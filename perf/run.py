@@ -31,12 +31,13 @@ import numpy as np  # noqa: E402
 
 import loom  # noqa: E402
 import cases as C  # noqa: E402
+import ddp  # noqa: E402
 import report  # noqa: E402
 import targets as T  # noqa: E402
 import workloads as W  # noqa: E402
 from modes import BASELINES, BY_NAME, MODES, torch  # noqa: E402
 
-WORKLOADS = ["ops", "chain", "softmax", "mlp", "gpt", "cold", "memory"]
+WORKLOADS = ["ops", "chain", "softmax", "mlp", "gpt", "cold", "memory", "ddp"]
 
 
 def progress(text):
@@ -346,6 +347,11 @@ def main(argv=None):
             results["memory"] = dict(error=f"{type(e).__name__}: {e}"[:200])
     if "cold" in args.workloads:
         results["cold"] = measure_cold(args.device)
+    if "ddp" in args.workloads:
+        try:
+            results["ddp"] = ddp.measure(args.device, args.quick, progress)
+        except Exception as e:
+            results["ddp"] = dict(rows=[], error=f"{type(e).__name__}: {e}"[:200])
     results["elapsed_s"] = time.perf_counter() - started
     loom._C._set_executor("compiled")
     progress(f"done in {results['elapsed_s']:.0f} s; writing {args.out}")

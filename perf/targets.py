@@ -6,6 +6,8 @@ measured. CPU figures say how many threads each library ran on: loom uses every 
 (LOOM_NUM_THREADS), PyTorch keeps its default and numpy's elementwise ops run on one.
 """
 
+import ddp
+
 MET, NOT_MET = "met", "NOT met"
 FAILED = ("error", "wrong")
 
@@ -42,6 +44,9 @@ def failures(results):
             out.append(f"cold {workload}: error: {cold['error']}")
     if _memory_failed(results):
         out.append(f"memory: error: {results['memory']['error']}")
+    for r in (results.get("ddp") or {}).get("rows", []):
+        if r["status"] in FAILED:
+            out.append(f"ddp {r['workload']}, {r['framework']} on {r['world']} rank(s): {r['status']}: {r['message']}")
     return out
 
 
@@ -152,6 +157,10 @@ TARGETS = [
     ("steady state", "0 kernels compiled and 0 graphs captured after warm-up", _steady_state),
     ("cold, CPU", "first mlp step at most 3 s (empty cache), 100 ms (warm disk cache)", _cold),
     ("memory", "graph arena at most 1.1x the peak of live intermediates", _memory),
+    ("ddp scaling, 2 ranks", "loom-lazy on 2 ranks at least 1.6x the samples/s of 1 rank (mlp, gpt)",
+     lambda results: ddp.scaling_target(results, _LoomFailed)),
+    ("ddp vs PyTorch, 2 ranks", "loom-lazy's DDP step faster than PyTorch DDP's (mlp, gpt)",
+     lambda results: ddp.torch_target(results, _LoomFailed)),
 ]
 
 

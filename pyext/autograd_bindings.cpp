@@ -185,6 +185,17 @@ std::vector<Tensor> optional_tensors(PyObject* obj, const char* what) {
   return out;
 }
 
+// Called after every backward() (Tensor.backward and loom.autograd.backward), set by
+// loom.autograd: what a data-parallel wrapper reduces gradients in (PyTorch queues its reducer's
+// final callback on the autograd engine for the same moment).
+PyObject* backward_end_hook = nullptr;
+
+void after_backward() {
+  if (!backward_end_hook) return;
+  PyRef hook = PyRef::borrow(backward_end_hook);  // the hook may replace itself
+  PyRef::checked(PyObject_CallNoArgs(hook.get()));
+}
+
 PyObject* m_backward(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   static ArgParser parser("backward", {"gradient", "retain_graph", "create_graph"}, 3);
@@ -193,6 +204,7 @@ PyObject* m_backward(PyObject* self, FastArgs args, Py_ssize_t nargs, PyObject* 
   bool create_graph = a.has(2) && to_bool(a[2], "create_graph");
   bool retain_graph = a.has(1) ? to_bool(a[1], "retain_graph") : create_graph;
   backward({tensor_of(self)}, optional_tensors(a[0], "gradient"), retain_graph, create_graph);
+  after_backward();
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
@@ -216,6 +228,15 @@ PyObject* f_autograd_backward(PyObject*, FastArgs args, Py_ssize_t nargs, PyObje
   bool create_graph = a.has(3) && to_bool(a[3], "create_graph");
   bool retain_graph = a.has(2) ? to_bool(a[2], "retain_graph") : create_graph;
   backward(optional_tensors(a[0], "tensors"), optional_tensors(a[1], "grad_tensors"), retain_graph, create_graph);
+  after_backward();
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+PyObject* f_set_backward_end_hook(PyObject*, PyObject* hook) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(hook == Py_None || PyCallable_Check(hook), Type, "the backward-end hook must be callable or None");
+  Py_XSETREF(backward_end_hook, hook == Py_None ? nullptr : Py_NewRef(hook));
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
@@ -264,6 +285,7 @@ PyMethodDef autograd_functions[] = {
     {"is_grad_enabled", f_is_grad_enabled, METH_NOARGS, "True when ops record gradients"},
     {"_autograd_backward", LOOM_FASTCALL(f_autograd_backward), nullptr},
     {"_autograd_grad", LOOM_FASTCALL(f_autograd_grad), nullptr},
+    {"_set_backward_end_hook", f_set_backward_end_hook, METH_O, "_set_backward_end_hook(callable or None)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -22,6 +22,7 @@ void set_python_error() noexcept {
       case ErrorKind::Index: type = PyExc_IndexError; break;
       case ErrorKind::NotImplemented: type = PyExc_NotImplementedError; break;
       case ErrorKind::OutOfMemory: type = PyExc_MemoryError; break;
+      case ErrorKind::Distributed: type = DistBackendError ? DistBackendError : PyExc_RuntimeError; break;
       case ErrorKind::Interrupted: raise_interrupt(e.what()); return;
     }
     PyErr_SetString(type, e.what());

@@ -71,6 +71,8 @@ class PyRef {
 
 // Sets the Python exception for the C++ exception being handled. Call only inside a catch block.
 void set_python_error() noexcept;
+// The exception type of ErrorKind::Distributed (pyext/distributed_bindings.cpp), once registered.
+extern PyObject* DistBackendError;
 
 // Python ints and objects with __index__ (numpy integers), but not bools, floats or tensors
 // (a tensor has __index__ too, yet torch treats loom.tensor(2) as data, not as a size).

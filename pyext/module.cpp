@@ -16,7 +16,9 @@ extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
 extern PyMethodDef profiler_functions[];
+extern PyMethodDef distributed_functions[];
 void register_autograd_types(PyObject* module);
+void register_distributed_types(PyObject* module);
 
 namespace {
 
@@ -49,7 +51,9 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
   check_status(PyModule_AddFunctions(module.get(), profiler_functions));
+  check_status(PyModule_AddFunctions(module.get(), distributed_functions));
   register_autograd_types(module.get());
+  register_distributed_types(module.get());
   set_warning_handler(&python_warning);
   static std::vector<PyMethodDef> ops = [] {
     std::vector<PyMethodDef> defs = op_functions();

@@ -21,6 +21,8 @@ enum class ErrorKind : uint8_t {
   Index,           // IndexError: indices and dims out of range
   NotImplemented,  // NotImplementedError
   OutOfMemory,     // MemoryError, with the allocator's statistics in the message
+  Distributed,     // loom.distributed.DistBackendError (a RuntimeError): a collective's transport
+                   // failed (a peer died, a timeout) or the ranks disagree
   Interrupted,     // KeyboardInterrupt: the user stopped long work (runtime/blocking.h)
 };
 

@@ -19,6 +19,8 @@ std::span<const MetricField> metric_fields() noexcept {
       {"graph_capture_failures", &Metrics::graph_capture_failures},
       {"compile_seconds", &Metrics::compile_nanoseconds, 1e-9},
       {"nodes_recorded", &Metrics::nodes_recorded},
+      {"collectives", &Metrics::collectives},
+      {"collective_bytes", &Metrics::collective_bytes},
       {"syncs", &Metrics::syncs},
 #define LOOM_SYNC_CAUSE_ROW(id, name) {"syncs_" #name, &Metrics::syncs_##name},
       LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_ROW)

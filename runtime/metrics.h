@@ -42,6 +42,8 @@ struct Metrics {
 #define LOOM_SYNC_CAUSE_FIELD(id, name) std::atomic<int64_t> syncs_##name{0};
   LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_FIELD)
 #undef LOOM_SYNC_CAUSE_FIELD
+  std::atomic<int64_t> collectives{0};             // collectives run (runtime/distributed/collective.h)
+  std::atomic<int64_t> collective_bytes{0};        // bytes they sent in (this rank's input)
   // Gauges of the memory plan of the graph run last (BENCH.md `memory`): the size of its
   // intermediate arena, and the most bytes of intermediates alive at any one step, the floor
   // any plan must reach.

@@ -6,7 +6,7 @@ from loom import _C, cuda, version
 
 def show_config():
     """A description of this build (version, commit, compiler, flags, BLAS, CUDA toolkit) and of
-    what it can use here (threads, GPUs and why none, NVRTC). Returns the text, as torch does."""
+    what it can use here (threads, GPUs and why none, NVRTC, the distributed backends). Returns the text, as torch does."""
     gpus = cuda.device_count()
     lines = [
         f"loom {version.__version__} (git {version.git}), {version.build_type} build",
@@ -19,6 +19,8 @@ def show_config():
     if cuda.is_compiled():
         lines.append("  - NVRTC: linked (kernels compile at run time for the device's architecture)")
         lines.append(f"  - GPUs: {gpus}" + ("" if gpus else f" ({cuda.unavailable_reason()})"))
-    lines.append("  - collectives (NCCL, Gloo): not built")
+    for backend in ("gloo", "nccl"):  # loom.distributed's transports; why not, where one is missing
+        why = _C._dist_unavailable(backend)
+        lines.append(f"  - loom.distributed {backend}: " + (why or "available"))
     lines.append(f"  - compile cache: {_C._cache_dir()}")
     return "\n".join(lines) + "\n"

@@ -162,3 +162,40 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
                     return False
     del base
     return True
+
+
+# ---- the end of a backward pass ----
+#
+# Callbacks run after every backward() (Tensor.backward, loom.autograd.backward), not after
+# grad(): where loom.nn.parallel.DistributedDataParallel reduces its gradients. PyTorch queues
+# such a callback on its autograd engine from a gradient hook; loom's autograd has no hooks, and
+# in lazy mode the backward pass only records ops, so its end is the moment.
+
+_backward_end_callbacks = {}
+
+
+class _CallbackHandle:
+    _next = 0
+
+    def __init__(self):
+        _CallbackHandle._next += 1
+        self.id = _CallbackHandle._next
+
+    def remove(self):
+        _backward_end_callbacks.pop(self.id, None)
+        if not _backward_end_callbacks:
+            _C._set_backward_end_hook(None)
+
+
+def _run_backward_end_callbacks():
+    for callback in list(_backward_end_callbacks.values()):
+        callback()
+
+
+def _on_backward_end(callback):
+    """Runs `callback()` after every backward(); returns a handle whose remove() stops it. Keep
+    the handle: the callback is held strongly until then."""
+    handle = _CallbackHandle()
+    _backward_end_callbacks[handle.id] = callback
+    _C._set_backward_end_hook(_run_backward_end_callbacks)
+    return handle

@@ -27,6 +27,10 @@ LIMITED = textwrap.dedent("""
         x = loom.arange(n, dtype=loom.float32, device="lazy")
         return ((x * 0.5 + 1.0).sqrt() * 2.0).numpy()
     run(1000)
+    n = 4 * 2**20
+    # The reference, before the limit: the limit leaves room for the pool's stacks and loom's
+    # data, and numpy's temporaries would pass it or not by a few KiB of heap layout.
+    expected = (np.sqrt(np.arange(n, dtype=np.float32) * np.float32(0.5) + np.float32(1.0)) * np.float32(2.0))
     def vm_bytes():
         with open("/proc/self/status") as f:
             for line in f:
@@ -35,9 +39,7 @@ LIMITED = textwrap.dedent("""
     limit = vm_bytes() + 320 * 2**20   # data (32 MiB) + about 3 stacks of 64 MiB
     resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
     threads = loom.get_num_threads()
-    n = 4 * 2**20
     got = run(n)
-    expected = (np.sqrt(np.arange(n, dtype=np.float32) * np.float32(0.5) + np.float32(1.0)) * np.float32(2.0))
     print(threads, bool((got == expected).all()))
 """)
 

@@ -1,0 +1,242 @@
+"""The ddp workload: BENCH's mlp and gpt steps under DistributedDataParallel, loom-lazy against
+PyTorch's DDP, on jobs of 1 and 2 processes (Gloo on the CPU; on a machine with several GPUs,
+NCCL), one thread per rank, the same per-rank batch in every job (weak scaling).
+
+Each measurement is a job started here (python3 perf/ddp.py --child ...), every process reaped
+whatever happens. Every rank builds the model from the shared initial weights and its own batch,
+runs the warm-up steps, then timed blocks of steps between barriers; rank 0 reports the median
+step time, the samples per second of the whole job, the bytes each rank all-reduces per step
+(loom: counted by loom.metrics(); PyTorch: its gradients' bytes, which its DDP all-reduces once
+per step), loom's traces and compiles per step, and the warm-up losses, which must agree between
+loom and PyTorch before any time counts.
+"""
+
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+
+import numpy as np  # noqa: E402
+
+import workloads as W  # noqa: E402
+
+FRAMEWORKS = ["loom-lazy", "torch"]
+WORLDS = [1, 2]
+WARMUP = 3
+# (repeats, steps per block): full run and --quick
+SIZES = {"mlp": ((5, 30), (3, 8)), "gpt": ((3, 8), (2, 3))}
+DATA = {"mlp": lambda rank: W.mlp_data(seed=rank), "gpt": lambda rank: W.gpt_data(seed=rank)}
+MODELS = {"mlp": W.mlp_model, "gpt": W.gpt_model}
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ---- one rank ----
+
+def _initial(workload):
+    import cases as C
+    return C._initial_state(MODELS[workload])
+
+
+def _child(framework, workload, device, repeats, steps):
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    backend = "nccl" if device == "cuda" else "gloo"
+    if framework == "torch":
+        import torch as m
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        m.set_num_threads(1)
+        where = f"cuda:{rank}" if device == "cuda" else "cpu"
+        sync = (lambda: m.cuda.synchronize()) if device == "cuda" else (lambda: None)
+    else:
+        import loom as m
+        import loom.distributed as dist
+        from loom.nn.parallel import DistributedDataParallel as DDP
+        where = f"lazy:cuda:{rank}" if device == "cuda" else "lazy:cpu"
+        sync = m.synchronize
+    dist.init_process_group(backend)
+    model = MODELS[workload](m)
+    model.load_state_dict({k: m.tensor(v) for k, v in _initial(workload).items()})
+    ddp = DDP(model.to(where))
+    opt = m.optim.AdamW(ddp.parameters(), lr=1e-3)
+    x, y = (m.tensor(a, device=where) for a in DATA[workload](rank))
+    losses = [W.train_step(m, ddp, opt, x, y).item() for _ in range(WARMUP)]
+    metrics = (lambda: m.metrics()) if framework == "loom-lazy" else (lambda: None)
+    times, counters = [], []
+    for _ in range(repeats):
+        dist.barrier()
+        before = metrics()
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            W.train_step(m, ddp, opt, x, y).item()  # the loss is read every step
+        sync()
+        times.append((time.perf_counter() - t0) / steps)
+        after = metrics()
+        if before is not None:
+            counters.append({k: after[k] - before[k] for k in ("traces", "collectives", "collective_bytes",
+                                                               "kernels_compiled", "graph_cache_misses")})
+    if framework == "torch":
+        reduced = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
+    else:
+        reduced = sum(c["collective_bytes"] for c in counters) / (steps * repeats)
+    batch = x.shape[0]
+    out = dict(framework=framework, workload=workload, world=world, median_s=statistics.median(times),
+               min_s=min(times), max_s=max(times), samples_per_s=world * batch / statistics.median(times),
+               bytes_all_reduced=reduced, losses=losses, per_rank_batch=batch)
+    if counters:
+        n = steps * repeats
+        out.update(traces_per_step=sum(c["traces"] for c in counters) / n,
+                   collectives_per_step=sum(c["collectives"] for c in counters) / n,
+                   compiled_after_warmup=sum(c["kernels_compiled"] for c in counters),
+                   lowered_after_warmup=sum(c["graph_cache_misses"] for c in counters))
+    dist.destroy_process_group()
+    if rank == 0:
+        print("RESULT " + json.dumps(out), flush=True)
+
+
+# ---- the jobs ----
+
+def _job(framework, workload, world, device, repeats, steps, deadline=900):
+    env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()), WORLD_SIZE=str(world),
+               LOOM_NUM_THREADS="1", OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    procs = []
+    try:
+        for r in range(world):
+            procs.append(subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--child", framework, workload, device, str(repeats),
+                 str(steps)], env=dict(env, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, start_new_session=True))
+        end = time.monotonic() + deadline
+        outputs = [p.communicate(timeout=max(end - time.monotonic(), 1)) for p in procs]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    for p, (out, err) in zip(procs, outputs):
+        if p.returncode != 0:
+            raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit code {p.returncode}")
+    line = next(line for line in outputs[0][0].splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def measure(device, quick, progress=lambda text: None):
+    """{"rows": [...]}: one row per (workload, framework, world), status ok or error/wrong/unavailable."""
+    try:
+        import torch  # noqa: F401
+        have_torch = True
+    except ImportError:
+        have_torch = False
+    import loom
+    import loom.distributed as dist
+    rows = []
+    if device == "cuda" and loom.cuda.device_count() < max(WORLDS):
+        return dict(rows=[], error=f"needs {max(WORLDS)} GPUs, found {loom.cuda.device_count()}")
+    pick = 1 if quick else 0
+    for workload in ("mlp", "gpt"):
+        repeats, steps = SIZES[workload][pick]
+        for framework in FRAMEWORKS:
+            for world in WORLDS:
+                row = dict(workload=workload, framework=framework, world=world)
+                if framework == "torch" and not have_torch:
+                    rows.append(dict(row, status="unavailable", message="PyTorch is not installed"))
+                    continue
+                if framework == "loom-lazy" and device == "cpu" and not dist.is_gloo_available():
+                    rows.append(dict(row, status="unavailable", message=loom._C._dist_unavailable("gloo")))
+                    continue
+                progress(f"ddp {workload}: {framework} on {world} rank(s)")
+                try:
+                    rows.append(dict(row, status="ok", **_job(framework, workload, world, device, repeats, steps)))
+                except Exception as e:  # reported, not fatal
+                    rows.append(dict(row, status="error", message=f"{type(e).__name__}: {e}"[:200]))
+    # Agreement: loom's warm-up losses against PyTorch's, job by job.
+    for r in rows:
+        if r["status"] != "ok" or r["framework"] == "torch":
+            continue
+        ref = next((t for t in rows if t["status"] == "ok" and t["framework"] == "torch"
+                    and t["workload"] == r["workload"] and t["world"] == r["world"]), None)
+        if ref and not np.allclose(r["losses"], ref["losses"], rtol=1e-5, atol=1e-6):
+            r.update(status="wrong", message=f"warm-up losses {r['losses']} differ from PyTorch's {ref['losses']}")
+    return dict(rows=rows)
+
+
+def markdown(ddp, duration):
+    if not ddp:
+        return []
+    lines = ["", "| ddp (one thread per rank, same batch per rank) | ranks | step (median) | spread | samples/s | "
+             "vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | status |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    if ddp.get("error"):
+        lines.append(f"| ddp | | | | | | | | | not run: {ddp['error']} |")
+    rows = ddp["rows"]
+    for r in rows:
+        name = f"{r['workload']}, {r['framework']}"
+        if r["status"] != "ok":
+            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
+            continue
+        one = next((o for o in rows if o["status"] == "ok" and o["framework"] == r["framework"]
+                    and o["workload"] == r["workload"] and o["world"] == 1), None)
+        scale = f"{r['samples_per_s'] / one['samples_per_s']:.2f}x" if one else "-"
+        lines.append(f"| {name} | {r['world']} | {duration(r['median_s'])} | {duration(r['min_s'])} to "
+                     f"{duration(r['max_s'])} | {r['samples_per_s']:.0f} | {scale} | "
+                     f"{r['bytes_all_reduced'] / 1024:.1f} KiB | {r.get('traces_per_step', '-')} | "
+                     f"{r.get('compiled_after_warmup', '-')} | ok |")
+    return lines
+
+
+def _ok(results, workload, framework, world):
+    for r in (results.get("ddp") or {}).get("rows", []):
+        if r["workload"] == workload and r["framework"] == framework and r["world"] == world:
+            return r if r["status"] == "ok" else r["status"]
+    return None
+
+
+def scaling_target(results, failed):
+    """loom-lazy on 2 ranks at least 1.6x the samples per second of 1 rank, mlp and gpt."""
+    parts, ok = [], True
+    for workload in ("mlp", "gpt"):
+        one, two = _ok(results, workload, "loom-lazy", 1), _ok(results, workload, "loom-lazy", 2)
+        for r in (one, two):
+            if isinstance(r, str):
+                raise failed(f"ddp {workload}, loom-lazy: {r}")
+        if one is None or two is None:
+            return None
+        ratio = two["samples_per_s"] / one["samples_per_s"]
+        parts.append(f"{workload} {ratio:.2f}x")
+        ok = ok and ratio >= 1.6
+    return ", ".join(parts), ok
+
+
+def torch_target(results, failed):
+    """loom-lazy's DDP step faster than PyTorch's, 2 ranks, mlp and gpt."""
+    parts, ok = [], True
+    for workload in ("mlp", "gpt"):
+        mine, theirs = _ok(results, workload, "loom-lazy", 2), _ok(results, workload, "torch", 2)
+        if isinstance(mine, str):
+            raise failed(f"ddp {workload}, loom-lazy: {mine}")
+        if mine is None or not isinstance(theirs, dict):
+            return None
+        ratio = theirs["median_s"] / mine["median_s"]
+        parts.append(f"{workload} {ratio:.2f}x PyTorch DDP")
+        ok = ok and ratio > 1.0
+    return ", ".join(parts), ok
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child"]:
+        framework, workload, device, repeats, steps = sys.argv[2:7]
+        _child(framework, workload, device, int(repeats), int(steps))
+    else:
+        print(json.dumps(measure(sys.argv[1] if len(sys.argv) > 1 else "cpu", "--quick" in sys.argv), indent=1))

@@ -1,0 +1,5 @@
+"""loom.distributed.nn: collectives that autograd differentiates, as torch.distributed.nn."""
+
+from loom.distributed.nn import functional
+
+__all__ = ["functional"]

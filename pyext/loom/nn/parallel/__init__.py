@@ -1,0 +1,5 @@
+"""loom.nn.parallel: data parallelism over processes, as torch.nn.parallel."""
+
+from loom.nn.parallel.distributed import DistributedDataParallel
+
+__all__ = ["DistributedDataParallel"]

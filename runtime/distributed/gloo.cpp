@@ -1,0 +1,271 @@
+// The Gloo transport (runtime/distributed/group.h): host memory, TCP between every pair of
+// processes (a full mesh made through the rendezvous store), Gloo's own algorithms (ring
+// all-reduce, ...). Every call blocks until this rank's part is done, at most the group's
+// timeout; Gloo's exceptions (a peer that closed its connection, a timeout) become Distributed
+// errors that name the call and break the group.
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <cstring>
+
+#include "runtime/distributed/group.h"
+#include "runtime/distributed/reduce.h"
+#include "runtime/distributed/store.h"
+#include "runtime/error.h"
+
+namespace loom::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Gloo's view of loom's store, under the group's prefix.
+class GlooStore final : public gloo::rendezvous::Store {
+ public:
+  GlooStore(std::shared_ptr<distributed::Store> store, std::string prefix, std::chrono::milliseconds timeout)
+      : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(prefix_ + key, std::string(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    std::string v = store_->get(prefix_ + key, timeout_);
+    return {v.begin(), v.end()};
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& timeout) override {
+    Clock::time_point deadline = Clock::now() + timeout;
+    for (const std::string& k : keys) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      store_->get(prefix_ + k, std::max(left, std::chrono::milliseconds(1)));
+    }
+  }
+
+ private:
+  std::shared_ptr<distributed::Store> store_;
+  std::string prefix_;
+  std::chrono::milliseconds timeout_;
+};
+
+// Gloo's reduction function: c = a op b over n elements (c may be a or b: every op commutes).
+gloo::ReduceOptions::Func reduce_function(DType dtype, ReduceOp op) {
+  size_t width = itemsize(dtype);
+  return [dtype, op, width](void* c, const void* a, const void* b, size_t n) {
+    if (c == b) std::swap(a, b);
+    if (c != a) std::memcpy(c, a, n * width);
+    reduce_into(c, b, n, dtype, op);
+  };
+}
+
+// Gloo sizes its messages by sizeof(T) of the pointer type it is given: one of these per width.
+template <typename F>
+decltype(auto) by_width(DType dtype, F&& f) {
+  switch (itemsize(dtype)) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    default: return f(uint64_t{});
+  }
+}
+
+class GlooGroup final : public Group {
+ public:
+  GlooGroup(std::shared_ptr<gloo::Context> context, int rank, int size, std::chrono::milliseconds timeout)
+      : Group(rank, size, kCPU, timeout), context_(std::move(context)) {}
+
+  const char* backend() const noexcept override { return "gloo"; }
+
+  void all_reduce(Span in, Span out, ReduceOp op) override {
+    guarded("all_reduce", [&] {
+      by_width(in.dtype, [&](auto w) {
+        using W = decltype(w);
+        gloo::AllreduceOptions o(context_);
+        if (in.data != out.data) o.setInput(static_cast<W*>(in.data), in.count);
+        o.setOutput(static_cast<W*>(out.data), out.count);
+        o.setReduceFunction(reduce_function(in.dtype, op));
+        o.setTag(next_tag());
+        gloo::allreduce(o);
+      });
+    });
+  }
+
+  void broadcast(Span buf, int root) override {
+    guarded("broadcast", [&] {
+      by_width(buf.dtype, [&](auto w) {
+        using W = decltype(w);
+        gloo::BroadcastOptions o(context_);
+        o.setOutput(static_cast<W*>(buf.data), buf.count);
+        o.setRoot(root);
+        o.setTag(next_tag());
+        gloo::broadcast(o);
+      });
+    });
+  }
+
+  // Every rank sends its part straight to every other (receives posted first, so the data
+  // moves as soon as both sides are there): one round of messages where Gloo's ring takes
+  // size - 1, which is what small and two-rank exchanges are bound by.
+  void all_gather(Span in, Span out) override {
+    guarded("all_gather", [&] { mesh_all_gather(in.data, in.bytes(), out.data); });
+  }
+
+  void reduce(Span in, Span out, ReduceOp op, int root) override {
+    guarded("reduce", [&] {
+      by_width(in.dtype, [&](auto w) {
+        using W = decltype(w);
+        gloo::ReduceOptions o(context_);
+        // Gloo reduces in the output buffer, on every rank: non-roots lend their input's copy.
+        if (in.data != out.data) o.setInput(static_cast<W*>(in.data), in.count);
+        o.setOutput(static_cast<W*>(out.data), out.count);
+        o.setRoot(root);
+        o.setReduceFunction(reduce_function(in.dtype, op));
+        o.setTag(next_tag());
+        gloo::reduce(o);
+      });
+    });
+  }
+
+  void gather(Span in, Span out, int root) override {
+    guarded("gather", [&] {
+      by_width(in.dtype, [&](auto w) {
+        using W = decltype(w);
+        gloo::GatherOptions o(context_);
+        o.setInput(static_cast<W*>(in.data), in.count);
+        if (rank() == root) o.setOutput(static_cast<W*>(out.data), out.count);
+        o.setRoot(root);
+        o.setTag(next_tag());
+        gloo::gather(o);
+      });
+    });
+  }
+
+  void scatter(Span in, Span out, int root) override {
+    guarded("scatter", [&] {
+      by_width(in.dtype, [&](auto w) {
+        using W = decltype(w);
+        gloo::ScatterOptions o(context_);
+        if (rank() == root) {
+          std::vector<W*> chunks;
+          for (int r = 0; r < size(); ++r) chunks.push_back(static_cast<W*>(in.data) + r * out.count);
+          o.setInputs(chunks, static_cast<size_t>(out.count));
+        }
+        o.setOutput(static_cast<W*>(out.data), out.count);
+        o.setRoot(root);
+        o.setTag(next_tag());
+        gloo::scatter(o);
+      });
+    });
+  }
+
+  void send(Span in, int peer, uint32_t tag) override {
+    guarded("send", [&] {
+      auto buf = context_->createUnboundBuffer(in.data, in.bytes());
+      buf->send(peer, gloo::Slot::build(kPointToPoint, tag));
+      if (!buf->waitSend(timeout())) throw gloo::IoException("timed out");
+    });
+  }
+
+  void recv(Span out, int peer, uint32_t tag) override {
+    guarded("recv", [&] {
+      auto buf = context_->createUnboundBuffer(out.data, out.bytes());
+      buf->recv(peer, gloo::Slot::build(kPointToPoint, tag));
+      if (!buf->waitRecv(timeout())) throw gloo::IoException("timed out");
+    });
+  }
+
+  void barrier() override {
+    guarded("barrier", [&] {
+      gloo::BarrierOptions o(context_);
+      o.setTag(next_tag());
+      gloo::barrier(o);
+    });
+  }
+
+  void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+
+  std::vector<std::string> exchange(const std::string& mine, const char* what) override {
+    std::string all(mine.size() * static_cast<size_t>(size()), '\0');
+    guarded(what, [&] { mesh_all_gather(mine.data(), mine.size(), all.data()); });
+    std::vector<std::string> out;
+    for (int r = 0; r < size(); ++r) out.push_back(all.substr(static_cast<size_t>(r) * mine.size(), mine.size()));
+    return out;
+  }
+
+ private:
+  // Slots of point-to-point and mesh messages: prefixes no Gloo collective uses.
+  static constexpr uint8_t kPointToPoint = 0xd1;
+  static constexpr uint8_t kMesh = 0xd2;
+
+  // all[r * n, (r + 1) * n) = rank r's n bytes at `mine`.
+  void mesh_all_gather(const void* mine, size_t n, void* all) {
+    char* out = static_cast<char*>(all);
+    size_t at = static_cast<size_t>(rank()) * n;
+    if (out + at != mine) std::memmove(out + at, mine, n);
+    if (size() == 1 || n == 0) return;
+    uint64_t slot = gloo::Slot::build(kMesh, next_tag());
+    auto buf = context_->createUnboundBuffer(out, n * static_cast<size_t>(size()));
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) buf->recv(r, slot, static_cast<size_t>(r) * n, n);
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) buf->send(r, slot, at, n);
+    for (int r = 1; r < size(); ++r) buf->waitRecv(timeout());
+    for (int r = 1; r < size(); ++r) buf->waitSend(timeout());
+  }
+
+  // Collectives are matched by tag across ranks; every rank makes the same calls in the same
+  // order, so counting them gives the same tags everywhere.
+  uint32_t next_tag() { return tag_++; }
+
+  template <typename F>
+  void guarded(const char* what, F&& f) {
+    check_usable();
+    try {
+      f();
+    } catch (const gloo::Exception& e) {
+      std::string why = e.what();
+      bool timed_out = why.find("imed out") != std::string::npos;
+      broken(detail::concat(what, " failed on rank ", rank(), " of ", size(), " (gloo): ",
+                            timed_out ? detail::concat("timed out after ", timeout().count() / 1000.0,
+                                                       " s waiting for the other ranks (one may be stuck, or dead)")
+                                      : "a peer closed its connection: another rank has probably exited or crashed",
+                            " [", why, "]"));
+    }
+  }
+
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t tag_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Group> make_gloo_group(const Rendezvous& r, int rank, int size, std::chrono::milliseconds timeout) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = r.hostname;
+  std::shared_ptr<gloo::transport::Device> device;
+  try {
+    device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& e) {
+    LOOM_FAIL(Distributed, "gloo cannot open a TCP device on '", r.hostname.empty() ? "this host's name" : r.hostname,
+              "': ", e.what(), " (set GLOO_SOCKET_IFNAME to an interface, or use MASTER_ADDR=127.0.0.1 on one machine)");
+  }
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(timeout);
+  GlooStore store(r.store, r.prefix, timeout);
+  try {
+    context->connectFullMesh(store, device);
+  } catch (const Error&) {
+    throw;  // the store's own, naming what it waited for
+  } catch (const std::exception& e) {
+    LOOM_FAIL(Distributed, "gloo could not connect rank ", rank, " to the other ", size - 1, " ranks: ", e.what());
+  }
+  return std::make_unique<GlooGroup>(std::move(context), rank, size, timeout);
+}
+
+std::string gloo_unavailable_reason() { return ""; }
+
+}  // namespace loom::distributed
