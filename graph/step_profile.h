@@ -6,8 +6,9 @@
 //
 // Step names (the rows of loom.profiler's tables): a generated kernel is "<kernel>: <ops>" (its
 // name in the module and the distinct ops it computes, in trace order), category "kernel"; a
-// matrix product is "MatMul", category "blas"; another library step is its op's name, category
-// "library"; a copy into an in-place destination is "copy to destination", category "copy".
+// matrix product is "MatMul", category "blas"; a collective (lazy/collectives.h) is its op's name,
+// category "collective"; another library step is its op's name, category "library"; a copy into
+// an in-place destination is "copy to destination", category "copy".
 // Bytes: the values a step reads and writes, each counted once at its dtype (a broadcast input
 // counts its own elements), so they are what the step moves at least.
 #pragma once

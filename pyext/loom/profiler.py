@@ -16,10 +16,11 @@ What a profile records (runtime/profiler.h, lazy/provenance.h, graph/step_profil
   data_dependent_shape, other) and Python line; ``build trace and key`` inside it;
 - ``plan cache lookup`` (hit or miss), ``lower plan`` and ``compile <target> module`` (its
   kernels, whether the compiler ran, its seconds) on a miss;
-- ``run plan`` and one span per step of the plan: a generated kernel ("loom_k3: mul+add+tanh",
+- ``run plan`` and one span per step of the plan: a generated kernel ("loom_k3: Mul+Add+Tanh",
   category kernel) with the ops it fused and the Python line of each, a matrix product
-  (``MatMul``, blas), a library op (library), each with the bytes it reads and writes; on a GPU
-  the steps are timed with events on loom's stream (category cuda), a graph replay as one span;
+  (``MatMul``, blas), a collective (``AllReduce``, collective), a library op (library), each
+  with the bytes it reads and writes; on a GPU the steps are timed with events on loom's stream
+  (category cuda), a graph replay as one span;
 - ``memory``: the device allocator's allocated and reserved bytes after each run.
 
 Differences from PyTorch: times are the host's (self time subtracts the spans nested in a span on

@@ -16,7 +16,7 @@ import pytest
 import loom
 from loom import profiler
 
-STEP_CATEGORIES = ("kernel", "blas", "library", "copy")
+STEP_CATEGORIES = ("kernel", "blas", "library", "collective", "copy")
 HERE = os.path.abspath(__file__)
 
 
@@ -389,3 +389,22 @@ def test_a_new_trace_shows_its_lookup_miss_lowering_and_compile():
     assert float(compile_.args["compiler seconds"]) >= 0
     (run,) = runs(events)
     assert not inside(kernels[0], lower) and inside(kernels[0], run)
+
+
+def test_a_collective_is_a_step_of_its_own_category():
+    dist = pytest.importorskip("loom.distributed")
+    if not dist.is_gloo_available():
+        pytest.skip("this build has no Gloo")
+    loom._C._set_executor("compiled")
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    try:
+        t = loom.arange(6.0, device="lazy") * 2.0
+        with profiler.profile() as prof:
+            line = inspect.currentframe().f_lineno + 1
+            dist.all_reduce(t)
+            assert t.tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    finally:
+        dist.destroy_process_group()
+    (step,) = [e for e in step_events(prof.events()) if e.category == "collective"]
+    assert step.name == "AllReduce" and step.source[1] == line
+    assert step.bytes_read == step.bytes_written == 6 * 4
