@@ -74,7 +74,7 @@ void describe_step(profiler::Event& e, const fusion::Program& p, const Trace& t,
     }
     case fusion::Step::RunOp: {
       const Node& n = *t.nodes[step.node];
-      e.category = n.op() == OpId::MatMul ? "blas" : is_collective(n.op()) ? "collective" : "library";
+      e.category = n.op() == OpId::MatMul ? "blas" : collectives::is_collective(n.op()) ? "collective" : "library";
       e.name = op_name(n.op());
       e.source = node_source(&n);
       e.bytes_read = 0;
