@@ -15,6 +15,7 @@
 #include "graph/binding.h"
 #include "graph/dump.h"
 #include "graph/memory_plan.h"
+#include "graph/step_profile.h"
 #include "rtc/disk_cache.h"
 #include "rtc/host_compiler.h"
 #include "rtc/kernel_units.h"
@@ -303,10 +304,15 @@ CompiledExecutor::~CompiledExecutor() = default;
 
 Pin<CompiledExecutor::Plan> CompiledExecutor::plan_for(const Trace& t) {
   uint64_t key = plan_key(t);
-  return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+  LookupSpan lookup(key);  // a profile's span (graph/step_profile.h)
+  return plan_cache().pin<Plan>(owner_, key, t.device, [&] {
+    lookup.missed();
+    return lower(t, key);
+  });
 }
 
 PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
+  profiler::Span lowering("lower", "lower plan");
   auto plan = std::make_shared<Plan>();
   plan->program = fusion::partition(t, fusion::PartitionOptions{options_.fuse});
   fusion::Program& p = plan->program;
@@ -330,6 +336,7 @@ PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
     std::ofstream(std::string(dir) + "/" + name + ".cu") << source;
   }
   if (!p.kernels.empty()) {
+    CompileSpan compiling("c++", p);
     try {
       // Only kernels no earlier module compiled are compiled, in parallel units.
       rtc::HostKernels compiled = rtc::compile_host_kernels(cpu.prelude, cpu.functions, cpu.function_symbols);
@@ -378,9 +385,11 @@ void run_kernel(KernelFn fn, const int64_t* ip, const int64_t* sp, void* const* 
 }  // namespace
 
 std::vector<Array> CompiledExecutor::run(const Trace& t) {
+  RunSpan profiled("cpu", t);      // a profile's spans of the run and its steps (graph/step_profile.h)
   Pin<Plan> pinned = plan_for(t);  // alive for the run, though another thread may evict it meanwhile
   Plan& plan = *pinned;
   const fusion::Program& p = plan.program;
+  profiled.plan(p.steps.size());
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
   Array arena = plan.take_arena();
   struct GiveBack {
@@ -416,6 +425,7 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   std::vector<int64_t> scalars;
   for (size_t si = 0; si < p.steps.size(); ++si) {
     const fusion::Step& step = p.steps[si];
+    StepSpan step_span(p, t, si);
     // Until the first write into a destination the run can stop on request, changing nothing.
     bool interruptible = si < first_write;
     if (interruptible) check_interrupt();

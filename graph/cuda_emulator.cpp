@@ -11,8 +11,10 @@
 #include "graph/cuda_capture.h"
 #include "graph/cuda_library_source.h"
 #include "graph/cuda_program.h"
+#include "graph/cuda_step_profile.h"
 #include "graph/memory_plan.h"
 #include "graph/plan_cache.h"
+#include "graph/step_profile.h"
 #include "rtc/host_compiler.h"
 #include "runtime/allocator.h"
 #include "runtime/cuda/kernel_source.h"
@@ -83,6 +85,7 @@ class CudaEmulator final : public Executor {
 
   std::vector<Array> run(const Trace& t) override {
     LOOM_CHECK(t.device.is_cpu(), Runtime, "the CUDA emulator runs traces of the CPU device");
+    RunSpan profiled("cuda-emulated", t);  // a profile's spans (graph/step_profile.h)
     Pin<Plan> pinned = plan_for(t);
     Plan& plan = *pinned;
     std::vector<Array> arrays = bind_buffers(plan.program, t, plan.memory, plan.arena);
@@ -97,7 +100,9 @@ class CudaEmulator final : public Executor {
         graphs_ && aligned && !plan.lowered.steps.empty(), [&] { capture(plan); },
         [&] { return emulated_name(plan.key); });
     const std::vector<CudaStep>& steps = how == GraphLife::Run::Replay ? plan.graph : plan.lowered.steps;
+    profiled.plan(steps.size(), how == GraphLife::Run::Replay);
     for (const CudaStep& step : steps) {
+      HostCudaStepSpan step_span(plan.program, plan.lowered, t, step);
       run_step(plan, step);
       if (how == GraphLife::Run::Direct) count(metrics().kernel_launches);
       if (error != 0) {
@@ -120,7 +125,11 @@ class CudaEmulator final : public Executor {
  private:
   Pin<Plan> plan_for(const Trace& t) {
     uint64_t key = plan_key(t);
-    return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+    LookupSpan lookup(key);
+    return plan_cache().pin<Plan>(owner_, key, t.device, [&] {
+      lookup.missed();
+      return lower(t, key);
+    });
   }
 
   PlanCache::Lowered lower(const Trace& t, uint64_t key) {

@@ -13,10 +13,13 @@
 #include "graph/cuda_capture.h"
 #include "graph/cuda_library_source.h"
 #include "graph/cuda_program.h"
+#include "graph/cuda_step_profile.h"
+#include "graph/cuda_step_timer.h"
 #include "graph/dump.h"
 #include "graph/memory_plan.h"
 #include "graph/op_trace.h"
 #include "graph/plan_cache.h"
+#include "graph/step_profile.h"
 #include "runtime/cuda/kernel_source.h"
 #include "runtime/cuda/kernels.h"
 #include "runtime/cuda/module.h"
@@ -113,12 +116,17 @@ class CudaExecutor final : public Executor {
 
   CudaOptions options_;
   PlanCache::Owner owner_ = PlanCache::new_owner();  // its plans in the plan cache
+  const Trace* profiled_ = nullptr;                  // the trace run_trace runs (profiles name its steps)
 };
 
 // Eager ops' one-node plans and lazy traces' plans share the cache (graph/plan_cache.h).
 Pin<Plan> CudaExecutor::plan_for(const Trace& t) {
   uint64_t key = cuda_plan_key(t);
-  return plan_cache().pin<Plan>(owner_, key, t.device, [&] { return lower(t, key); });
+  LookupSpan lookup(key);  // a profile's span (graph/step_profile.h)
+  return plan_cache().pin<Plan>(owner_, key, t.device, [&] {
+    lookup.missed();
+    return lower(t, key);
+  });
 }
 
 PlanCache::Lowered CudaExecutor::lower(const Trace& t, uint64_t key) {
@@ -139,8 +147,10 @@ PlanCache::Lowered CudaExecutor::lower(const Trace& t, uint64_t key) {
   p.table = p.pool->allocate(Dims{std::max<int64_t>(static_cast<int64_t>(p.lowered.table.size()), 1)}, DType::Int64);
   // Modules and kernels now, so that neither a run nor a capture loads anything.
   const cuda::Module& runtime = cuda::runtime_module(p.device);
-  if (!rendered.source.empty())
+  if (!rendered.source.empty()) {
+    CompileSpan compiling("cuda", p.program);
     p.fused = cuda::module_for(p.device, rendered.source, key_name(key), static_cast<int>(p.program.kernels.size()));
+  }
   for (const Launch& l : p.lowered.launches) {
     const cuda::Module* m = &runtime;
     if (l.module == CudaModule::Fused) m = p.fused.get();
@@ -184,6 +194,9 @@ void CudaExecutor::upload(Plan& plan) {
 void CudaExecutor::execute(Plan& plan, bool pointer_arrays, CaptureGuard* capturing) {
   const auto* table = static_cast<const int64_t*>(plan.table.data());
   for (const CudaStep& step : plan.lowered.steps) {
+    CudaStepTimer timer(plan.device);  // a profile's span of the step, on the stream
+    if (profiler::Event* e = timer.event(); e && profiled_)
+      describe_cuda_step(*e, plan.program, plan.lowered, *profiled_, step);
     if (step.kind == CudaStep::Kernel) {
       const Launch& l = plan.lowered.launches[static_cast<size_t>(step.index)];
       const Plan::Geometry& g = plan.launches[static_cast<size_t>(step.index)];
@@ -259,6 +272,8 @@ void CudaExecutor::capture(Plan& plan) {
 }
 
 std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
+  RunSpan profiled("cuda", t);  // a profile's spans (graph/step_profile.h)
+  profiled_ = &t;
   cuda::set_device(t.device.index);
   Pin<Plan> pinned = plan_for(t);
   Plan& plan = *pinned;
@@ -271,7 +286,11 @@ std::vector<Array> CudaExecutor::run_trace(const Trace& t, bool graphs) {
   upload(plan);
   bool eligible = graphs && aligned && !plan.lowered.steps.empty();
   GraphLife::Run how = plan.life.start(eligible, [&] { capture(plan); }, [&] { return key_name(plan.key); });
+  profiled.plan(plan.lowered.steps.size(), how == GraphLife::Run::Replay);
   if (how == GraphLife::Run::Replay) {
+    CudaStepTimer timer(plan.device);  // a profile's span of the whole graph, on the stream
+    if (profiler::Event* e = timer.event())
+      e->name = "cuda graph replay (" + std::to_string(plan.lowered.steps.size()) + " steps)";
     cuda::check(cudaGraphLaunch(plan.graph, cuda::stream(plan.device)), "cudaGraphLaunch", key_name(plan.key));
     count(metrics().graph_replays);
   } else {

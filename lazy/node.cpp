@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lazy/provenance.h"
 #include "runtime/error.h"
 #include "runtime/free_list.h"
 #include "runtime/hash.h"
@@ -52,6 +53,7 @@ Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* cons
   }
   n->hash_ = h;
   count(metrics().nodes_recorded);
+  note_recorded(*n);  // its Python line, while sources are captured (lazy/provenance.h)
   return n;
 }
 

@@ -2,6 +2,7 @@
 
 #include "lazy/capture.h"
 #include "lazy/dispatch.h"
+#include "lazy/provenance.h"
 
 #include <pthread.h>
 
@@ -358,6 +359,7 @@ TensorImpl* aliasable_base(const TensorImpl& t) {
 // The trace computing `roots` (outputs first, in order) and then the orphan writes.
 Trace build_trace(Device device, const std::vector<Tensor>& roots, const std::vector<OrphanWrite>& orphans,
                   uint64_t& epoch) {
+  profiler::Span span("trace", "build trace and key");
   Trace trace;
   trace.device = device;
   TraceBuilder builder(trace);
@@ -365,6 +367,7 @@ Trace build_trace(Device device, const std::vector<Tensor>& roots, const std::ve
   for (const Tensor& t : roots) trace.outputs.push_back({builder.add(t->node()), t->destination()});
   for (const OrphanWrite& o : orphans) trace.outputs.push_back({builder.add(o.node.get()), o.destination});
   trace.key = trace_key(trace);
+  if (profiler::Event* e = span.event()) e->args.emplace_back("nodes", std::to_string(trace.nodes.size()));
   return trace;
 }
 
@@ -447,6 +450,7 @@ void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views,
   StepRecording* recorded = recording();  // loom.compile (lazy/capture.h): a sync in a step, or the step's own
   if (recorded) recorded->note_sync_point(r.device, "syncs");
   if (!roots.empty() || !orphans.empty()) count_sync(detail::sync_reason);
+  SyncScope scope(detail::sync_reason, !roots.empty() || !orphans.empty());  // its site and span (lazy/provenance.h)
   std::shared_ptr<const Error> raised;
   {
     Flight flight(r, roots, views, orphans);

@@ -8,6 +8,8 @@ hits them alike. It reports medians, the spread, speed-ups over the PyTorch base
 counters per step, and the targets of BENCH.md as met or not. Outputs go to --out: results.json,
 results.md and results.png (when matplotlib is installed); the Markdown table is printed last.
 results.md and results.json are rewritten after every case, marked partial until the run ends.
+`--profile WORKLOAD` times nothing: it profiles the workload's steps in loom-lazy mode with
+loom.profiler and writes the Chrome trace (profile-<case>.json) and the table (.txt) to --out.
 """
 
 import argparse
@@ -251,6 +253,42 @@ def machine(device):
     return info
 
 
+def profile_workload(workload, device, out, steps, quick):
+    """--profile: each case of `workload` in loom-lazy mode, built and warmed up as the timed run
+    does, then `steps` steps under loom.profiler; writes profile-<case>.json (a Chrome trace: open
+    it in https://ui.perfetto.dev or chrome://tracing) and profile-<case>.txt (the table) to
+    `out`, and prints the tables."""
+    mode = BY_NAME["loom-lazy"]
+    why = mode.unavailable(device)
+    if why:
+        raise SystemExit(f"perf/run.py --profile: loom-lazy cannot run here: {why}")
+    os.makedirs(out, exist_ok=True)
+    written = []
+    for case in C.cases(quick):
+        if case.workload != workload or "loom-lazy" not in case.modes:
+            continue
+        progress(f"{case.name}: loom-lazy: building and warming up")
+        mode.enter()
+        runner = case.build(mode, device)
+        progress(f"{case.name}: loom-lazy: profiling {steps} {case.unit}s")
+        with loom.profiler.profile() as prof:
+            runner.block(steps)
+        stem = os.path.join(out, "profile-" + case.name.replace(" ", "-"))
+        prof.export_chrome_trace(stem + ".json")
+        table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=40)
+        with open(stem + ".txt", "w") as f:
+            f.write(f"{case.name}, loom-lazy, {steps} {case.unit}s on {device}\n{table}")
+        written.append(stem)
+        sys.stderr.write("\n")
+        print(f"{case.name}: {steps} {case.unit}s, loom-lazy on {device}\n{table}")
+    loom._C._set_executor("compiled")
+    if not written:
+        raise SystemExit(f"perf/run.py --profile: no case of '{workload}' runs in loom-lazy mode")
+    for stem in written:
+        print(f"Chrome trace: {stem}.json (open in https://ui.perfetto.dev or chrome://tracing)")
+    return 0
+
+
 def parse_args(argv):
     modes_help = "; ".join(f"{m.name}: {m.what}" for m in MODES)
     p = argparse.ArgumentParser(
@@ -263,10 +301,18 @@ def parse_args(argv):
     p.add_argument("--quick", action="store_true", help="fewer repeats and steps (scripts/demo: under 3 minutes)")
     p.add_argument("--out", default=os.path.join(HERE, "results", "latest"),
                    help="output folder for results.json, results.md, results.png (default: perf/results/latest)")
+    p.add_argument("--profile", metavar="WORKLOAD",
+                   help="instead of timing: profile WORKLOAD's steps in loom-lazy mode (loom.profiler) and write "
+                        "its Chrome trace and table to --out")
+    p.add_argument("--profile-steps", type=int, default=5, metavar="N", help="steps profiled by --profile (default 5)")
     p.add_argument("--cold-child", metavar="WORKLOAD", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     args.workloads = [w.strip() for w in args.workloads.split(",") if w.strip()]
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if args.profile and args.profile not in ("ops", "chain", "softmax", "mlp", "gpt"):
+        p.error(f"--profile: choose a workload of timed steps (ops, chain, softmax, mlp, gpt), not '{args.profile}'")
+    if args.profile_steps < 1:
+        p.error("--profile-steps must be at least 1")
     for w in args.workloads:
         if w not in WORKLOADS:
             p.error(f"unknown workload '{w}' (choose from {', '.join(WORKLOADS)})")
@@ -281,6 +327,8 @@ def main(argv=None):
     if args.cold_child:
         cold_child(args.cold_child, args.device)
         return 0
+    if args.profile:
+        return profile_workload(args.profile, args.device, args.out, args.profile_steps, args.quick)
     if torch is None:
         print("PyTorch is not installed: the torch modes are skipped, loom modes run alone", file=sys.stderr)
     # PyTorch keeps its default thread count: on this 2-core VM, 2 threads made its small-op

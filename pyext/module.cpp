@@ -16,6 +16,7 @@ extern PyMethodDef lazy_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
 extern PyMethodDef compile_functions[];
+extern PyMethodDef profiler_functions[];
 extern PyMethodDef distributed_functions[];
 extern PyMethodDef autocast_functions[];
 extern PyMethodDef backward_hook_functions[];
@@ -54,6 +55,7 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
   check_status(PyModule_AddFunctions(module.get(), compile_functions));
+  check_status(PyModule_AddFunctions(module.get(), profiler_functions));
   check_status(PyModule_AddFunctions(module.get(), distributed_functions));
   check_status(PyModule_AddFunctions(module.get(), autocast_functions));
   check_status(PyModule_AddFunctions(module.get(), backward_hook_functions));

@@ -15,6 +15,8 @@ from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, ca
 from loom._config import show_config
 from loom._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
+from loom import profiler
+from loom.profiler import explain_syncs
 
 __version__ = version.__version__
 
