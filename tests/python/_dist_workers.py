@@ -269,18 +269,60 @@ def case_mismatch():
     report({"errors": errors})
 
 
-def case_killed():
-    """Rank 1 dies before the collective; the others raise DistBackendError within the timeout."""
-    dist.barrier()
-    if RANK == 1:
-        os._exit(3)
-    start = time.monotonic()
+def _collective_loop(how):
+    """Runs collectives until one fails: eager all-reduces ("eager"), lazy ones read at a sync
+    ("lazy"), or DDP training steps on lazy tensors ("ddp")."""
+    if how == "ddp":
+        loom.manual_seed(0)
+        m = nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 4)).to("lazy")
+        ddp = nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.05)  # a few buckets
+        opt = loom.optim.SGD(ddp.parameters(), lr=0.01)
+    t = loom.ones(1 << 18)
+    while True:
+        if how == "eager":
+            dist.all_reduce(t)
+        elif how == "lazy":
+            u = loom.ones(1 << 18, device="lazy") * 2
+            dist.all_reduce(u)
+            u.sum().item()
+        else:
+            opt.zero_grad()
+            loss = ddp(loom.randn(16, 64, device="lazy")).square().mean()
+            loss.backward()
+            opt.step()
+            loss.item()
+
+
+STOPPED = os.path.join(os.environ.get("LOOM_TEST_OUT", "."), "stopped")
+
+
+def _note_stop():
+    """Notes when rank 1 stopped (and its pid) in a file the other ranks read."""
+    with open(STOPPED + ".tmp", "w") as f:
+        json.dump({"time": time.time(), "pid": os.getpid()}, f)
+    os.replace(STOPPED + ".tmp", STOPPED)
+
+
+def _stop_self_soon(sig):
+    """Sends `sig` to this process from a thread in 0.3 s (the main thread is inside a
+    collective by then), first noting it (_note_stop)."""
+    import threading
+
+    def stop():
+        _note_stop()
+        os.kill(os.getpid(), sig)
+
+    threading.Timer(0.3, stop).start()
+
+
+def _fail_and_report(how):
+    """Ranks other than 1: run _collective_loop until it raises; report the error, how long
+    after rank 1 stopped it came, and what a call on the broken group raises then."""
     try:
-        t = loom.ones(1000)
-        dist.all_reduce(t)
-        report({"error": None})
+        _collective_loop(how)
     except dist.DistBackendError as e:
-        elapsed = time.monotonic() - start
+        now = time.time()
+        elapsed = now - json.load(open(STOPPED))["time"] if os.path.exists(STOPPED) else None
         try:  # the broken group refuses further calls at once
             dist.all_reduce(loom.ones(2))
             again = None
@@ -289,19 +331,36 @@ def case_killed():
         report({"error": str(e), "elapsed": elapsed, "again": again})
 
 
-def case_timeout():
-    """Rank 1 stays away longer than the timeout; rank 0's collective raises when it ends."""
+def case_killed(how):
+    """Rank 1 dies: before the collective ("exits": os._exit after a barrier) or by SIGKILL in
+    the middle of a loop of eager all-reduces, lazy ones or lazy DDP steps (a thread of its own
+    kills it once a few have run, while its main thread is inside the next). The other ranks,
+    inside their own collectives then, raise DistBackendError well within the timeout."""
+    import signal
+
+    dist.barrier()
     if RANK == 1:
-        time.sleep(float(sys.argv[2]) + 3)
-        return
-    start = time.monotonic()
-    try:
-        t = loom.ones(10, device="lazy") * 2
-        dist.all_reduce(t)
-        t.sum().item()
-        report({"error": None})
-    except dist.DistBackendError as e:
-        report({"error": str(e), "elapsed": time.monotonic() - start})
+        if how == "exits":
+            _note_stop()
+            os._exit(3)
+        _stop_self_soon(signal.SIGKILL)
+        _collective_loop(how)
+    _fail_and_report("eager" if how == "exits" else how)
+
+
+def case_timeout(how):
+    """Rank 1 stops (alive, not exiting: SIGSTOP) in the middle of a loop of collectives, and
+    stays stopped past the timeout; the other ranks' collective raises when the timeout ends.
+    Rank 0 then kills it (the test reaps it)."""
+    import signal
+
+    dist.barrier()
+    if RANK == 1:
+        _stop_self_soon(signal.SIGSTOP)
+        _collective_loop(how)
+    _fail_and_report(how)
+    if RANK == 0:
+        os.kill(json.load(open(STOPPED))["pid"], signal.SIGKILL)
 
 
 def case_autograd():
@@ -496,6 +555,6 @@ if __name__ == "__main__":
     timeout = float(os.environ.get("LOOM_TEST_TIMEOUT", "30"))
     dist.init_process_group("gloo", timeout=timeout)
     fn = globals()["case_" + case]
-    fn(*sys.argv[2:]) if case in ("ddp", "unused", "unread_at_exit") else fn()
+    fn(*sys.argv[2:])
     if case not in ("killed", "timeout", "unread_at_exit"):
         dist.destroy_process_group()
