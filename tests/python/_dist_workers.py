@@ -500,6 +500,54 @@ class _nothing:
         return False
 
 
+def case_compiled_ddp(mode):
+    """A loom.compile'd DDP training step (float64, 20 steps, a bucket per layer) against the same
+    step uncompiled: the parameters end within 1e-6, and the steps after warm-up are replays (no
+    trace built) whose plan runs every bucket's all-reduce. mode "unused": find_unused_parameters
+    runs an eager all-reduce inside the step, which a replay would skip: the step is never
+    captured and explain() says why. mode "emulated": lazy through the CUDA lowering's emulator."""
+    if mode == "emulated":
+        loom._C._set_executor("cuda-emulated")
+    dtype, steps, n, lr = loom.float64, 20, 4, 0.1
+    params, per_step, explanation = {}, [], None
+    for compiled in (False, True):
+        loom.manual_seed(RANK)  # ranks start apart: the construction's broadcast equalizes them
+        m = model(dtype)
+        if RANK != 0:
+            with loom.no_grad():
+                for p in m.parameters():
+                    p.add_(loom.randn(p.shape, dtype=dtype))
+        ddp = nn.parallel.DistributedDataParallel(m.to("lazy"), bucket_cap_mb=0.0001,
+                                                  find_unused_parameters=mode == "unused")
+        opt = loom.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_of(ddp, x, y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = loom.compile(step) if compiled else step
+        for s in range(steps):
+            x, y = batch(s, dtype, n * WORLD)
+            x = loom.tensor(x[RANK * n:(RANK + 1) * n], dtype=dtype, device="lazy")
+            y = loom.tensor(y[RANK * n:(RANK + 1) * n], device="lazy")
+            before = loom.metrics()
+            loss = fn(x, y)
+            if RANK == 0:
+                loss.item()  # rank 0 alone reads: the others' steps must still run every all-reduce
+            after = loom.metrics()
+            if compiled:
+                per_step.append({k: after[k] - before[k] for k in ("traces", "collectives", "compiled_replays")})
+        params[compiled] = [p.to("cpu").numpy() for p in ddp.parameters()]
+        if compiled:
+            explanation = str(loom.compile.explain(fn))
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(params[False], params[True]))
+    report({"worst": worst, "per_step": per_step, "buckets": len(ddp._buckets), "explanation": explanation,
+            "params": [float(p.sum()) for p in params[True]]})
+
+
 def case_unused(device):
     """find_unused_parameters: a layer no rank uses keeps .grad None; one only rank 0 uses gets
     the average of rank 0's gradient and zeros; without the option, an unused layer raises."""
