@@ -11,6 +11,7 @@
 #include "runtime/distributed/work.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
+#include "runtime/profiler.h"
 
 namespace loom::distributed {
 namespace {
@@ -190,11 +191,18 @@ void barrier(Group& g) {
 }
 
 void run(Group& g, const Call& c, const void* in_data, void* out_data) {
+  // loom.profiler shows each collective (its bytes), its agreement check apart: the waits for
+  // the other ranks are in them.
+  profiler::Span span("collective", kind_name(c.kind));
   wait_for_queued(g);  // asynchronous calls started before this one go first (work.h)
   g.check_usable();
-  if (agreement_checks()) check_agreement(g, c);
+  if (agreement_checks()) {
+    profiler::Span check("collective", "agreement check");
+    check_agreement(g, c);
+  }
   Span in{const_cast<void*>(in_data), input_count(c, g), c.dtype};
   Span out{out_data, output_count(c, g), c.dtype};
+  if (profiler::Event* e = span.event()) e->bytes_read = static_cast<int64_t>(in.bytes());
   bool alias = in.data == out.data;
   count(metrics().collectives);
   count(metrics().collective_bytes, static_cast<int64_t>(in.bytes()));
