@@ -410,9 +410,11 @@ def case_autograd():
 
 # ---- data-parallel training ----
 
-def model(dtype):
+def model(dtype, norm=False):
+    """With `norm`, a BatchNorm1d: buffers that DDP broadcasts from rank 0 at every forward."""
     loom.manual_seed(0)
-    m = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    m = nn.Sequential(nn.Linear(6, 16), *([nn.BatchNorm1d(16)] if norm else []), nn.Tanh(), nn.Linear(16, 16),
+                      nn.Tanh(), nn.Linear(16, 3))
     return m.to(dtype)
 
 
@@ -505,14 +507,16 @@ def case_compiled_ddp(mode):
     step uncompiled: the parameters end within 1e-6, and the steps after warm-up are replays (no
     trace built) whose plan runs every bucket's all-reduce. mode "unused": find_unused_parameters
     runs an eager all-reduce inside the step, which a replay would skip: the step is never
-    captured and explain() says why. mode "emulated": lazy through the CUDA lowering's emulator."""
+    captured and explain() says why. mode "emulated": lazy through the CUDA lowering's emulator.
+    mode "buffers": a BatchNorm1d, whose buffers DDP's forward broadcasts (one broadcast per
+    dtype: the float64 running statistics, the int64 batch count) inside the step."""
     if mode == "emulated":
         loom._C._set_executor("cuda-emulated")
     dtype, steps, n, lr = loom.float64, 20, 4, 0.1
     params, per_step, explanation = {}, [], None
     for compiled in (False, True):
         loom.manual_seed(RANK)  # ranks start apart: the construction's broadcast equalizes them
-        m = model(dtype)
+        m = model(dtype, norm=mode == "buffers")
         if RANK != 0:
             with loom.no_grad():
                 for p in m.parameters():
@@ -545,7 +549,7 @@ def case_compiled_ddp(mode):
             explanation = str(loom.compile.explain(fn))
     worst = max(float(np.abs(a - b).max()) for a, b in zip(params[False], params[True]))
     report({"worst": worst, "per_step": per_step, "buckets": len(ddp._buckets), "explanation": explanation,
-            "params": [float(p.sum()) for p in params[True]]})
+            "broadcasts": 2 if mode == "buffers" else 0, "params": [float(p.sum()) for p in params[True]]})
 
 
 def case_unused(device):
