@@ -191,13 +191,14 @@ void barrier(Group& g) {
 }
 
 void run(Group& g, const Call& c, const void* in_data, void* out_data) {
-  // loom.profiler shows each collective (its bytes), its agreement check apart: the waits for
+  // loom.profiler shows the transport's part of each collective (its bytes; a lazy plan's
+  // collective step, category "collective", holds it), its agreement check apart: the waits for
   // the other ranks are in them.
-  profiler::Span span("collective", kind_name(c.kind));
+  profiler::Span span("transport", kind_name(c.kind));
   wait_for_queued(g);  // asynchronous calls started before this one go first (work.h)
   g.check_usable();
   if (agreement_checks()) {
-    profiler::Span check("collective", "agreement check");
+    profiler::Span check("transport", "agreement check");
     check_agreement(g, c);
   }
   Span in{const_cast<void*>(in_data), input_count(c, g), c.dtype};
