@@ -43,6 +43,20 @@ struct Placement {
   bool lazy = false;
 };
 
+// Where t lives: what a creation op made for t (zeros_like, a mask for t) must use.
+inline Placement placement_of(const TensorImpl& t) { return {t.device(), t.is_lazy()}; }
+inline Placement placement_of(const Tensor& t) { return placement_of(*t); }
+
+// torch.result_type of op arguments: tensors by dimensionality, Python numbers as weak operands.
+inline DType result_type(std::initializer_list<Arg> args) {
+  ResultType r;
+  for (const Arg& a : args) {
+    if (a.is_tensor()) r.add_tensor(a.tensor->dtype(), a.tensor->ndim());
+    else r.add_scalar(a.scalar.kind());
+  }
+  return r.get();
+}
+
 Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs = {}, std::optional<Placement> placement = {});
 inline Tensor apply(OpId op, std::initializer_list<Arg> args, Attrs attrs = {}) {
   return apply(op, std::span<const Arg>(args.begin(), args.size()), std::move(attrs));

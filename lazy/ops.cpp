@@ -15,8 +15,6 @@ Tensor apply1(OpId op, const Tensor& x, Attrs attrs = {}) { return apply(op, {Ar
 
 bool is_one(const Scalar& s) { return s.as_double() == 1.0; }
 
-Placement placement_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
-
 // Bit mask of reduced dims; no dims means all. Raises on duplicates and out-of-range dims.
 uint64_t dim_mask(int64_t ndim, const DimList& dims) {
   LOOM_CHECK(ndim <= 64, Runtime, "reductions support at most 64 dims, got ", ndim);
@@ -79,16 +77,6 @@ Tensor make_view(const Tensor& x, Transform&& transform, const char* name, std::
 std::function<Tensor(const Tensor&)> reshape_backward(const Tensor& x) {
   Dims shape(x->sizes());
   return [shape](const Tensor& g) { return reshape(g, shape); };
-}
-
-// torch.result_type of op arguments: tensors by dimensionality, Python numbers as weak operands.
-DType result_type(std::initializer_list<Arg> args) {
-  ResultType r;
-  for (const Arg& a : args) {
-    if (a.is_tensor()) r.add_tensor(a.tensor->dtype(), a.tensor->ndim());
-    else r.add_scalar(a.scalar.kind());
-  }
-  return r.get();
 }
 
 // A Python-number argument converted to dtype as PyTorch converts its Scalar arguments (alpha,

@@ -19,17 +19,6 @@ constexpr double kLn2 = 0.6931471805599453;
 const Scalar kZero(int64_t{0});
 const Scalar kOne(int64_t{1});
 
-Placement placement_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
-
-DType result_type(std::initializer_list<Arg> args) {
-  ResultType r;
-  for (const Arg& a : args) {
-    if (a.is_tensor()) r.add_tensor(a.tensor->dtype(), a.tensor->ndim());
-    else r.add_scalar(a.scalar.kind());
-  }
-  return r.get();
-}
-
 // PyTorch's message for an op without a kernel for a dtype.
 void require_floating(bool floating, const char* op, DType dtype) {
   LOOM_CHECK(floating, Runtime, "\"", op, "\" not implemented for '", dtype_info(dtype).scalar_type_name, "'");

@@ -12,8 +12,6 @@
 namespace loom::ops {
 namespace {
 
-Placement placement_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
-
 // A tensor made on the host from values computed there, placed as `where` says.
 Tensor from_host(Array a, Placement where) {
   DType dtype = a.dtype;

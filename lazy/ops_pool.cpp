@@ -16,8 +16,6 @@
 namespace loom::ops {
 namespace {
 
-Placement where_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
-
 Dims dims_of(IntSpan s) { return Dims(s.begin(), s.end()); }
 
 int64_t floor_div(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
@@ -215,15 +213,15 @@ std::pair<Tensor, Tensor> max_pool(const Tensor& input, size_t k, IntSpan kernel
   if (numel_of(out) == 0) {  // max_pool1d allows no windows
     Dims shape{x->sizes()[0], x->sizes()[1]};
     for (int64_t o : out) shape.push_back(o);
-    Tensor none = full(shape, Scalar(int64_t{0}), x->dtype(), where_of(x));
-    return {unbatch(none, batched), want_indices ? unbatch(full(shape, Scalar(int64_t{0}), DType::Int64, where_of(x)), batched) : Tensor()};
+    Tensor none = full(shape, Scalar(int64_t{0}), x->dtype(), placement_of(x));
+    return {unbatch(none, batched), want_indices ? unbatch(full(shape, Scalar(int64_t{0}), DType::Int64, placement_of(x)), batched) : Tensor()};
   }
   Tensor windows = pool_windows(x, p, out, -std::numeric_limits<double>::infinity());
   Tensor positions;
   if (want_indices || (grad_enabled() && requires_grad(*x))) {
     Dims offset;
     for (int64_t pad : p.padding) offset.push_back(-pad);
-    positions = window_positions(x->sizes().subspan(2), out, p.kernel, p.stride, p.dilation, offset, where_of(x));
+    positions = window_positions(x->sizes().subspan(2), out, p.kernel, p.stride, p.dilation, offset, placement_of(x));
   }
   auto [values, indices] = window_maxima(x, windows, positions, k, want_indices);
   return {unbatch(values, batched), want_indices ? unbatch(indices, batched) : Tensor()};
@@ -252,7 +250,7 @@ Tensor avg_pool(const Tensor& input, size_t k, IntSpan kernel_size, IntSpan stri
     Tensor count;
     for (size_t i = 0; i < k; ++i) {
       int64_t extent = x->sizes()[2 + i];
-      Tensor start = arange(out[i], Scalar(-p.padding[i]), Scalar(p.stride[i]), DType::Int64, where_of(x));
+      Tensor start = arange(out[i], Scalar(-p.padding[i]), Scalar(p.stride[i]), DType::Int64, placement_of(x));
       Tensor end = binary(OpId::Minimum, add(start, Scalar(p.kernel[i])),
                           Scalar(count_include_pad ? extent + p.padding[i] : extent));
       Tensor c = sub(end, count_include_pad ? start : binary(OpId::Maximum, start, Scalar(int64_t{0})));
@@ -336,8 +334,8 @@ Tensor adaptive_avg_pool(const Tensor& input, size_t k, IntSpan output_size) {
   Tensor result = x;
   for (size_t i = 0; i < k; ++i) {
     int64_t extent = x->sizes()[2 + i];
-    auto [start, end] = adaptive_bounds(extent, out[i], where_of(x));
-    Tensor at = reshape(arange(extent, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, where_of(x)), Dims{1, extent});
+    auto [start, end] = adaptive_bounds(extent, out[i], placement_of(x));
+    Tensor at = reshape(arange(extent, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(x)), Dims{1, extent});
     Tensor inside = binary(OpId::LogicalAnd, binary(OpId::Ge, at, reshape(start, Dims{out[i], 1})),
                                 binary(OpId::Lt, at, reshape(end, Dims{out[i], 1})));
     Tensor weights = div(cast(inside, x->dtype()), cast(reshape(sub(end, start), Dims{out[i], 1}), x->dtype()));
@@ -371,8 +369,8 @@ std::pair<Tensor, Tensor> adaptive_max_pool(const Tensor& input, size_t k, IntSp
   for (size_t i = 0; i < k; ++i) {
     int64_t extent = x->sizes()[2 + i], width = largest_window(extent, out[i]);
     widths.push_back(width);
-    auto [start, end] = adaptive_bounds(extent, out[i], where_of(x));
-    Tensor j = reshape(arange(width, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, where_of(x)), Dims{1, width});
+    auto [start, end] = adaptive_bounds(extent, out[i], placement_of(x));
+    Tensor j = reshape(arange(width, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(x)), Dims{1, width});
     Tensor at = binary(OpId::Minimum, add(reshape(start, Dims{out[i], 1}), j),
                        reshape(sub(end, Scalar(int64_t{1})), Dims{out[i], 1}));  // (out, width)
     Dims paired(2 * k, 1), split(2 * k, 1);
@@ -406,8 +404,8 @@ Tensor max_unpool(const Tensor& input, const Tensor& indices, size_t k, IntSpan 
   bool batched = input->ndim() == dims + 2;
   Tensor x = batched ? input : unsqueeze(input, 0), idx = batched ? indices : unsqueeze(indices, 0);
   int64_t rows = x->sizes()[0] * x->sizes()[1];
-  Tensor row = reshape(arange(rows, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, where_of(x)), Dims{rows, 1});
-  Tensor zeros = full(Dims{rows, numel_of(out)}, Scalar(int64_t{0}), x->dtype(), where_of(x));
+  Tensor row = reshape(arange(rows, Scalar(int64_t{0}), Scalar(int64_t{1}), DType::Int64, placement_of(x)), Dims{rows, 1});
+  Tensor zeros = full(Dims{rows, numel_of(out)}, Scalar(int64_t{0}), x->dtype(), placement_of(x));
   Tensor result = index_put(zeros, 0, {row, reshape(idx, Dims{rows, -1})}, Arg(reshape(x, Dims{rows, -1})));
   Dims shape{x->sizes()[0], x->sizes()[1]};
   for (int64_t o : out) shape.push_back(o);

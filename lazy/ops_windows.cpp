@@ -15,8 +15,6 @@
 namespace loom::ops {
 namespace {
 
-Placement where_of(const Tensor& t) { return {t->device(), t->is_lazy()}; }
-
 Dims dims_of(IntSpan s) { return Dims(s.begin(), s.end()); }
 
 void check_window_params(size_t k, IntSpan stride, IntSpan dilation) {

@@ -13,8 +13,6 @@ namespace {
 
 constexpr double kPi = 3.141592653589793;
 
-Placement placement_of(const TensorImpl& t) { return {t.device(), t.is_lazy()}; }
-
 // `value` with a zero gradient with respect to `params`, as PyTorch's samplers have: the
 // where() routes the whole gradient to the (gradient-free) sample and zeros to the parameters.
 Tensor zero_gradient(const Tensor& value, std::initializer_list<Tensor> params) {

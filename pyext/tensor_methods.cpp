@@ -113,8 +113,6 @@ PyObject* m_format(PyObject* self, PyObject* spec) {
   LOOM_PY_END(nullptr)
 }
 
-Placement placement_of(const TensorImpl& t) { return {t.device(), t.is_lazy()}; }
-
 // Python subclasses (nn.Parameter) are made from an existing tensor, sharing its value.
 PyObject* m_make_subclass(PyObject*, PyObject* args) {
   LOOM_PY_BEGIN

@@ -81,7 +81,11 @@ void linspace(const Array& dst, double start, double end) {
   int64_t n = dst.numel();
   double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
   // Like PyTorch, the first half counts up from start and the second half down from end, so
-  // both endpoints are exact (a single point is start).
+  // both endpoints are exact (a single point is start). An integer dtype truncates each value,
+  // as PyTorch's CUDA kernel and scalar CPU loop do. PyTorch 1.13's vectorized CPU loop instead
+  // truncates the first value of each SIMD-width chunk and counts from there, so its integer
+  // results depend on the host's vector width (linspace(5, -5, 20, dtype=int32) differs in 6
+  // places between the two on AVX2); loom gives the same numbers on every device.
   int64_t half = n == 1 ? 1 : n / 2;
   generate(dst, [=](int64_t i, auto tag) {
     using T = decltype(tag);

@@ -9,6 +9,7 @@ them. A family's private helpers stay in its file.
 from loom.nn.functional._activation import *  # noqa: F401,F403
 from loom.nn.functional._attention import *  # noqa: F401,F403
 from loom.nn.functional._conv import *  # noqa: F401,F403
+from loom.nn.functional._ctc import *  # noqa: F401,F403
 from loom.nn.functional._distance import *  # noqa: F401,F403
 from loom.nn.functional._dropout import *  # noqa: F401,F403
 from loom.nn.functional._linear import *  # noqa: F401,F403

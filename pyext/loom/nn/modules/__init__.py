@@ -16,11 +16,11 @@ from loom.nn.modules.flatten import Flatten, Unflatten
 from loom.nn.modules.fold import Fold, Unfold
 from loom.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from loom.nn.modules.linear import Bilinear, Identity, Linear
-from loom.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, GaussianNLLLoss,
-                                  HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
-                                  MultiLabelMarginLoss,
-                                  MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss,
-                                  SmoothL1Loss, SoftMarginLoss, TripletMarginLoss, TripletMarginWithDistanceLoss)
+from loom.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss, CrossEntropyLoss, CTCLoss,
+                                  GaussianNLLLoss, HingeEmbeddingLoss, HuberLoss, KLDivLoss, L1Loss,
+                                  MarginRankingLoss, MSELoss, MultiLabelMarginLoss, MultiLabelSoftMarginLoss,
+                                  MultiMarginLoss, NLLLoss, NLLLoss2d, PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                                  TripletMarginLoss, TripletMarginWithDistanceLoss)
 from loom.nn.modules.normalization import GroupNorm, LayerNorm, LocalResponseNorm, RMSNorm
 from loom.nn.modules.padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d, ConstantPad2d,
                                      ConstantPad3d, ReflectionPad1d, ReflectionPad2d, ReflectionPad3d,
@@ -54,7 +54,7 @@ __all__ = [
     "NLLLoss", "NLLLoss2d", "CrossEntropyLoss", "BCELoss", "BCEWithLogitsLoss", "SmoothL1Loss", "HuberLoss",
     "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
     "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
-    "TripletMarginWithDistanceLoss", "ChannelShuffle", "MultiLabelMarginLoss",
+    "TripletMarginWithDistanceLoss", "ChannelShuffle", "MultiLabelMarginLoss", "CTCLoss",
     "CosineSimilarity", "PairwiseDistance",
 ]
 __all__ += ["ELU", "CELU", "SELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
