@@ -32,6 +32,9 @@ bool is_leaf(const Node& n) { return op_def(n.op()).cls == OpClass::Leaf; }
 constexpr int64_t kMaxInlinedOps = 256;
 constexpr size_t kMaxKernelExprs = 1024;
 constexpr size_t kMaxKernelStores = 256;
+// A value read by several consumers is stored once it would be recomputed from this many
+// full-size loads in each (initial_materialization).
+constexpr int64_t kMaxRecomputedLoads = 3;
 
 // Ops run by their own implementation instead of inside a kernel: library calls and irregular
 // data movement, and integer division, which must raise ZeroDivisionError as in eager mode (a
@@ -578,19 +581,28 @@ std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions
     if (!opt.fuse && (c == OpClass::Elementwise || node.op() == OpId::Full)) m[i] = true;
   }
   if (opt.fuse) {
-    // How expensive each value is to recompute: the number of elementwise ops inlined into it
-    // (counted once per path, so a value read twice counts twice), in one pass in trace order
-    // (inputs first): a stored input costs its readers nothing.
-    std::vector<int64_t> cost(n, 0);
+    // How expensive each value is to recompute, in one pass in trace order (inputs first),
+    // counted once per path (a value read twice counts twice): the elementwise ops inlined into
+    // it, and the full-size loads of stored values (a stored value at least half the size of the
+    // reader: a broadcast bias or a row statistic stays in cache and does not count). A value
+    // read by several consumers is stored when recomputing it in each costs more than a store
+    // and a load each: 16 ops, or 3 full-size loads (gpt's residual stream, a sum of matmul
+    // outputs, embeddings and biases, was recomputed from 13 loads in each layer norm kernel).
+    std::vector<int64_t> cost(n, 0), loads(n, 0);
     for (size_t i = 0; i < n; ++i) {
       const Node& node = *t.nodes[i];
       if (is_leaf(node)) continue;
-      int64_t c = cls(node) == OpClass::View ? 0 : 1;
-      for (int32_t in : t.inputs[i])
-        if (!m[in]) c += cost[in];
+      int64_t c = cls(node) == OpClass::View ? 0 : 1, l = 0;
+      int64_t size = numel_of(node.shape());
+      for (int32_t in : t.inputs[i]) {
+        if (!m[in]) c += cost[in], l += loads[in];
+        else if (!is_scalar_leaf(*t.nodes[in]) && 2 * numel_of(t.nodes[in]->shape()) >= size) l += 1;
+      }
       cost[i] = std::min<int64_t>(c, kMaxInlinedOps);
+      loads[i] = std::min<int64_t>(l, kMaxInlinedOps);
       if (m[i] || cls(node) != OpClass::Elementwise) continue;
-      if ((uses[i] >= 2 && cost[i] >= 16) || cost[i] >= kMaxInlinedOps) m[i] = true;
+      if ((uses[i] >= 2 && (cost[i] >= 16 || loads[i] >= kMaxRecomputedLoads)) || cost[i] >= kMaxInlinedOps)
+        m[i] = true;
     }
   }
   return m;

@@ -1,7 +1,8 @@
 // A fused program: what a trace becomes after partitioning, before any code is generated.
 //
 // Every value that must exist in memory (a trace output, a reduction result, an input of a
-// library call, an expensive value used by several kernels) is "materialized" and gets a buffer.
+// library call, a value used by several kernels whose recomputation would cost 16 ops or 3
+// full-size loads in each: partition.cpp, initial_materialization) is "materialized" and gets a buffer.
 // Everything else is computed inside the kernels that need it, reading materialized values
 // through affine index maps: views and broadcasts cost index arithmetic, not memory traffic
 // (DESIGN decision 6).

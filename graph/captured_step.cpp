@@ -375,6 +375,16 @@ std::variant<std::unique_ptr<CapturedStep>, std::string> CapturedStep::make(cons
       return std::string("the step writes in place into a tensor it made, or one it cannot find again");
     s.bumps_.push_back({found, by});
   }
+  // An argument on the memory of a root is a root too, read or not: the step found its data
+  // through the other one (f(a, a), or a and a view of it), so a call passing two separate
+  // tensors there must fail the storage guard rather than read the first one twice.
+  for (size_t k = 0; k < ctx.arguments.size(); ++k) {
+    const Tensor& arg = ctx.arguments[k];
+    if (!arg->is_lazy() || arg->is_pending() || arg->is_errored()) continue;
+    const Storage* storage = arg->array().storage.get();
+    if (std::ranges::any_of(s.roots_, [&](const Root& r) { return r.storage == storage; }))
+      b.root({TensorRef::Argument, static_cast<int32_t>(k), {}});
+  }
   if (!b.failure().empty()) return b.failure();
   // A .grad the step set to None stays None unless a result of the step became it.
   std::erase_if(s.grads_dropped_, [&](int32_t r) {

@@ -28,7 +28,9 @@
 //
 // Guards: before a replay, every root must have the dtype, sizes, strides, device and autograd
 // flags it had, the roots must share storage exactly as they did (the trace key depends on it),
-// and a .grad read must exist. check() says what differs, in one sentence.
+// and a .grad read must exist. Every tensor argument on the memory of a root is a root itself,
+// read or not (f(a, a): the step read both through the first), so a call that passes separate
+// tensors there fails this guard instead of reading one twice. check() says what differs, in one sentence.
 //
 // After the run: the fresh results become new tensors (a result that required grad, and whose
 // backward the step ran, with a grad_fn that raises as the freed graph would) (never memory an earlier result holds:

@@ -122,6 +122,21 @@ class FunctionBackward final : public GradFn {
   std::function<Tensor(const Tensor&)> fn_;
 };
 
+// A composite op's own derivative (record_composite): the result saved as OpBackward saves one.
+class CompositeBackward final : public GradFn {
+ public:
+  CompositeBackward(const char* name, std::function<Tensor(const Tensor&, const Tensor&)> fn)
+      : name_(name), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  std::vector<Tensor> apply(const Tensor& grad) override { return {fn_(grad, result_.unpack(*this))}; }
+  void release_saved() override { result_.release(); }
+  SavedTensor result_;
+
+ private:
+  const char* name_;
+  std::function<Tensor(const Tensor&, const Tensor&)> fn_;
+};
+
 // Adds gradients into a leaf's .grad. It refers to the leaf weakly (the leaf holds it): a leaf
 // that died has nobody to read its gradient.
 class AccumulateGrad final : public GradFn {
@@ -307,6 +322,15 @@ void record_function(const char* name, TensorImpl& input, TensorImpl& output,
   if (!grad_mode || !requires_grad(input) || !is_floating(output.dtype())) return;
   auto f = make_ref<FunctionBackward>(name, std::move(fn));
   f->next.push_back(gradient_edge(input));
+  set_history(output, f);
+}
+
+void record_composite(const char* name, TensorImpl& input, TensorImpl& output,
+                      std::function<Tensor(const Tensor& grad, const Tensor& result)> fn) {
+  if (!grad_mode || !requires_grad(input) || !is_floating(output.dtype())) return;
+  auto f = make_ref<CompositeBackward>(name, std::move(fn));
+  f->next.push_back(gradient_edge(input));
+  f->result_ = SavedTensor(Tensor(&output), true);
   set_history(output, f);
 }
 

@@ -216,6 +216,16 @@ void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, Te
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
 
+// Records a composite op's own derivative, where it is simpler than the chain of its primitives'
+// derivatives (softmax: PyTorch's y * (g - sum(g * y)) instead of three reductions, one counting
+// ties of the max): `fn(grad, result)` maps the output's gradient to the input's and reads the
+// op's result, saved as a primitive's result is (version-checked; with create_graph it carries
+// this function as its history, so the derivative is itself differentiable). The forward must
+// have been computed without recording (GradModeGuard(false)). Outputs of integer or bool dtype
+// get none.
+void record_composite(const char* name, TensorImpl& input, TensorImpl& output,
+                      std::function<Tensor(const Tensor& grad, const Tensor& result)> fn);
+
 // The sequence the next GradFn made will have: the functions made from here on (an in-place op
 // notes it before computing its new value, to know which functions that computation made).
 uint64_t next_function_sequence() noexcept;

@@ -516,18 +516,42 @@ static Tensor shifted_by_max(const Tensor& x, int64_t dim) {
   return sub(x, amax(x, DimList{dim}, true));
 }
 
+// softmax and log_softmax are composites with derivatives of their own (PyTorch's formulas,
+// reading the result): the chain of their primitives' derivatives would cost three row
+// reductions in backward (the sum's, the shift's, and amax's count of tied maxima, whose
+// gradient is zero anyway) and exp evaluated again at each; these cost one reduction, and fuse
+// into one row kernel. The forward runs unrecorded; the cast of `dtype` is recorded as usual.
+
 Tensor softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   require_floating(x, "softmax");
-  Tensor e = unary(OpId::Exp, shifted_by_max(x, dim));
-  return div(e, reduce(OpId::Sum, e, DimList{dim}, true));
+  Tensor y;
+  {
+    GradModeGuard unrecorded(false);
+    Tensor e = unary(OpId::Exp, shifted_by_max(x, dim));
+    y = div(e, reduce(OpId::Sum, e, DimList{dim}, true));
+  }
+  // d softmax: y * (g - sum(g * y)) along dim.
+  record_composite("SoftmaxBackward0", *x, *y, [dim](const Tensor& g, const Tensor& y) {
+    return mul(y, sub(g, reduce(OpId::Sum, mul(g, y), DimList{dim}, true)));
+  });
+  return y;
 }
 
 Tensor log_softmax(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {
   Tensor x = dtype ? cast(x0, *dtype) : x0;
   require_floating(x, "log_softmax");
-  Tensor shifted = shifted_by_max(x, dim);
-  return sub(shifted, unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, shifted), DimList{dim}, true)));
+  Tensor y;
+  {
+    GradModeGuard unrecorded(false);
+    Tensor shifted = shifted_by_max(x, dim);
+    y = sub(shifted, unary(OpId::Log, reduce(OpId::Sum, unary(OpId::Exp, shifted), DimList{dim}, true)));
+  }
+  // d log_softmax: g - exp(y) * sum(g) along dim (exp(y) is the softmax).
+  record_composite("LogSoftmaxBackward0", *x, *y, [dim](const Tensor& g, const Tensor& y) {
+    return sub(g, mul(unary(OpId::Exp, y), reduce(OpId::Sum, g, DimList{dim}, true)));
+  });
+  return y;
 }
 
 Tensor cumsum(const Tensor& x0, int64_t dim, std::optional<DType> dtype) {

@@ -8,6 +8,9 @@
   gradients) walk their channels side by side (fusion/program.h `reduces_columns`): every
   reduction kind and dtype, several stages in one kernel, kept dims before the channels, and
   special values, fused against unfused and PyTorch. The dumped source shows the form is taken.
+- Recompute or store (fusion/partition.cpp `initial_materialization`): a value read by several
+  kernels is stored once recomputing it would take three full-size loads in each; fewer loads, or
+  broadcast ones, stay recomputed.
 """
 
 import os
@@ -257,3 +260,54 @@ def test_column_results_do_not_depend_on_the_thread_count(tmp_path):
         assert done.returncode == 0, done.stderr
         outs.add(done.stdout)
     assert len(outs) == 1
+
+
+# ---- recompute or store ----
+
+def kernel_loads(tmp_path, program, arrays):
+    """The node ids each fused kernel loads (from the dumped kernel groups), and the results."""
+    dump = tmp_path / "dump"
+    old = os.environ.get("LOOM_DUMP_DIR")
+    os.environ["LOOM_DUMP_DIR"] = str(dump)
+    try:
+        outs = run_lazy(program, arrays, "fused")
+    finally:
+        if old is None:
+            del os.environ["LOOM_DUMP_DIR"]
+        else:
+            os.environ["LOOM_DUMP_DIR"] = old
+    (groups,) = [p.read_text() for p in dump.glob("*.groups")]
+    kernels = [line for line in groups.splitlines() if line.startswith("kernel")]
+    return [set(k.split("loads")[1].split()) for k in kernels], outs
+
+
+def residual_programs(lib, a, b, c, bias):
+    """v read by a row and a column reduction (two kernels); the variants differ in what v loads."""
+    return {
+        "three loads": lambda: (a * b + c, lambda v: (v.amax(1), v.sum(0))),
+        "two loads": lambda: (a * b + 1.5, lambda v: (v.amax(1), v.sum(0))),
+        "two loads and a broadcast one": lambda: (a * b + bias, lambda v: (v.amax(1), v.sum(0))),
+    }
+
+
+@pytest.mark.parametrize("variant,stored", [("three loads", True), ("two loads", False),
+                                            ("two loads and a broadcast one", False)])
+def test_value_of_many_loads_read_by_several_kernels_is_stored_once(tmp_path, variant, stored):
+    arrays = [RNG.standard_normal((64, 48)).astype(np.float32) for _ in range(3)]
+    arrays.append(RNG.standard_normal(48).astype(np.float32))
+
+    def program(a, b, c, bias):
+        v, consumers = residual_programs(loom, a, b, c, bias)[variant]()
+        return consumers(v)
+
+    loads, fused = kernel_loads(tmp_path, program, arrays)
+    # Stored: one kernel computes v from its inputs, the two reductions load v alone.
+    computing_v = [k for k in loads if len(k) >= 2]
+    assert len(computing_v) == (1 if stored else 2), loads
+    unfused = run_lazy(program, arrays, "unfused")
+    t = [torch.tensor(x) for x in arrays]
+    v, consumers = residual_programs(torch, *t)[variant]()
+    want = [r.numpy() for r in consumers(v)]
+    for got in (fused, unfused):
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
