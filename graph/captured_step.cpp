@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "lazy/autograd.h"
+#include "lazy/collectives.h"
 #include "lazy/sync.h"
 #include "runtime/blocking.h"
 #include "runtime/error.h"
@@ -331,6 +332,7 @@ std::variant<std::unique_ptr<CapturedStep>, std::string> CapturedStep::make(cons
     const Fresh& f = s.fresh_[i];
     if (f.returned.empty() && f.grad_of.empty()) {
       const Tensor& r = st->roots[static_cast<size_t>(f.output)];
+      if (collectives::is_token(*r)) continue;  // run for the collective alone: a replay drops it
       return "the step leaves a tensor it computed (" + describe_array(r->dtype(), r->sizes()) +
              ") in Python state that loom.compile cannot follow (only the return value and .grad are): return it, "
              "or keep it out of the compiled function";

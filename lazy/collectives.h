@@ -16,6 +16,13 @@
 // every executor and every plan, and the last one is kept alive until it runs, which keeps the
 // whole chain in the next trace.
 //
+// Note [The token is no result]. The token kept for the next collective is a tensor of its own
+// on the collective's node, not the result handed to the caller: the caller's result lives and
+// dies as any result does (a bucket whose views became the .grads dies with its Python local),
+// and a sync computes the token only to run the collective. Nothing outside this file ever holds
+// the token, which is how loom.compile knows a result of a step that nobody reads is one
+// (is_token: graph/captured_step.cpp captures such a step, and its replays drop that output).
+//
 // A collective that fails (runtime/distributed/group.h: a peer died, a timeout, ranks that
 // disagree) fails as a data error does (lazy/sync.h): the tensors computed from it, and through
 // the token from the collectives recorded after it, raise its error; the rest of the step runs.
@@ -49,6 +56,9 @@ Tensor scatter(const Tensor& chunks, IntSpan shape, int64_t group, int64_t src);
 
 // Whether a lazy collective recorded on `device` has not run yet.
 bool pending(Device device);
+// Whether `t` is the token of the last lazy collective of its device (Note [The token is no
+// result]).
+bool is_token(const TensorImpl& t);
 
 // The transport call (runtime/distributed/collective.h) a collective node makes on an input of
 // `dtype` and `shape`: how an executor runs it.

@@ -3,6 +3,7 @@
 // runtime/distributed/collective.h. Attributes: [group id, reduce op or root, (root), ...].
 #include <array>
 
+#include "lazy/capture.h"
 #include "lazy/collectives.h"
 #include "lazy/dispatch.h"
 #include "runtime/distributed/collective.h"
@@ -139,12 +140,20 @@ Tensor record(OpId op, const Tensor& x, Attrs attrs) {
   LOOM_CHECK(x->device() == g->device(), Runtime, distributed::kind_name(call_of(op, attrs, x->dtype(), x->sizes()).kind),
              ": the ", g->backend(), " process group of this rank works on tensors on ", g->device().str(),
              ", not on a tensor on ", x->device().str());
-  if (!x->is_lazy()) return apply(op, {Arg(x)}, std::move(attrs));
+  if (!x->is_lazy()) {
+    // Runs now, in a step loom.compile records too: its replays, which run no Python, would skip
+    // it while the other ranks wait for it. So the step is not captured (a sync point of it).
+    if (StepRecording* rec = recording())
+      rec->note_sync_point(x->device(), "runs a collective on an eager tensor (a replay would not run it)");
+    return apply(op, {Arg(x)}, std::move(attrs));
+  }
   Tensor& last = last_for(x->device());
   std::array<Arg, 2> args{Arg(x), Arg(last)};
   bool token = last && last->is_pending();
   Tensor r = apply(op, std::span<const Arg>(args.data(), token ? 2 : 1), std::move(attrs));
-  last = r;
+  // The token is a tensor of its own on r's node, never handed out (Note [The token is no
+  // result]).
+  last = make_ref<TensorImpl>(Ref<Node>(r->node()), r->device());
   return r;
 }
 
@@ -192,6 +201,13 @@ bool is_collective(OpId op) noexcept {
     case OpId::ScatterFromRoot: return true;
     default: return false;
   }
+}
+
+bool is_token(const TensorImpl& t) {
+  if (!t.is_lazy()) return false;
+  Device d = t.device();
+  size_t slot = d.is_cpu() ? 0 : 1 + static_cast<size_t>(d.index);
+  return slot < last_collectives().size() && last_collectives()[slot].get() == &t;
 }
 
 bool pending(Device device) {

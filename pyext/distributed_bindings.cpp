@@ -8,6 +8,7 @@
 #include <chrono>
 #include <optional>
 
+#include "lazy/capture.h"
 #include "lazy/collectives.h"
 #include "lazy/ops.h"
 #include "lazy/sync.h"
@@ -210,6 +211,13 @@ PyObject* f_op(PyObject*, PyObject* args) {
 
 dist::Span span_of(const Array& a) { return {a.data(), a.numel(), a.dtype}; }
 
+// A call that runs at once, inside a step loom.compile records: its replays, which run no
+// Python, would skip it while the other ranks wait for it, so the step is not captured (as
+// lazy/ops_collective.cpp does for collectives on eager tensors).
+void note_in_recorded_step(const dist::Group& g, const char* what) {
+  if (StepRecording* rec = recording()) rec->note_sync_point(g.device(), what);
+}
+
 // _dist_send(tensor, group, dst, tag)
 PyObject* f_send(PyObject*, PyObject* args) {
   LOOM_PY_BEGIN
@@ -220,6 +228,7 @@ PyObject* f_send(PyObject*, PyObject* args) {
   Array a = contiguous(array_of(tensor_or_error(t, "tensor")));
   LOOM_CHECK(a.device() == g->device(), Runtime, "send: the ", g->backend(), " process group works on tensors on ",
              g->device().str(), ", not ", a.device().str());
+  note_in_recorded_step(*g, "sends a tensor to another rank (a replay would not)");
   without_gil([&] { dist::send(*g, span_of(a), static_cast<int>(peer), static_cast<uint32_t>(tag)); });
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
@@ -235,6 +244,7 @@ PyObject* f_recv(PyObject*, PyObject* args) {
   TensorImpl& self = impl_of(tensor_or_error(t, "tensor"));
   LOOM_CHECK(self.device() == g->device(), Runtime, "recv: the ", g->backend(), " process group works on tensors on ",
              g->device().str(), ", not ", self.device().str());
+  note_in_recorded_step(*g, "receives a tensor from another rank (a replay would not)");
   Array into = empty(self.sizes(), self.dtype(), self.device());
   without_gil([&] { dist::recv(*g, span_of(into), static_cast<int>(peer), static_cast<uint32_t>(tag)); });
   ops::copy_(self, make_tensor(std::move(into), self.is_lazy()));
@@ -245,6 +255,7 @@ PyObject* f_recv(PyObject*, PyObject* args) {
 PyObject* f_barrier(PyObject*, PyObject* id) {
   LOOM_PY_BEGIN
   auto g = dist::group(to_int64(id, "group"));
+  note_in_recorded_step(*g, "waits at a barrier (a replay would not)");
   without_gil([&] { dist::barrier(*g); });
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
@@ -315,6 +326,7 @@ PyObject* f_start(PyObject*, PyObject* args) {
   if (!PyArg_ParseTuple(args, "sLOOLLO", &kind, &gid, &in_obj, &out_obj, &op, &root, &shape)) return nullptr;
   auto g = dist::group(gid);
   std::string k(kind);
+  note_in_recorded_step(*g, "starts an asynchronous collective (async_op=True: a replay would not)");
   std::vector<Array> keep;
   for (PyObject* o : {in_obj, out_obj}) {
     if (o == Py_None) continue;

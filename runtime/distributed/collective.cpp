@@ -4,12 +4,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "runtime/distributed/reduce.h"
 #include "runtime/distributed/work.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
+#include "runtime/profiler.h"
 
 namespace loom::distributed {
 namespace {
@@ -101,14 +103,27 @@ bool direct(const Group& g, size_t bytes) {
   return g.device().is_cpu() && (g.size() == 2 || bytes * static_cast<size_t>(g.size() - 1) <= kDirectBytes);
 }
 
+// Memory for the all-gather of a direct all-reduce, kept by each thread (grow-only, so it holds
+// size times the largest bucket): fresh memory costs page faults and zeroing at every call, as
+// many bytes touched again as the exchange moves.
+char* gather_scratch(size_t bytes) {
+  thread_local std::unique_ptr<char[]> memory;
+  thread_local size_t capacity = 0;
+  if (capacity < bytes) {
+    memory.reset();
+    memory.reset(new char[bytes]);  // uninitialized: the all-gather writes every byte
+    capacity = bytes;
+  }
+  return memory.get();
+}
+
 void all_reduce(Group& g, ReduceOp op, Span in, Span out) {
   if (direct(g, in.bytes())) {
-    std::vector<char> all(in.bytes() * static_cast<size_t>(g.size()));
-    g.all_gather(in, Span{all.data(), in.count * g.size(), in.dtype});
-    std::memcpy(out.data, all.data(), out.bytes());
+    char* all = gather_scratch(in.bytes() * static_cast<size_t>(g.size()));
+    g.all_gather(in, Span{all, in.count * g.size(), in.dtype});
+    if (g.rank() != 0 || out.data != in.data) std::memcpy(out.data, all, out.bytes());  // rank 0's in place: there
     for (int r = 1; r < g.size(); ++r)
-      reduce_into(out.data, all.data() + static_cast<size_t>(r) * in.bytes(), static_cast<size_t>(in.count), in.dtype,
-                  op);
+      reduce_into(out.data, all + static_cast<size_t>(r) * in.bytes(), static_cast<size_t>(in.count), in.dtype, op);
   } else {
     if (op != ReduceOp::Avg || g.has_avg()) return g.all_reduce(in, out, op);
     LOOM_CHECK(g.device().is_cpu(), Runtime, "internal: AVG composed from SUM on a ", g.backend(), " group");
@@ -176,11 +191,19 @@ void barrier(Group& g) {
 }
 
 void run(Group& g, const Call& c, const void* in_data, void* out_data) {
+  // loom.profiler shows the transport's part of each collective (its bytes; a lazy plan's
+  // collective step, category "collective", holds it), its agreement check apart: the waits for
+  // the other ranks are in them.
+  profiler::Span span("transport", kind_name(c.kind));
   wait_for_queued(g);  // asynchronous calls started before this one go first (work.h)
   g.check_usable();
-  if (agreement_checks()) check_agreement(g, c);
+  if (agreement_checks()) {
+    profiler::Span check("transport", "agreement check");
+    check_agreement(g, c);
+  }
   Span in{const_cast<void*>(in_data), input_count(c, g), c.dtype};
   Span out{out_data, output_count(c, g), c.dtype};
+  if (profiler::Event* e = span.event()) e->bytes_read = static_cast<int64_t>(in.bytes());
   bool alias = in.data == out.data;
   count(metrics().collectives);
   count(metrics().collective_bytes, static_cast<int64_t>(in.bytes()));

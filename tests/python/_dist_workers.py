@@ -269,18 +269,60 @@ def case_mismatch():
     report({"errors": errors})
 
 
-def case_killed():
-    """Rank 1 dies before the collective; the others raise DistBackendError within the timeout."""
-    dist.barrier()
-    if RANK == 1:
-        os._exit(3)
-    start = time.monotonic()
+def _collective_loop(how):
+    """Runs collectives until one fails: eager all-reduces ("eager"), lazy ones read at a sync
+    ("lazy"), or DDP training steps on lazy tensors ("ddp")."""
+    if how == "ddp":
+        loom.manual_seed(0)
+        m = nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 4)).to("lazy")
+        ddp = nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.05)  # a few buckets
+        opt = loom.optim.SGD(ddp.parameters(), lr=0.01)
+    t = loom.ones(1 << 18)
+    while True:
+        if how == "eager":
+            dist.all_reduce(t)
+        elif how == "lazy":
+            u = loom.ones(1 << 18, device="lazy") * 2
+            dist.all_reduce(u)
+            u.sum().item()
+        else:
+            opt.zero_grad()
+            loss = ddp(loom.randn(16, 64, device="lazy")).square().mean()
+            loss.backward()
+            opt.step()
+            loss.item()
+
+
+STOPPED = os.path.join(os.environ.get("LOOM_TEST_OUT", "."), "stopped")
+
+
+def _note_stop():
+    """Notes when rank 1 stopped (and its pid) in a file the other ranks read."""
+    with open(STOPPED + ".tmp", "w") as f:
+        json.dump({"time": time.time(), "pid": os.getpid()}, f)
+    os.replace(STOPPED + ".tmp", STOPPED)
+
+
+def _stop_self_soon(sig):
+    """Sends `sig` to this process from a thread in 0.3 s (the main thread is inside a
+    collective by then), first noting it (_note_stop)."""
+    import threading
+
+    def stop():
+        _note_stop()
+        os.kill(os.getpid(), sig)
+
+    threading.Timer(0.3, stop).start()
+
+
+def _fail_and_report(how):
+    """Ranks other than 1: run _collective_loop until it raises; report the error, how long
+    after rank 1 stopped it came, and what a call on the broken group raises then."""
     try:
-        t = loom.ones(1000)
-        dist.all_reduce(t)
-        report({"error": None})
+        _collective_loop(how)
     except dist.DistBackendError as e:
-        elapsed = time.monotonic() - start
+        now = time.time()
+        elapsed = now - json.load(open(STOPPED))["time"] if os.path.exists(STOPPED) else None
         try:  # the broken group refuses further calls at once
             dist.all_reduce(loom.ones(2))
             again = None
@@ -289,19 +331,36 @@ def case_killed():
         report({"error": str(e), "elapsed": elapsed, "again": again})
 
 
-def case_timeout():
-    """Rank 1 stays away longer than the timeout; rank 0's collective raises when it ends."""
+def case_killed(how):
+    """Rank 1 dies: before the collective ("exits": os._exit after a barrier) or by SIGKILL in
+    the middle of a loop of eager all-reduces, lazy ones or lazy DDP steps (a thread of its own
+    kills it once a few have run, while its main thread is inside the next). The other ranks,
+    inside their own collectives then, raise DistBackendError well within the timeout."""
+    import signal
+
+    dist.barrier()
     if RANK == 1:
-        time.sleep(float(sys.argv[2]) + 3)
-        return
-    start = time.monotonic()
-    try:
-        t = loom.ones(10, device="lazy") * 2
-        dist.all_reduce(t)
-        t.sum().item()
-        report({"error": None})
-    except dist.DistBackendError as e:
-        report({"error": str(e), "elapsed": time.monotonic() - start})
+        if how == "exits":
+            _note_stop()
+            os._exit(3)
+        _stop_self_soon(signal.SIGKILL)
+        _collective_loop(how)
+    _fail_and_report("eager" if how == "exits" else how)
+
+
+def case_timeout(how):
+    """Rank 1 stops (alive, not exiting: SIGSTOP) in the middle of a loop of collectives, and
+    stays stopped past the timeout; the other ranks' collective raises when the timeout ends.
+    Rank 0 then kills it (the test reaps it)."""
+    import signal
+
+    dist.barrier()
+    if RANK == 1:
+        _stop_self_soon(signal.SIGSTOP)
+        _collective_loop(how)
+    _fail_and_report(how)
+    if RANK == 0:
+        os.kill(json.load(open(STOPPED))["pid"], signal.SIGKILL)
 
 
 def case_autograd():
@@ -351,9 +410,11 @@ def case_autograd():
 
 # ---- data-parallel training ----
 
-def model(dtype):
+def model(dtype, norm=False):
+    """With `norm`, a BatchNorm1d: buffers that DDP broadcasts from rank 0 at every forward."""
     loom.manual_seed(0)
-    m = nn.Sequential(nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3))
+    m = nn.Sequential(nn.Linear(6, 16), *([nn.BatchNorm1d(16)] if norm else []), nn.Tanh(), nn.Linear(16, 16),
+                      nn.Tanh(), nn.Linear(16, 3))
     return m.to(dtype)
 
 
@@ -441,6 +502,56 @@ class _nothing:
         return False
 
 
+def case_compiled_ddp(mode):
+    """A loom.compile'd DDP training step (float64, 20 steps, a bucket per layer) against the same
+    step uncompiled: the parameters end within 1e-6, and the steps after warm-up are replays (no
+    trace built) whose plan runs every bucket's all-reduce. mode "unused": find_unused_parameters
+    runs an eager all-reduce inside the step, which a replay would skip: the step is never
+    captured and explain() says why. mode "emulated": lazy through the CUDA lowering's emulator.
+    mode "buffers": a BatchNorm1d, whose buffers DDP's forward broadcasts (one broadcast per
+    dtype: the float64 running statistics, the int64 batch count) inside the step."""
+    if mode == "emulated":
+        loom._C._set_executor("cuda-emulated")
+    dtype, steps, n, lr = loom.float64, 20, 4, 0.1
+    params, per_step, explanation = {}, [], None
+    for compiled in (False, True):
+        loom.manual_seed(RANK)  # ranks start apart: the construction's broadcast equalizes them
+        m = model(dtype, norm=mode == "buffers")
+        if RANK != 0:
+            with loom.no_grad():
+                for p in m.parameters():
+                    p.add_(loom.randn(p.shape, dtype=dtype))
+        ddp = nn.parallel.DistributedDataParallel(m.to("lazy"), bucket_cap_mb=0.0001,
+                                                  find_unused_parameters=mode == "unused")
+        opt = loom.optim.SGD(ddp.parameters(), lr=lr, momentum=0.9)
+
+        def step(x, y):
+            opt.zero_grad()
+            loss = loss_of(ddp, x, y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = loom.compile(step) if compiled else step
+        for s in range(steps):
+            x, y = batch(s, dtype, n * WORLD)
+            x = loom.tensor(x[RANK * n:(RANK + 1) * n], dtype=dtype, device="lazy")
+            y = loom.tensor(y[RANK * n:(RANK + 1) * n], device="lazy")
+            before = loom.metrics()
+            loss = fn(x, y)
+            if RANK == 0:
+                loss.item()  # rank 0 alone reads: the others' steps must still run every all-reduce
+            after = loom.metrics()
+            if compiled:
+                per_step.append({k: after[k] - before[k] for k in ("traces", "collectives", "compiled_replays")})
+        params[compiled] = [p.to("cpu").numpy() for p in ddp.parameters()]
+        if compiled:
+            explanation = str(loom.compile.explain(fn))
+    worst = max(float(np.abs(a - b).max()) for a, b in zip(params[False], params[True]))
+    report({"worst": worst, "per_step": per_step, "buckets": len(ddp._buckets), "explanation": explanation,
+            "broadcasts": 2 if mode == "buffers" else 0, "params": [float(p.sum()) for p in params[True]]})
+
+
 def case_unused(device):
     """find_unused_parameters: a layer no rank uses keeps .grad None; one only rank 0 uses gets
     the average of rank 0's gradient and zeros; without the option, an unused layer raises."""
@@ -496,6 +607,6 @@ if __name__ == "__main__":
     timeout = float(os.environ.get("LOOM_TEST_TIMEOUT", "30"))
     dist.init_process_group("gloo", timeout=timeout)
     fn = globals()["case_" + case]
-    fn(*sys.argv[2:]) if case in ("ddp", "unused", "unread_at_exit") else fn()
+    fn(*sys.argv[2:])
     if case not in ("killed", "timeout", "unread_at_exit"):
         dist.destroy_process_group()

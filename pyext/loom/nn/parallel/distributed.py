@@ -62,7 +62,10 @@ def _coalesced_broadcast(tensors, src, group):
         start = 0
         for t in same:
             n = t.numel()
-            t.detach().copy_(flat[start:start + n].view(t.shape))
+            # Into t itself, not an alias of it (t.detach()): a lazy write through an alias makes
+            # the next write to t sync first (BatchNorm's num_batches_tracked.add_), a second
+            # trace per step, and a sync point that keeps loom.compile from capturing the step.
+            t.copy_(flat[start:start + n].view(t.shape))
             start += n
 
 
