@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -25,12 +26,22 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Boost.Test's assertions are not thread-safe, and the ranks below are threads: two at once
+// corrupt its state (a rank then fails with a std::length_error from inside an assertion). So
+// every assertion of this file takes one lock.
+std::mutex assertion_mutex;
+#define LOCKED_TEST(...)                                           \
+  do {                                                             \
+    std::lock_guard<std::mutex> assertion_lock(assertion_mutex);   \
+    BOOST_TEST(__VA_ARGS__);                                       \
+  } while (0)
+
 template <typename F>
 std::string error_of(F&& f, ErrorKind kind = ErrorKind::Distributed) {
   try {
     f();
   } catch (const Error& e) {
-    BOOST_TEST(static_cast<int>(e.kind()) == static_cast<int>(kind));
+    LOCKED_TEST(static_cast<int>(e.kind()) == static_cast<int>(kind));
     return e.what();
   }
   return "";
@@ -56,7 +67,7 @@ void two_ranks(const std::function<void(Group&)>& body, std::chrono::millisecond
       }
     });
   for (auto& t : ranks) t.join();
-  for (const std::string& f : failures) BOOST_TEST(f == "");
+  for (const std::string& f : failures) LOCKED_TEST(f == "");
 }
 
 }  // namespace
@@ -70,15 +81,15 @@ BOOST_AUTO_TEST_CASE(tcp_store_sets_waits_and_times_out_naming_the_key) {
     std::this_thread::sleep_for(50ms);
     server->set("answer", "42");
   });
-  BOOST_TEST(client->get("answer", 5s) == "42");  // waited for it
+  LOCKED_TEST(client->get("answer", 5s) == "42");  // waited for it
   later.join();
-  BOOST_TEST(client->add("n", 2) == 2);
-  BOOST_TEST(server->add("n", 3) == 5);
+  LOCKED_TEST(client->add("n", 2) == 2);
+  LOCKED_TEST(server->add("n", 3) == 5);
   auto start = std::chrono::steady_clock::now();
   std::string e = error_of([&] { client->get("never", 200ms); });
-  BOOST_TEST(contains(e, "timed out after 0.2 s waiting for 'never'"), e);
-  BOOST_TEST((std::chrono::steady_clock::now() - start >= 190ms));  // deadlines are kept to the millisecond
-  BOOST_TEST(client->get("answer", 1s) == "42");  // usable again after a timeout
+  LOCKED_TEST(contains(e, "timed out after 0.2 s waiting for 'never'"), e);
+  LOCKED_TEST((std::chrono::steady_clock::now() - start >= 190ms));  // deadlines are kept to the millisecond
+  LOCKED_TEST(client->get("answer", 1s) == "42");  // usable again after a timeout
 }
 
 BOOST_AUTO_TEST_CASE(tcp_store_client_without_a_server_times_out) {
@@ -86,7 +97,7 @@ BOOST_AUTO_TEST_CASE(tcp_store_client_without_a_server_times_out) {
   int port = tcp_store_port(*probe);
   probe.reset();  // nobody listens there now
   std::string e = error_of([&] { make_tcp_store("127.0.0.1", port, false, 300ms)->set("k", "v"); });
-  BOOST_TEST(contains(e, "connecting to the rendezvous store at 127.0.0.1:" + std::to_string(port)), e);
+  LOCKED_TEST(contains(e, "connecting to the rendezvous store at 127.0.0.1:" + std::to_string(port)), e);
 }
 
 BOOST_AUTO_TEST_CASE(file_store_is_removed_by_the_last_process_out) {
@@ -96,17 +107,17 @@ BOOST_AUTO_TEST_CASE(file_store_is_removed_by_the_last_process_out) {
     auto a = make_file_store(path.string(), 2);
     auto b = make_file_store(path.string(), 2);
     a->set("x", std::string("\0bytes", 6));
-    BOOST_TEST(b->get("x", 1s) == std::string("\0bytes", 6));
+    LOCKED_TEST(b->get("x", 1s) == std::string("\0bytes", 6));
     b->set("x", "new");
-    BOOST_TEST(a->get("x", 1s) == "new");  // the last record wins
-    BOOST_TEST(a->add("c", 1) == 1);
-    BOOST_TEST(b->add("c", 1) == 2);
+    LOCKED_TEST(a->get("x", 1s) == "new");  // the last record wins
+    LOCKED_TEST(a->add("c", 1) == 1);
+    LOCKED_TEST(b->add("c", 1) == 2);
     std::string e = error_of([&] { a->get("missing", 100ms); });
-    BOOST_TEST(contains(e, "waiting for 'missing' in the rendezvous file"), e);
+    LOCKED_TEST(contains(e, "waiting for 'missing' in the rendezvous file"), e);
     a.reset();
-    BOOST_TEST(std::filesystem::exists(path));  // b is still there
+    LOCKED_TEST(std::filesystem::exists(path));  // b is still there
   }
-  BOOST_TEST(!std::filesystem::exists(path));
+  LOCKED_TEST(!std::filesystem::exists(path));
 }
 
 BOOST_AUTO_TEST_CASE(gloo_collectives_between_two_threads) {
@@ -114,29 +125,29 @@ BOOST_AUTO_TEST_CASE(gloo_collectives_between_two_threads) {
     int r = g.rank();
     std::vector<float> x = {1.0f + r, 2.0f * (r + 1), -3.0f};
     run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {3}}, x.data(), x.data());
-    BOOST_TEST((x == std::vector<float>{3, 6, -6}));
+    LOCKED_TEST((x == std::vector<float>{3, 6, -6}));
     std::vector<double> y = {1.0 + r, 4.0};
     run(g, {Kind::AllReduce, ReduceOp::Avg, 0, DType::Float64, {2}}, y.data(), y.data());
-    BOOST_TEST((y == std::vector<double>{1.5, 4.0}));
+    LOCKED_TEST((y == std::vector<double>{1.5, 4.0}));
     std::vector<int64_t> m = {r, 10 - r}, big(2);
     run(g, {Kind::AllReduce, ReduceOp::Max, 0, DType::Int64, {2}}, m.data(), big.data());
-    BOOST_TEST((big == std::vector<int64_t>{1, 10}));
+    LOCKED_TEST((big == std::vector<int64_t>{1, 10}));
     std::vector<int32_t> mine = {r, r}, all(4);
     run(g, {Kind::AllGather, ReduceOp::Sum, 0, DType::Int32, {2}}, mine.data(), all.data());
-    BOOST_TEST((all == std::vector<int32_t>{0, 0, 1, 1}));
+    LOCKED_TEST((all == std::vector<int32_t>{0, 0, 1, 1}));
     std::vector<float> whole = {1, 2, 3, 4}, part(2);
     run(g, {Kind::ReduceScatter, ReduceOp::Sum, 0, DType::Float32, {4}}, whole.data(), part.data());
-    BOOST_TEST((part == (r == 0 ? std::vector<float>{2, 4} : std::vector<float>{6, 8})));
+    LOCKED_TEST((part == (r == 0 ? std::vector<float>{2, 4} : std::vector<float>{6, 8})));
     std::vector<float> b = {float(r), float(r)};
     run(g, {Kind::Broadcast, ReduceOp::Sum, 1, DType::Float32, {2}}, b.data(), b.data());
-    BOOST_TEST((b == std::vector<float>{1, 1}));
+    LOCKED_TEST((b == std::vector<float>{1, 1}));
     std::vector<float> red = {1.0f + r}, kept(1);
     run(g, {Kind::Reduce, ReduceOp::Sum, 0, DType::Float32, {1}}, red.data(), kept.data());
-    BOOST_TEST(kept[0] == (r == 0 ? 3.0f : 2.0f));  // off the root: its own value
+    LOCKED_TEST(kept[0] == (r == 0 ? 3.0f : 2.0f));  // off the root: its own value
     std::vector<float> p = {float(10 * r)};
     if (r == 0) send(g, {p.data(), 1, DType::Float32}, 1, 7);
     else recv(g, {p.data(), 1, DType::Float32}, 0, 7);
-    BOOST_TEST(p[0] == 0.0f);
+    LOCKED_TEST(p[0] == 0.0f);
     barrier(g);
   });
 }
@@ -157,7 +168,7 @@ BOOST_AUTO_TEST_CASE(gloo_all_reduces_of_changing_sizes_on_memory_freed_after_ea
         run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float64, {n}}, in->data(), dst);
         bool right = true;
         for (int64_t i = 0; i < n; ++i) right = right && dst[i] == static_cast<double>(i % 97) * 3 + 1;
-        BOOST_TEST(right, "n " << n << (in_place ? " in place" : "") << " on rank " << r);
+        LOCKED_TEST(right, "n " << n << (in_place ? " in place" : "") << " on rank " << r);
         in.reset();  // freed at once: the transfer's buffer still names it
         out.reset();
       }
@@ -172,16 +183,16 @@ BOOST_AUTO_TEST_CASE(gloo_ranks_that_disagree_all_raise_naming_each_call) {
     std::string e = error_of([&] {
       run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {3 + r}}, x.data(), x.data());
     });
-    BOOST_TEST(contains(e, "rank 0 called all_reduce(SUM) on float32[3]; rank 1 called all_reduce(SUM) on float32[4]"),
+    LOCKED_TEST(contains(e, "rank 0 called all_reduce(SUM) on float32[3]; rank 1 called all_reduce(SUM) on float32[4]"),
                e);
     e = error_of([&] {
       if (r == 0) run(g, {Kind::Broadcast, ReduceOp::Sum, 0, DType::Float32, {2, 1}}, x.data(), x.data());
       else run(g, {Kind::AllGather, ReduceOp::Sum, 0, DType::Int64, {2}}, x.data(), x.data());
     });
-    BOOST_TEST(contains(e, "rank 0 called broadcast(root 0) on float32[2, 1]; rank 1 called all_gather on int64[2]"), e);
+    LOCKED_TEST(contains(e, "rank 0 called broadcast(root 0) on float32[2, 1]; rank 1 called all_gather on int64[2]"), e);
     std::vector<float> ok = {1.0f};  // every rank saw the disagreement: the group still works
     run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {1}}, ok.data(), ok.data());
-    BOOST_TEST(ok[0] == 2.0f);
+    LOCKED_TEST(ok[0] == 2.0f);
   });
 }
 
@@ -193,9 +204,9 @@ BOOST_AUTO_TEST_CASE(gloo_group_broken_by_a_timeout_refuses_later_calls) {
       return;
     }
     std::string e = error_of([&] { run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {1}}, x.data(), x.data()); });
-    BOOST_TEST(contains(e, "all_reduce failed on rank 0 of 2 (gloo): timed out after 1 s"), e);
+    LOCKED_TEST(contains(e, "all_reduce failed on rank 0 of 2 (gloo): timed out after 1 s"), e);
     e = error_of([&] { barrier(g); });
-    BOOST_TEST(contains(e, "cannot be used after an earlier failure"), e);
+    LOCKED_TEST(contains(e, "cannot be used after an earlier failure"), e);
   }, 1s);
 }
 
@@ -212,12 +223,12 @@ BOOST_AUTO_TEST_CASE(async_work_runs_in_order_and_raises_at_wait) {
     }
     std::vector<float> now = {1.0f};  // a synchronous call waits for the queued ones first
     run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {1}}, now.data(), now.data());
-    for (auto& w : works) BOOST_TEST(w->done());
+    for (auto& w : works) LOCKED_TEST(w->done());
     for (auto& w : works) w->wait();
-    for (auto& d : data) BOOST_TEST((d == std::vector<float>{3, 3, 3}));
+    for (auto& d : data) LOCKED_TEST((d == std::vector<float>{3, 3, 3}));
     auto failing = start(shared, [] { LOOM_FAIL(Value, "the job's own error"); }, {});
     std::string e = error_of([&] { failing->wait(); }, ErrorKind::Value);
-    BOOST_TEST(e == "the job's own error");
+    LOCKED_TEST(e == "the job's own error");
     stop_queue(g);  // the thread ends before the group does
   });
 }
