@@ -1,6 +1,8 @@
 #include "runtime/cpu/kernels.h"
 
+#include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "runtime/cpu/strided_loop.h"
 #include "runtime/error.h"
@@ -79,18 +81,43 @@ void arange(const Array& dst, Scalar start, Scalar step) {
 void linspace(const Array& dst, double start, double end) {
   require_contiguous(dst, "linspace");
   int64_t n = dst.numel();
-  double step = n > 1 ? (end - start) / static_cast<double>(n - 1) : 0.0;
   // Like PyTorch, the first half counts up from start and the second half down from end, so
-  // both endpoints are exact (a single point is start). An integer dtype truncates each value,
-  // as PyTorch's CUDA kernel and scalar CPU loop do. PyTorch 1.13's vectorized CPU loop instead
-  // truncates the first value of each SIMD-width chunk and counts from there, so its integer
-  // results depend on the host's vector width (linspace(5, -5, 20, dtype=int32) differs in 6
-  // places between the two on AVX2); loom gives the same numbers on every device.
+  // both endpoints are exact (a single point is start).
   int64_t half = n == 1 ? 1 : n / 2;
-  generate(dst, [=](int64_t i, auto tag) {
+  visit_dtype(dst.dtype, [&](auto tag) {
     using T = decltype(tag);
-    double v = i < half ? start + step * static_cast<double>(i) : end - step * static_cast<double>(n - 1 - i);
-    return convert<T>(v);
+    constexpr bool integral = std::is_integral_v<T>;
+    // An integer result takes integer endpoints, as PyTorch converts its Scalars to the dtype.
+    double first = integral ? static_cast<double>(convert<T>(start)) : start;
+    double last = integral ? static_cast<double>(convert<T>(end)) : end;
+    double step = n > 1 ? (last - first) / static_cast<double>(n - 1) : 0.0;
+    // Multiply-adds rounded once, as PyTorch's kernels are compiled (with FMA contraction on
+    // AVX2 and CUDA): an integer result can depend on that last bit (5 - 0.4 * 10 truncates to 0).
+    // Within a vector, PyTorch's arange rounds the product and the sum apart.
+    auto value = [&](int64_t i) {
+      return i < half ? std::fma(step, static_cast<double>(i), first)
+                      : std::fma(-step, static_cast<double>(n - 1 - i), last);
+    };
+    // PyTorch's CPU kernel (1.13, AVX2) fills two 32-byte vectors at a time: each starts from
+    // its first element's value truncated to the dtype and counts on by step, truncating again;
+    // the elements left over (fewer than two vectors) are computed one by one. For an integer
+    // dtype those chunk boundaries change the rounding (linspace(5, -5, 20, dtype=int32): 6 of
+    // 20 elements), so they are reproduced here; PyTorch's CUDA kernel truncates each value on
+    // its own, as loom's does. Past 32768 elements PyTorch splits the loop between its threads,
+    // which moves the boundaries with its thread count; loom keeps one loop.
+    constexpr int64_t lanes = 32 / static_cast<int64_t>(sizeof(T));
+    int64_t vectorized = integral ? n - n % (2 * lanes) : 0;
+    T* out = static_cast<T*>(dst.data());
+    for (int64_t i = 0; i < n; ++i) {
+      if (i < vectorized) {
+        int64_t base = i - i % lanes;
+        double from = static_cast<double>(convert<T>(value(base)));
+        volatile double offset = static_cast<double>(i - base) * step;  // Vectorized::arange: not fused
+        out[i] = convert<T>(from + offset);
+      } else {
+        out[i] = convert<T>(value(i));
+      }
+    }
   });
 }
 

@@ -557,6 +557,23 @@ def test_linspace_integer_dtype(torch):
     assert_matches_torch(loom.linspace(0, 10, 5, dtype=loom.int64), torch.linspace(0, 10, 5, dtype=torch.int64))
 
 
+@pytest.mark.parametrize("dtype", [loom.int8, loom.uint8, loom.int16, loom.int32, loom.int64], ids=DTYPE_NAMES.get)
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+def test_linspace_integer_rounding_matches_torch(torch, dtype, device):
+    # PyTorch's CPU kernel rounds by SIMD chunks (runtime/cpu/kernels.cpp): every length from 1 to
+    # 70 crosses chunk boundaries of each element width, descending and ascending, with fractional
+    # endpoints (converted to the dtype first).
+    if "CPU capability usage: AVX2" not in torch.__config__.show():
+        pytest.skip("the reference's chunks are AVX2's 32 bytes; this PyTorch uses another vector width")
+    for start, end in [(5, -5), (-7, 100), (0.5, 3.7), (3, 3), (-2.9, 2.9)]:
+        if dtype is loom.uint8 and min(start, end) < 0:
+            continue
+        for steps in range(1, 71):
+            got = loom.linspace(start, end, steps, dtype=dtype, device=device).tolist()
+            want = torch.linspace(start, end, steps, dtype=torch_dtype(dtype)).tolist()
+            assert got == want, (start, end, steps)
+
+
 def test_linspace_negative_steps():
     with pytest.raises(RuntimeError, match="non-negative"):
         loom.linspace(0, 1, -1)
