@@ -64,6 +64,7 @@
 #include "pyext/optim_bindings.h"
 #include "pyext/tensor_object.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/source_location.h"
 #include "runtime/metrics.h"
 #include "runtime/random.h"
 
@@ -91,11 +92,9 @@ struct Entry {
   int64_t replays = 0;
 };
 
-// The Python helpers of loom/_compile.py and the package's folder (frames inside it are not the
-// user's lines).
+// The Python helpers of loom/_compile.py.
 PyObject* guard_state_helper = nullptr;
 PyObject* step_float_type = nullptr;  // loom._compile._StepFloat (Note [Float arguments])
-std::string package_dir;
 
 // LOOM_LOG: which compile channels print.
 struct LogChannels {
@@ -151,36 +150,27 @@ extern PyTypeObject CompiledFunctionType;
 
 // ---- the recording's helpers ----
 
-// The Python line running now, outside loom's own package: where a step synced.
+// The Python line running now, outside loom's own package (runtime/source_location.h), with
+// its text: where a step synced.
 std::string python_line() {
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  PyRef held;
-  for (PyFrameObject* f = frame; f;) {
-    PyRef code = PyRef::steal(reinterpret_cast<PyObject*>(PyFrame_GetCode(f)));
-    PyObject* filename = reinterpret_cast<PyCodeObject*>(code.get())->co_filename;
-    const char* file = PyUnicode_AsUTF8(filename);
-    std::string path = file ? file : "?";
-    if (package_dir.empty() || path.rfind(package_dir, 0) != 0) {
-      int line = PyFrame_GetLineNumber(f);
-      std::string text = path + ":" + std::to_string(line);
-      const char* func = PyUnicode_AsUTF8(reinterpret_cast<PyCodeObject*>(code.get())->co_name);
-      if (func) text += " in " + std::string(func);
-      PyRef linecache = PyRef::steal(PyImport_ImportModule("linecache"));
-      PyRef src = linecache ? PyRef::steal(PyObject_CallMethod(linecache.get(), "getline", "Oi", filename, line))
-                            : PyRef();
-      if (src && PyUnicode_Check(src.get())) {
-        std::string s = PyUnicode_AsUTF8(src.get());
-        size_t a = s.find_first_not_of(" \t"), b = s.find_last_not_of(" \t\r\n");
-        if (a != std::string::npos && b != std::string::npos) text += ": " + s.substr(a, b - a + 1);
-      }
-      PyErr_Clear();
-      return text;
-    }
-    PyFrameObject* back = PyFrame_GetBack(f);  // new reference
-    held = PyRef::steal(reinterpret_cast<PyObject*>(back));
-    f = back;
+  SourceLocation where = source_location(current_source());
+  if (where.file.empty()) return {};
+  // The function as a traceback names it (the last part of its qualified name).
+  std::string_view function = where.function;
+  if (size_t dot = function.rfind('.'); dot != std::string_view::npos) function.remove_prefix(dot + 1);
+  std::string text = where.file + ":" + std::to_string(where.line) + " in " + std::string(function);
+  PyRef linecache = PyRef::steal(PyImport_ImportModule("linecache"));
+  PyRef src = linecache ? PyRef::steal(PyObject_CallMethod(linecache.get(), "getline", "si", where.file.c_str(),
+                                                           where.line))
+                        : PyRef();
+  if (src && PyUnicode_Check(src.get())) {
+    const char* utf8 = PyUnicode_AsUTF8(src.get());
+    std::string line = utf8 ? utf8 : "";
+    size_t a = line.find_first_not_of(" \t"), b = line.find_last_not_of(" \t\r\n");
+    if (a != std::string::npos && b != std::string::npos) text += ": " + line.substr(a, b - a + 1);
   }
-  return {};
+  PyErr_Clear();
+  return text;
 }
 
 // Whether `obj` is `item` or holds it in its tuples, lists and dicts.
@@ -684,15 +674,13 @@ PyTypeObject CompiledFunctionType = [] {
   return t;
 }();
 
-// _compile_setup(guard_state, step_float, package_dir): loom/_compile.py's helpers.
+// _compile_setup(guard_state, step_float): loom/_compile.py's helpers.
 PyObject* f_compile_setup(PyObject*, PyObject* args) {
   PyObject* helper = nullptr;
   PyObject* float_type = nullptr;
-  const char* dir = nullptr;
-  if (!PyArg_ParseTuple(args, "OOs", &helper, &float_type, &dir)) return nullptr;
+  if (!PyArg_ParseTuple(args, "OO", &helper, &float_type)) return nullptr;
   Py_XSETREF(guard_state_helper, Py_NewRef(helper));
   Py_XSETREF(step_float_type, Py_NewRef(float_type));
-  package_dir = dir;
   return Py_NewRef(Py_None);
 }
 
@@ -711,7 +699,7 @@ PyObject* f_compile_recording(PyObject*, PyObject*) { return PyBool_FromLong(rec
 }  // namespace
 
 PyMethodDef compile_functions[] = {
-    {"_compile_setup", f_compile_setup, METH_VARARGS, "_compile_setup(guard_state, step_float, package_dir)"},
+    {"_compile_setup", f_compile_setup, METH_VARARGS, "_compile_setup(guard_state, step_float)"},
     {"_compile_note_disabled", f_compile_note_disabled, METH_O, "a disabled function runs inside a recorded step"},
     {"_compile_recording", f_compile_recording, METH_NOARGS, "whether this thread records a compiled step now"},
     {nullptr, nullptr, 0, nullptr},

@@ -273,4 +273,4 @@ def _reset_all():
         compiled._reset()
 
 
-_C._compile_setup(_guard_state, _StepFloat, os.path.dirname(os.path.abspath(__file__)) + os.sep)
+_C._compile_setup(_guard_state, _StepFloat)
