@@ -808,6 +808,20 @@ def assert_grads_close(got, want, rtol, atol, what):
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, equal_nan=True, err_msg=f"{what}: grad of input {k}")
 
 
+def gradcheck_case(c, device):
+    """Finite differences (float64) of the case's leaves, through loom.autograd.gradcheck."""
+    args, leaves, _ = _build(loom, c, device, "contiguous")
+    positions = [i for i, a in enumerate(args) if any(a is leaf for leaf in leaves)]
+
+    def fn(*xs):
+        full = list(args)
+        for p, x in zip(positions, xs):
+            full[p] = x
+        return c.run(loom, *full)
+
+    assert loom.autograd.gradcheck(fn, tuple(leaves), eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
 def check_case(c, device):
     sub = SubChecks()
     for layout in c.layouts:
@@ -833,16 +847,7 @@ def test_grad_matches_torch(device, c):
 
 @pytest.mark.parametrize("c", _params([c for c in CASES if c.gradcheck]))
 def test_gradcheck(device, c):
-    args, leaves, _ = _build(loom, c, device, "contiguous")
-    positions = [i for i, a in enumerate(args) if any(a is leaf for leaf in leaves)]
-
-    def fn(*xs):
-        full = list(args)
-        for p, x in zip(positions, xs):
-            full[p] = x
-        return c.run(loom, *full)
-
-    assert loom.autograd.gradcheck(fn, tuple(leaves), eps=1e-6, atol=1e-6, rtol=1e-4)
+    gradcheck_case(c, device)
 
 
 def test_every_case_has_a_gradcheck_or_a_reason():
