@@ -64,7 +64,7 @@ class _Storages:
         if info.file_size != nbytes:
             raise self.error(f"storage {key!r} of {numel} {memory.dtype_name(dtype)} elements needs {nbytes} bytes, "
                              f"but its record holds {info.file_size}")
-        storage = loom.empty(numel, dtype=dtype)
+        storage = loom.empty(numel, dtype=dtype, device="cpu")
         view = memory.write_view(storage)
         self.archive.read_into(info, view)
         if self.byteorder != memory.NATIVE_BYTEORDER:
