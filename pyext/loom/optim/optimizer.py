@@ -160,9 +160,13 @@ class Optimizer:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
                     self._step_group(group, params)
+        self._finish_step()
+        return loss
+
+    def _finish_step(self):
+        """The end of a step: a sync point on lazy devices, unless deferred (see _step_end)."""
         if not getattr(_step_end, "deferred", 0):
             loom._C._end_of_step()
-        return loss
 
     def _step_group(self, group, params):
         raise NotImplementedError
