@@ -113,8 +113,15 @@ class GlooGroup final : public Group {
   // Every rank sends its part straight to every other: one round of messages where Gloo's ring
   // takes size - 1, which is what small and two-rank exchanges are bound by.
   void all_gather(Span in, Span out) override {
-    guarded("all_gather", [&] { mesh_all_gather(in.data, in.bytes(), out.data); });
+    guarded("all_gather", [&] { mesh_exchange(nullptr, in.data, in.bytes(), out.data); });
   }
+
+  std::vector<std::string> headed_all_gather(const std::string& header, Span in, Span out, const char* what) override {
+    std::vector<std::string> headers;
+    guarded(what, [&] { headers = mesh_exchange(&header, in.data, in.bytes(), out.data); });
+    return headers;
+  }
+  bool has_headed_all_gather() const noexcept override { return true; }
 
   void reduce(Span in, Span out, ReduceOp op, int root) override {
     guarded("reduce", [&] {
@@ -192,12 +199,12 @@ class GlooGroup final : public Group {
 
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
 
+  // A headed all-gather of no data: the same first message as every headed call, so that a rank
+  // checking a broadcast and one checking an all-reduce read each other's headers.
   std::vector<std::string> exchange(const std::string& mine, const char* what) override {
-    std::string all(mine.size() * static_cast<size_t>(size()), '\0');
-    guarded(what, [&] { mesh_all_gather(mine.data(), mine.size(), all.data()); });
-    std::vector<std::string> out;
-    for (int r = 0; r < size(); ++r) out.push_back(all.substr(static_cast<size_t>(r) * mine.size(), mine.size()));
-    return out;
+    std::vector<std::string> headers;
+    guarded(what, [&] { headers = mesh_exchange(&mine, nullptr, 0, nullptr); });
+    return headers;
   }
 
  private:
@@ -205,36 +212,103 @@ class GlooGroup final : public Group {
   static constexpr uint8_t kPointToPoint = 0xd1;
 
   // all[r * n, (r + 1) * n) = rank r's n bytes at `mine`, over the exchange context's pairs
-  // (Note [The exchange context]). Chunk by chunk: this rank writes chunk k to every peer, then
-  // reads every peer's chunk k. A rank writes chunk k + 1 only after reading every peer's chunk
-  // k, which each peer wrote after reading this rank's chunk k - 1: at most two chunks per
-  // direction are ever unread, and the sockets' buffers hold them (kExchangeChunk), so the
-  // blocking writes of two ranks never wait on each other.
-  void mesh_all_gather(const void* mine, size_t n, void* all) {
+  // (Note [The exchange context]), with `header` (when given) ahead of the data; returns every
+  // rank's header (Group::headed_all_gather). Each rank writes its header and its first chunk
+  // to every peer, then reads the peers' headers; if one differs, it reads and drops the first
+  // chunk each peer wrote (the header says how long) and returns, leaving the sockets empty.
+  // Then chunk by chunk: read every peer's chunk k, write chunk k + 1. A rank writes chunk
+  // k + 1 only after reading every peer's chunk k, which each peer wrote after reading this
+  // rank's chunk k - 1: at most a header and two chunks per direction are ever unread, which
+  // the sockets' buffers hold (kExchangeChunk), so two ranks' blocking writes never wait on
+  // each other.
+  std::vector<std::string> mesh_exchange(const std::string* header, const void* mine, size_t n, void* all) {
     char* out = static_cast<char*>(all);
     size_t at = static_cast<size_t>(rank()) * n;
-    if (out + at != mine) std::memmove(out + at, mine, n);
-    if (size() == 1 || n == 0) return;
-    int slot = static_cast<int>(next_tag() & 0x3fffffff);
-    std::vector<std::unique_ptr<gloo::transport::Buffer>> sends, recvs;
-    for (int r = 0; r < size(); ++r) {
-      if (r == rank()) continue;
-      auto& pair = exchange_->getPair(r);
-      recvs.push_back(pair->createRecvBuffer(slot, out + static_cast<size_t>(r) * n, n));
-      sends.push_back(pair->createSendBuffer(slot, out + at, n));
+    std::vector<std::string> headers;
+    if (size() == 1) {
+      if (n > 0 && out + at != mine) std::memmove(out + at, mine, n);
+      if (header) headers.push_back(*header);
+      return headers;
+    }
+    // Nothing is written to `all` before the headers agree (a disagreeing call's output may be
+    // too small), so this rank's part is sent from `mine`; staged first where the peers' parts
+    // could overwrite it before it is all sent.
+    const char* src = static_cast<const char*>(mine);
+    std::vector<char> staged;
+    if (n > 0 && src != out + at && src < out + n * static_cast<size_t>(size()) && out < src + n) {
+      staged.assign(src, src + n);
+      src = staged.data();
+    }
+    using Buffer = std::unique_ptr<gloo::transport::Buffer>;
+    std::vector<int> peers;
+    for (int r = 0; r < size(); ++r)
+      if (r != rank()) peers.push_back(r);
+    auto pair = [&](int peer) -> gloo::transport::Pair& { return *exchange_->getPair(peer); };
+
+    // The header message: this rank's byte count, then the header.
+    std::string mine_h, theirs_h;
+    std::vector<Buffer> header_sends, header_recvs;
+    if (header) {
+      uint64_t bytes = n;
+      mine_h.assign(reinterpret_cast<const char*>(&bytes), sizeof bytes);
+      mine_h += *header;
+      theirs_h.assign(mine_h.size() * peers.size(), '\0');
+      for (size_t i = 0; i < peers.size(); ++i) {
+        header_recvs.push_back(pair(peers[i]).createRecvBuffer(kHeaderSlot, theirs_h.data() + i * mine_h.size(),
+                                                                mine_h.size()));
+        header_sends.push_back(pair(peers[i]).createSendBuffer(kHeaderSlot, mine_h.data(), mine_h.size()));
+        header_sends.back()->send(0, mine_h.size(), 0);
+        header_sends.back()->waitSend();  // returns at once: the write above was blocking
+      }
+    }
+    std::vector<Buffer> sends, recvs;
+    auto send_chunk = [&](size_t offset) {
+      for (Buffer& b : sends) {
+        b->send(offset, std::min(kExchangeChunk, n - offset), offset);
+        b->waitSend();
+      }
+    };
+    if (n > 0) {
+      for (int peer : peers) {
+        recvs.push_back(pair(peer).createRecvBuffer(kDataSlot, out + static_cast<size_t>(peer) * n, n));
+        sends.push_back(pair(peer).createSendBuffer(kDataSlot, const_cast<char*>(src), n));
+      }
+      send_chunk(0);
+    }
+    if (header) {
+      for (Buffer& b : header_recvs) b->waitRecv();  // reads the peer's next message, on this thread
+      bool agree = true;
+      for (size_t i = 0; i < peers.size(); ++i) agree = agree && theirs_h.compare(i * mine_h.size(), mine_h.size(), mine_h) == 0;
+      for (int r = 0, i = 0; r < size(); ++r)
+        headers.push_back(r == rank() ? *header : theirs_h.substr(i++ * mine_h.size() + sizeof(uint64_t), header->size()));
+      if (!agree) {
+        // Drop what each peer wrote before reading this rank's header: its first chunk.
+        recvs.clear();  // frees the data slot for the drain's buffers
+        std::vector<char> drop(kExchangeChunk);
+        for (size_t i = 0; i < peers.size(); ++i) {
+          uint64_t theirs;
+          std::memcpy(&theirs, theirs_h.data() + i * mine_h.size(), sizeof theirs);
+          if (theirs == 0) continue;
+          size_t first = std::min<size_t>(kExchangeChunk, theirs);
+          Buffer sink = pair(peers[i]).createRecvBuffer(kDataSlot, drop.data(), first);
+          sink->waitRecv();
+        }
+        return headers;
+      }
     }
     for (size_t offset = 0; offset < n; offset += kExchangeChunk) {
-      size_t length = std::min(kExchangeChunk, n - offset);
-      for (auto& b : sends) {
-        b->send(offset, length, offset);
-        b->waitSend();  // returns at once: the write above was blocking
-      }
-      for (auto& b : recvs) b->waitRecv();  // reads the peer's next message, on this thread
+      for (Buffer& b : recvs) b->waitRecv();
+      if (offset + kExchangeChunk < n) send_chunk(offset + kExchangeChunk);
     }
-    // Destroying a buffer unregisters its slot from the pair: sends first, as they share the
-    // slot of the receives (all done by now).
-    sends.clear();
+    if (n > 0 && src != out + at) std::memcpy(out + at, src, n);
+    // A buffer unregisters its slot from its pair when destroyed, and the sends share the
+    // receives' slots: every transfer is done by now, so the order no longer matters.
+    return headers;
   }
+
+  // The exchange context's slots: a message goes to the peer's buffer registered at its slot.
+  static constexpr int kHeaderSlot = 1;
+  static constexpr int kDataSlot = 2;
 
   // Note [The exchange context]. Gloo's TCP pairs normally hand every receive to Gloo's network
   // thread: it reads the socket and wakes the calling thread, and while the calling thread holds
@@ -249,7 +323,7 @@ class GlooGroup final : public Group {
   // the network thread), so those algorithms stay on `context_`. A peer that dies makes the
   // blocking read fail at once; one that hangs, after the group's timeout (SO_RCVTIMEO).
   //
-  // kExchangeChunk: at most two chunks per direction are in flight (mesh_all_gather), which must
+  // kExchangeChunk: at most two chunks per direction are in flight (mesh_exchange), which must
   // fit the sender's socket buffer (Gloo sizes it to the message, and Linux doubles that) and the
   // receiver's (at least tcp_rmem's default, 128 KiB on Linux), or both ranks would block writing.
   static constexpr size_t kExchangeChunk = size_t{128} << 10;
