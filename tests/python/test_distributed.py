@@ -371,3 +371,23 @@ def test_launcher_forwards_signals(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+@needs_gloo
+def test_one_thread_per_rank_and_no_network_thread_in_loom_collectives():
+    """A rank with LOOM_NUM_THREADS=1 computes on its one thread, OpenBLAS included (OMP_NUM_THREADS
+    unset, so OpenBLAS started a worker per core), and Gloo's network thread takes no part in
+    loom's collectives: they run on synchronous pairs (runtime/distributed/gloo.cpp, Note [The
+    exchange context]). Before, that thread woke for every message, two to six times per
+    all-reduce, and spun while the calling thread held a pair's lock. Now it only wakes on its
+    10 ms epoll timeout; the bound leaves it half as many again, and 20."""
+    results = expect_success(run_job("threads", 2, env={"OMP_NUM_THREADS": "", "OPENBLAS_NUM_THREADS": ""}))
+    for rank, r in enumerate(results):
+        threads = r["distributed_threads"]
+        assert 1 <= len(threads) <= 2, threads  # Gloo's loop; the store's server on rank 0
+        ticks = r["elapsed_s"] / 0.010
+        for cpu, voluntary, involuntary in threads:
+            assert voluntary + involuntary <= 1.5 * ticks + 20, (
+                f"rank {rank}: a thread of Gloo or the store switched {voluntary} + {involuntary} times over "
+                f"{r['collectives']} collectives in {r['elapsed_s']:.3f} s ({cpu:.4f} s CPU)")
+        assert r["other_cpu_products_s"] < 0.1 * r["main_cpu_products_s"], r
