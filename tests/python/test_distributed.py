@@ -319,7 +319,8 @@ SCRIPT = textwrap.dedent("""
     t = loom.ones(3) * (rank + 1)
     dist.all_reduce(t)
     with open(f"rank{rank}.txt", "w") as f:  # a file each: lines of ranks sharing a pipe may interleave
-        f.write(f"rank {rank} of {dist.get_world_size()} sum {t.tolist()[0]} args {sys.argv[1:]}")
+        f.write(f"rank {rank} of {dist.get_world_size()} sum {t.tolist()[0]} args {sys.argv[1:]} "
+                f"threads {loom.get_num_threads()}")
     if sys.argv[1:2] == ["fail"] and rank == 1:
         raise ValueError("rank 1 gives up")
     if sys.argv[1:2] == ["hang"]:
@@ -338,12 +339,20 @@ def launch(tmp_path, *args, nproc=2, **kwargs):
 
 
 @needs_gloo
-def test_launcher_runs_a_job(tmp_path):
+@pytest.mark.parametrize("threads", [None, "2"])
+def test_launcher_runs_a_job(tmp_path, monkeypatch, threads):
+    """Each rank gets its share of the cores (LOOM_NUM_THREADS), unless the user chose."""
+    if threads is None:
+        monkeypatch.delenv("LOOM_NUM_THREADS", raising=False)
+        expected = max(1, len(os.sched_getaffinity(0)) // 3)
+    else:
+        monkeypatch.setenv("LOOM_NUM_THREADS", threads)
+        expected = int(threads)
     p = launch(tmp_path, "--lr", "0.1", nproc=3)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     lines = [(tmp_path / f"rank{r}.txt").read_text() for r in range(3)]
-    assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1']" for r in range(3)]
+    assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1'] threads {expected}" for r in range(3)]
 
 
 @needs_gloo
