@@ -18,6 +18,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -286,8 +287,9 @@ def _thread_text(per_rank):
 def pairs(argv):
     """Scaling measured as 1-rank and 2-rank jobs in turn, round by round (the way to compare on a
     shared machine): for each round and workload, each job's median step, the 2-rank samples/s
-    against the 1-rank, the load average, and each rank's threads (CPU time per step,
-    voluntary/involuntary context switches per step)."""
+    against the 1-rank, the same for two 1-rank jobs run at once (what two processes on this
+    machine get with nothing exchanged: the ceiling of weak scaling), the load average, and each
+    rank's threads (CPU time per step, voluntary/involuntary context switches per step)."""
     import argparse
     ap = argparse.ArgumentParser(prog="ddp.py pairs")
     ap.add_argument("--workloads", default="mlp,gpt")
@@ -303,11 +305,23 @@ def pairs(argv):
                 load = os.getloadavg()[0]
                 one = _job(framework, workload, 1, a.device, repeats, steps)
                 two = _job(framework, workload, 2, a.device, repeats, steps)
+                # The ceiling of weak scaling here: two 1-rank jobs at once, nothing exchanged.
+                alone = [None, None]
+                jobs = [threading.Thread(target=lambda i=i: alone.__setitem__(
+                    i, _job(framework, workload, 1, a.device, repeats, steps))) for i in range(2)]
+                for j in jobs:
+                    j.start()
+                for j in jobs:
+                    j.join()
+                ceiling = sum(r["samples_per_s"] for r in alone) / one["samples_per_s"]
                 print(f"round {rnd} {workload} {framework} load {load:.1f}-{os.getloadavg()[0]:.1f}: "
                       f"1 rank {one['median_s'] * 1e3:.3f} ms, 2 ranks {two['median_s'] * 1e3:.3f} ms, "
-                      f"{two['samples_per_s'] / one['samples_per_s']:.2f}x", flush=True)
+                      f"{two['samples_per_s'] / one['samples_per_s']:.2f}x; two 1-rank jobs at once "
+                      f"{alone[0]['median_s'] * 1e3:.3f} and {alone[1]['median_s'] * 1e3:.3f} ms, {ceiling:.2f}x",
+                      flush=True)
                 print(f"    1 rank: {_thread_text(one['threads'])}", flush=True)
                 print(f"    2 ranks: {_thread_text(two['threads'])}", flush=True)
+                print(f"    two 1-rank jobs: {_thread_text([r['threads'][0] for r in alone])}", flush=True)
 
 
 if __name__ == "__main__":
