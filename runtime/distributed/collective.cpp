@@ -212,8 +212,9 @@ void barrier(Group& g) {
 
 void run(Group& g, const Call& c, const void* in_data, void* out_data) {
   // loom.profiler shows the transport's part of each collective (its bytes; a lazy plan's
-  // collective step, category "collective", holds it), its agreement check apart: the waits for
-  // the other ranks are in them.
+  // collective step, category "collective", holds it), with an "agreement check" span of its
+  // own where the check is not folded into the data's messages: the waits for the other ranks
+  // are in them.
   profiler::Span span("transport", kind_name(c.kind));
   wait_for_queued(g);  // asynchronous calls started before this one go first (work.h)
   g.check_usable();
