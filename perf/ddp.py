@@ -220,23 +220,28 @@ def markdown(ddp, duration):
     if not ddp:
         return []
     lines = ["", "| ddp (one thread per rank, same batch per rank) | ranks | step (median) | spread | samples/s | "
-             "vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | status |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | "
+             "CPU / step, rank 0: main thread, others | status |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     if ddp.get("error"):
-        lines.append(f"| ddp | | | | | | | | | not run: {ddp['error']} |")
+        lines.append(f"| ddp | | | | | | | | | | not run: {ddp['error']} |")
     rows = ddp["rows"]
     for r in rows:
         name = f"{r['workload']}, {r['framework']}"
         if r["status"] != "ok":
-            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
+            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
             continue
+        threads = (r.get("threads") or [[]])[0]
+        main = sum(t["cpu_per_step_s"] for t in threads if t["thread"] == "main")
+        others = sum(t["cpu_per_step_s"] for t in threads if t["thread"] != "main")
+        cpu = f"{duration(main)}, {duration(others)}" if threads else "-"
         one = next((o for o in rows if o["status"] == "ok" and o["framework"] == r["framework"]
                     and o["workload"] == r["workload"] and o["world"] == 1), None)
         scale = f"{r['samples_per_s'] / one['samples_per_s']:.2f}x" if one else "-"
         lines.append(f"| {name} | {r['world']} | {duration(r['median_s'])} | {duration(r['min_s'])} to "
                      f"{duration(r['max_s'])} | {r['samples_per_s']:.0f} | {scale} | "
                      f"{r['bytes_all_reduced'] / 1024:.1f} KiB | {r.get('traces_per_step', '-')} | "
-                     f"{r.get('compiled_after_warmup', '-')} | ok |")
+                     f"{r.get('compiled_after_warmup', '-')} | {cpu} | ok |")
     return lines
 
 
