@@ -102,8 +102,9 @@ void choose_kernels() {
     choose_openblas_kernels();
     // OpenBLAS starts a worker per core unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS say
     // otherwise: with LOOM_NUM_THREADS=1 (one thread per rank of a data-parallel job) a large
-    // product still ran on every core. Its products use no more threads than loom's kernels.
-    if (openblas_get_num_threads() > num_threads()) openblas_set_num_threads(num_threads());
+    // product still ran on every core. Its products use no more threads than loom's kernels
+    // (the configured count: asking the pool would start it here, at import).
+    if (openblas_get_num_threads() > configured_threads()) openblas_set_num_threads(configured_threads());
   });
 #endif
 }
