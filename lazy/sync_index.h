@@ -3,7 +3,8 @@
 // small integers, several values per key allowed, in one open-addressed block.
 //
 // A sync indexes every node it records (hundreds per training step, every step); a node-based
-// std::unordered_multimap made one allocation per node, a third of a lazy step's allocations.
+// std::unordered_multimap made one allocation per node (with the trace's growing vectors, 365 of
+// the 961 allocations of a lazy mlp training step).
 // This table makes one, grows by doubling at half full, and never erases (a trace only grows).
 //
 // Keys must be hashes (runtime/hash.h): the table uses their low bits as they are. Values under
