@@ -3,6 +3,7 @@
 #include "lazy/capture.h"
 #include "lazy/dispatch.h"
 #include "lazy/provenance.h"
+#include "lazy/sync_index.h"
 
 #include <pthread.h>
 
@@ -13,7 +14,6 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -237,25 +237,28 @@ std::shared_ptr<Executor> current_executor() {
 // node's index (Node::trace_index), which stay valid until the next build.
 class TraceBuilder {
  public:
-  explicit TraceBuilder(Trace& trace) : trace_(trace), epoch_(next_epoch().fetch_add(1) + 1) {
-    by_structure_.reserve(256);
+  explicit TraceBuilder(Trace& trace)
+      : trace_(trace), epoch_(next_epoch().fetch_add(1) + 1), by_structure_(expected_nodes()) {
+    trace_.nodes.reserve(expected_nodes());
+    trace_.inputs.reserve(expected_nodes());
   }
+  ~TraceBuilder() { expected_nodes() = std::max<size_t>(trace_.nodes.size(), 64); }
 
   uint64_t epoch() const noexcept { return epoch_; }
 
   int add(Node* root) {
     if (seen(root)) return root->trace_index;
-    std::vector<std::pair<Node*, size_t>> stack{{root, 0}};
-    while (!stack.empty()) {
-      auto& [node, next] = stack.back();
+    stack_.assign(1, {root, 0});
+    while (!stack_.empty()) {
+      auto& [node, next] = stack_.back();
       if (next < node->inputs().size()) {
         Node* in = node->input(next++);
-        if (!seen(in)) stack.push_back({in, 0});
+        if (!seen(in)) stack_.push_back({in, 0});
         continue;
       }
       node->trace_index = intern(node);
       node->trace_epoch = epoch_;
-      stack.pop_back();
+      stack_.pop_back();
     }
     return root->trace_index;
   }
@@ -264,6 +267,12 @@ class TraceBuilder {
   static std::atomic<uint64_t>& next_epoch() {
     static std::atomic<uint64_t> e{0};
     return e;
+  }
+  // The size of this thread's last trace: a training loop's syncs build traces of one size, so
+  // the next one reserves that much at once instead of growing by doubling.
+  static size_t& expected_nodes() {
+    thread_local size_t n = 64;
+    return n;
   }
   bool seen(const Node* n) const { return n->trace_epoch == epoch_; }
 
@@ -276,28 +285,29 @@ class TraceBuilder {
       key = hash_combine(key, static_cast<uint64_t>(ins.back()));
     }
     // Leaves are distinct values even when their descriptions match; only interior nodes and
-    // folded constants merge.
+    // folded constants merge. (No two indexed nodes are equal: a node equal to one indexed
+    // already is merged with it, not indexed.)
     bool mergeable = node->op() == OpId::Constant || !node->is_leaf();
     if (mergeable) {
-      auto [lo, hi] = by_structure_.equal_range(key);
-      for (auto it = lo; it != hi; ++it) {
-        Node* other = trace_.nodes[it->second];
-        if (other->op() == node->op() && other->dtype() == node->dtype() && other->attrs() == node->attrs() &&
-            Dims(other->shape()) == Dims(node->shape()) && trace_.inputs[it->second] == ins &&
-            (node->op() != OpId::Constant || other->scalar().as_double() == node->scalar().as_double()))
-          return it->second;
-      }
+      int32_t same = by_structure_.find(key, [&](int32_t i) {
+        const Node* other = trace_.nodes[static_cast<size_t>(i)];
+        return other->op() == node->op() && other->dtype() == node->dtype() && other->attrs() == node->attrs() &&
+               std::ranges::equal(other->shape(), node->shape()) && trace_.inputs[static_cast<size_t>(i)] == ins &&
+               (node->op() != OpId::Constant || other->scalar().as_double() == node->scalar().as_double());
+      });
+      if (same >= 0) return same;
     }
     int index = static_cast<int>(trace_.nodes.size());
     trace_.nodes.push_back(node);
     trace_.inputs.push_back(std::move(ins));
-    if (mergeable) by_structure_.emplace(key, index);
+    if (mergeable) by_structure_.add(key, index);
     return index;
   }
 
   Trace& trace_;
   uint64_t epoch_;
-  std::unordered_multimap<uint64_t, int> by_structure_;
+  FlatIndex by_structure_;
+  std::vector<std::pair<Node*, size_t>> stack_;  // add()'s walk, kept between roots
 };
 
 }  // namespace
@@ -306,12 +316,13 @@ class TraceBuilder {
 // output goes. Equal keys mean the same computation on inputs of the same description.
 uint64_t trace_key(const Trace& t) {
   uint64_t k = hash_combine(0x10014, static_cast<uint64_t>(t.device.type) * 64 + t.device.index);
-  // Leaf storages by the position of the first leaf on each (a map: a trace may read 100k leaves).
-  std::unordered_map<const Storage*, int64_t> leaf_storage;
-  int64_t leaves = 0;
+  // Leaf storages by the position of the first leaf on each (a hash index: a trace may read 100k
+  // leaves).
+  std::vector<const Storage*> leaf_storages;  // every Input leaf's, in order
+  FlatIndex leaf_storage;                      // storage -> its first leaf's position
   auto storage_index = [&](const Storage* s) -> int64_t {
-    auto it = leaf_storage.find(s);
-    return it == leaf_storage.end() ? -1 : it->second;
+    return leaf_storage.find(mix64(reinterpret_cast<uintptr_t>(s)),
+                             [&](int32_t leaf) { return leaf_storages[static_cast<size_t>(leaf)] == s; });
   };
   for (size_t i = 0; i < t.nodes.size(); ++i) {
     const Node* n = t.nodes[i];
@@ -319,8 +330,10 @@ uint64_t trace_key(const Trace& t) {
     for (int32_t in : t.inputs[i]) k = hash_combine(k, static_cast<uint64_t>(in));
     if (n->op() == OpId::Input) {
       const Storage* s = n->array().storage.get();
-      k = hash_combine(k, static_cast<uint64_t>(storage_index(s) + 1));  // aliasing pattern
-      leaf_storage.emplace(s, leaves++);
+      int64_t first = storage_index(s);
+      k = hash_combine(k, static_cast<uint64_t>(first + 1));  // aliasing pattern
+      if (first < 0) leaf_storage.add(mix64(reinterpret_cast<uintptr_t>(s)), static_cast<int32_t>(leaf_storages.size()));
+      leaf_storages.push_back(s);
     }
   }
   for (const Trace::Output& o : t.outputs) {

@@ -68,7 +68,9 @@ void choose_openblas_kernels() {
 // Products below this many multiply-adds run on the calling thread. OpenBLAS splits anything
 // above 2^18 across its workers, and waking them (or their spinning) costs more than it saves
 // on the small products of training loops: a 32x128x128 step took 35 to 270 us threaded against
-// 8 us on one thread on this machine.
+// 8 us on one thread on this machine. (On an idle machine, with OpenBLAS's workers hot, threading
+// from 2^18 up made BENCH's mlp step 10% faster; with the other core busy it made it 30 times
+// slower: perf/RESULTS.md, 2026-12-02 04:20.)
 constexpr int64_t kThreadedMultiplyAdds = int64_t{1} << 22;
 
 // Restricts OpenBLAS to one thread for one call.

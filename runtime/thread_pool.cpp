@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -13,6 +14,25 @@
 #include "runtime/warning.h"
 
 namespace loom {
+namespace {
+
+// Polls `ready` for up to kPollNanoseconds; true when it became true. A pause between polls
+// spares the memory system; a yield every 64 polls lets any other runnable thread on this core
+// (OpenBLAS's workers, another process) run.
+template <typename Ready>
+bool poll_for(Ready&& ready) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::nanoseconds(kPollNanoseconds);
+  for (int i = 1;; ++i) {
+    if (ready()) return true;
+    __builtin_ia32_pause();
+    if (i % 64 == 0) {
+      if (std::chrono::steady_clock::now() >= deadline) return ready();
+      std::this_thread::yield();
+    }
+  }
+}
+
+}  // namespace
 
 std::optional<std::thread> ThreadPool::start_thread(std::function<void()> work) {
   try {
@@ -75,6 +95,7 @@ void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t,
   }
   wake_.notify_all();
   take_chunks(job);
+  if (poll_for([&] { return remaining_.load(std::memory_order_acquire) == 0; })) return;
   std::unique_lock lock(mu_);
   done_.wait(lock, [&] { return remaining_ == 0; });
 }

@@ -3,7 +3,11 @@
 // One process-wide pool of (threads - 1) workers; the calling thread takes a share too, so a
 // parallel_for on a 2-core machine runs on both cores. Workers sleep on a condition variable
 // between jobs (no spinning: the engine alternates short parallel kernels with serial work, and
-// a spinning worker would steal the core the serial work needs). One job runs at a time; a
+// a spinning worker would steal the core the serial work needs, or OpenBLAS's threads). The
+// caller, once its own chunks are done, polls for the workers' last ones for up to
+// kPollNanoseconds (yielding its core between polls) before it sleeps too: a futex wake-up costs
+// 13 to 25 us on the VMs loom is measured on, and a caller that slept paid one more after the
+// worker's own (perf/RESULTS.md). One job runs at a time; a
 // parallel_for called while another runs (from a worker, or from a second engine thread) runs
 // its loop on the calling thread alone, so nesting can never deadlock.
 //
@@ -16,6 +20,7 @@
 // started, runs with fewer threads than asked, and warns once (runtime/warning.h).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -27,6 +32,8 @@
 namespace loom {
 
 inline constexpr int kMaxThreads = 1024;
+// How long a caller whose chunks are done polls for the workers' before it sleeps.
+inline constexpr int64_t kPollNanoseconds = 100'000;
 
 // Threads a parallel_for uses (workers + the caller): what the process's pool could start.
 int num_threads();
@@ -68,7 +75,8 @@ class ThreadPool {
   std::mutex mu_;    // guards everything below
   std::condition_variable wake_, done_;
   const std::function<void(int64_t, int64_t)>* body_ = nullptr;
-  int64_t n_ = 0, chunks_ = 0, next_ = 0, remaining_ = 0;
+  int64_t n_ = 0, chunks_ = 0, next_ = 0;
+  std::atomic<int64_t> remaining_{0};  // written under mu_; the polling caller reads it without
   uint64_t generation_ = 0;
   bool stopping_ = false;
 };

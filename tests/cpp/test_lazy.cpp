@@ -41,13 +41,17 @@ std::vector<double> values(const Tensor& t) {
   return std::vector<double>(p, p + c.numel());
 }
 
-uint64_t key_of_next_sync(const std::function<void()>& program) {
-  // A trace's key is observable through the executor; capture it with a recording executor.
+// The key and node count of the trace the next sync runs (observed with a recording executor).
+struct SyncedTrace {
+  uint64_t key = 0;
+  size_t nodes = 0;
+};
+SyncedTrace next_sync(const std::function<void()>& program) {
   struct Recorder final : Executor {
-    uint64_t key = 0;
+    SyncedTrace seen;
     graph::Interpreter inner;
     std::vector<Array> run(const Trace& t) override {
-      key = t.key;
+      seen = {t.key, t.nodes.size()};
       return inner.run(t);
     }
     void synchronize(Device) override {}
@@ -57,10 +61,12 @@ uint64_t key_of_next_sync(const std::function<void()>& program) {
   install_executor(std::move(recorder));
   program();
   sync_all();
-  uint64_t key = r->key;
+  SyncedTrace seen = r->seen;
   install_executor(std::make_unique<graph::Interpreter>());
-  return key;
+  return seen;
 }
+
+uint64_t key_of_next_sync(const std::function<void()>& program) { return next_sync(program).key; }
 
 }  // namespace
 
@@ -133,6 +139,55 @@ BOOST_AUTO_TEST_CASE(trace_keys) {
   BOOST_TEST(a == b);
   BOOST_TEST(a == c);
   BOOST_TEST(a != d);
+}
+
+// A sync interns its nodes: structurally equal interior nodes become one node of the trace,
+// leaves never merge, and this holds past the index's first growths (hundreds of nodes).
+BOOST_AUTO_TEST_CASE(traces_merge_equal_nodes_and_keep_leaves_apart) {
+  constexpr int kLength = 300;
+  auto chain = [](const Tensor& x) {  // -|x| after kLength alternating Abs and Neg
+    Tensor c = x;
+    for (int i = 0; i < kLength; ++i) c = ops::unary(i % 2 ? OpId::Neg : OpId::Abs, c);
+    return c;
+  };
+  auto program = [&](int copies, std::vector<Tensor>& kept) {
+    return [&, copies] {
+      Tensor x = ops::sub(iota(D({4}), DType::Float32, true), Scalar(2.0));
+      Tensor y = ops::sub(iota(D({4}), DType::Float32, true), Scalar(2.0));  // like x, another leaf
+      for (int k = 0; k < copies; ++k) kept.push_back(chain(x));
+      kept.push_back(ops::add(x, y));
+    };
+  };
+  std::vector<Tensor> once, twice, small;
+  next_sync(program(0, small));  // a small trace first: the next one grows its index from the start
+  size_t nodes_twice = next_sync(program(2, twice)).nodes;
+  size_t nodes_once = next_sync(program(1, once)).nodes;
+  BOOST_TEST(nodes_once > static_cast<size_t>(kLength));
+  BOOST_TEST(nodes_twice == nodes_once);  // the second chain is the first one's nodes
+  std::vector<double> minus_abs{-2, -1, 0, -1};
+  BOOST_TEST(values(twice[0]) == minus_abs);
+  BOOST_TEST(values(twice[1]) == minus_abs);
+  BOOST_TEST((values(twice[2]) == std::vector<double>{-4, -2, 0, 2}));  // x and y stayed two leaves
+}
+
+// Which leaves share storage is part of a trace's key: x + x on one storage differs from x + y
+// on two, and each pattern gives one key again.
+BOOST_AUTO_TEST_CASE(trace_keys_see_which_leaves_share_storage) {
+  auto program = [](bool shared) {
+    return [shared] {
+      Tensor x = iota(D({2, 4}), DType::Float32, true);
+      Tensor y = iota(D({2, 4}), DType::Float32, true);
+      Tensor a = ops::select(x, 0, 0);
+      Tensor b = ops::select(shared ? x : y, 0, 1);
+      Tensor keep = ops::add(a, b);
+      sync_all();
+    };
+  };
+  uint64_t one = key_of_next_sync(program(true)), one_again = key_of_next_sync(program(true));
+  uint64_t two = key_of_next_sync(program(false)), two_again = key_of_next_sync(program(false));
+  BOOST_TEST(one == one_again);
+  BOOST_TEST(two == two_again);
+  BOOST_TEST(one != two);
 }
 
 BOOST_AUTO_TEST_CASE(inplace_keeps_storage) {

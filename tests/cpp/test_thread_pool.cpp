@@ -3,6 +3,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <thread>
@@ -58,6 +59,31 @@ BOOST_AUTO_TEST_CASE(nested_and_concurrent_calls_complete) {
     });
   for (auto& c : callers) c.join();
   BOOST_TEST(total.load() == 4 * 50 * 1000);
+}
+
+// The caller polls for the workers' last chunks before it sleeps (thread_pool.h): whether a
+// worker's chunk ends during the poll or after it, the job returns only once every chunk ran.
+BOOST_AUTO_TEST_CASE(a_job_returns_after_its_slowest_chunk) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<int64_t> worker_chunks{0};
+  for (int64_t slow_us : {0, 20, 300}) {  // within the caller's poll, and past it
+    for (int round = 0; round < 50; ++round) {
+      std::vector<std::atomic<int>> done(16);
+      pool.run(16, 1, [&](int64_t lo, int64_t hi) {
+        // Every chunk takes a while, so that the worker (woken in tens of microseconds) gets
+        // some; a worker's chunk takes longer, so that it finishes after the caller's.
+        int64_t us = 5 + (std::this_thread::get_id() != caller ? slow_us : 0);
+        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        if (std::this_thread::get_id() != caller) worker_chunks.fetch_add(1);
+        for (int64_t i = lo; i < hi; ++i) done[static_cast<size_t>(i)].store(1, std::memory_order_relaxed);
+      });
+      for (auto& d : done) BOOST_TEST_REQUIRE(d.load() == 1);
+    }
+  }
+  BOOST_TEST(worker_chunks.load() > 0);  // the worker did take part
 }
 
 BOOST_AUTO_TEST_SUITE_END()
