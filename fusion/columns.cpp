@@ -9,6 +9,9 @@ bool reduces_columns(const Kernel& k) {
   bool contiguous_columns = false;
   for (const Load& l : k.loads) {
     if (l.access.space != Space::Inner) continue;
+    // A value that is the same for every column (a layer norm's per-row rstd in its weight
+    // gradient) is one broadcast read per step of the columns' walk: it may lie along the rows.
+    if (l.access.strides[last_kept] == 0) continue;
     if (l.access.strides[last_reduced] == 1 && k.inner.back() > 1) return false;  // rows read in order
     contiguous_columns = contiguous_columns || l.access.strides[last_kept] == 1;
   }

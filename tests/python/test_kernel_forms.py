@@ -11,6 +11,11 @@
 - Recompute or store (fusion/partition.cpp `initial_materialization`): a value read by several
   kernels is stored once recomputing it would take three full-size loads in each; fewer loads, or
   broadcast ones, stay recomputed.
+- Loop placement: a pointwise kernel computes each value in the outermost loop it varies in (a
+  row's log, power or rsqrt once per row), a column reduction computes what is the same for every
+  column before its walk across them, and a bool turned into a number is a select (GCC leaves a
+  loop with a bool-to-number conversion scalar). Broadcast operands along every dim, strided and
+  in-place destinations, dims of size 1, against the unfused executor, eager loom and PyTorch.
 """
 
 import os
@@ -311,3 +316,98 @@ def test_value_of_many_loads_read_by_several_kernels_is_stored_once(tmp_path, va
     for got in (fused, unfused):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# ---- loop placement ----
+
+def broadcast_program(lib, x, row, col, labels):
+    """Values that vary along some dims of a (4, 6, 37) domain only: per (batch, row), per
+    column, per batch; a one-hot compare of int64 labels; math calls on each."""
+    t = x.transpose(0, 1)  # a strided (non-linear) domain
+    r = row.abs() + 0.5
+    a = (t - r.log()) * (r.rsqrt() ** 3) + col.exp()
+    b = (t * 0.25).exp() / (r + col.abs())
+    onehot = (labels[:, None, None] == lib.arange(37, device=labels.device)[None, None, :] % 4).float()
+    c = onehot * row.sigmoid() - (labels[:, None, None] > 1).to(lib.int64) * 2
+    return a, b, c, (x[:, :1, :] * row.transpose(0, 1)[:, :1, :]).tanh()
+
+
+def broadcast_arrays(dtype):
+    x = RNG.standard_normal((6, 4, 37)).astype(dtype)
+    row = RNG.standard_normal((4, 6, 1)).astype(dtype)
+    col = RNG.standard_normal(37).astype(dtype)
+    labels = RNG.integers(0, 4, 4).astype(np.int64)
+    return [x, row, col, labels]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcast_values_in_outer_loops_equal_unfused_eager_and_torch(dtype):
+    arrays = broadcast_arrays(dtype)
+    fused = run_lazy(lambda *t: broadcast_program(loom, *t), arrays, "fused")
+    unfused = run_lazy(lambda *t: broadcast_program(loom, *t), arrays, "unfused")
+    eager = [o.numpy() for o in broadcast_program(loom, *[loom.tensor(a) for a in arrays])]
+    want = [o.numpy() for o in broadcast_program(torch, *[torch.tensor(a) for a in arrays])]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for which, got_all in (("fused", fused), ("unfused", unfused), ("eager", eager)):
+        for i, (got, ref) in enumerate(zip(got_all, want)):
+            assert got.shape == ref.shape and got.dtype == ref.dtype, (which, i)
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=f"{which} output {i}")
+
+
+def test_row_values_are_computed_once_per_row(tmp_path):
+    arrays = broadcast_arrays(np.float32)
+    loom.clear_plan_cache()  # the program ran above: lower it again, so that it is dumped
+    cpp, _ = dumped_sources(tmp_path, lambda *t: broadcast_program(loom, *t), arrays)
+    # The per-row log is written before the innermost loop (one indent level less than the loads
+    # of the element), and a bool becomes a number through a select.
+    lines = cpp.splitlines()
+    log_lines = [ln for ln in lines if "logf(" in ln and "const float" in ln]
+    assert log_lines, "no log in the dump"
+    depth = lambda ln: len(ln) - len(ln.lstrip())  # noqa: E731
+    innermost = max(depth(ln) for ln in lines if "#pragma omp simd" in ln)
+    assert all(depth(ln) <= innermost for ln in log_lines), log_lines
+    assert "? (float)1 : (float)0" in cpp
+
+
+def test_in_place_update_with_row_operands():
+    x = RNG.standard_normal((5, 1, 33)).astype(np.float32)
+    row = RNG.standard_normal((5, 1, 1)).astype(np.float32)
+
+    def run(executor):
+        loom._C._set_executor(executor)
+        try:
+            xt = loom.tensor(x, device="lazy")
+            xt.mul_(loom.tensor(row, device="lazy").exp())
+            xt.add_(loom.tensor(np.abs(row), device="lazy").log1p())
+            return xt.numpy()
+        finally:
+            loom._C._set_executor("compiled")
+
+    want = (torch.tensor(x) * torch.tensor(row).exp() + torch.tensor(np.abs(row)).log1p()).numpy()
+    for executor in ("fused", "unfused"):
+        np.testing.assert_allclose(run(executor), want, rtol=1e-6, atol=1e-6, err_msg=executor)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_reduction_with_row_operands_takes_the_column_form(tmp_path, dtype):
+    """A layer norm's weight gradient: sum over rows of g * (x - mean) * rstd, with rstd and mean
+    one value per row, for every channel."""
+    g = RNG.standard_normal((96, 70)).astype(dtype)
+    x = RNG.standard_normal((96, 70)).astype(dtype)
+    var = (RNG.random((96, 1)) + 0.1).astype(dtype)
+    mean = RNG.standard_normal((96, 1)).astype(dtype)
+
+    def program(lib, g, x, var, mean):
+        rstd = (var / 2.0 + 1e-5).rsqrt()
+        return (g * (x - mean) * rstd).sum(0), (g * rstd.exp()).amax(0)
+
+    cpp, cu = dumped_sources(tmp_path, lambda *t: program(loom, *t), [g, x, var, mean])
+    assert "xb += 64" in cpp  # channels side by side
+    assert "row = blockIdx.x * (i64)blockDim.x + threadIdx.x" in cu  # CUDA: a thread per channel
+    fused = run_lazy(lambda *t: program(loom, *t), [g, x, var, mean], "fused")
+    unfused = run_lazy(lambda *t: program(loom, *t), [g, x, var, mean], "unfused")
+    want = [o.numpy() for o in program(torch, *[torch.tensor(a) for a in (g, x, var, mean)])]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for which, got_all in (("fused", fused), ("unfused", unfused)):
+        for got, ref in zip(got_all, want):
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=which)
