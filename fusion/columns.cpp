@@ -6,6 +6,8 @@ bool reduces_columns(const Kernel& k) {
   if (!k.row || k.outer.empty() || k.inner.empty()) return false;
   size_t last_kept = k.outer.size() - 1, last_reduced = k.outer.size() + k.inner.size() - 1;
   if (k.outer[last_kept] < 2) return false;  // one column: nothing to put side by side
+  for (const Store& s : k.stores)
+    if (s.access.space == Space::Inner) return false;  // an element epilogue walks rows
   bool contiguous_columns = false;
   for (const Load& l : k.loads) {
     if (l.access.space != Space::Inner) continue;

@@ -485,13 +485,56 @@ class KernelWriter {
     std::set<int32_t> outer_done = invariant_;
     for (size_t s = 0; s < k_.stages.size(); ++s) cpu_stage(k_.stages[s], s, outer_done, indent);
     for (size_t j = 0; j < k_.stores.size(); ++j) {
+      if (k_.stores[j].access.space == Space::Inner) continue;
       emit(k_.stores[j].expr, outer_done, indent);
       out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
+    }
+    if (has_element_stores()) {
+      // The element epilogue: one more pass over the row, which the stages just read (in cache).
+      prepare_elements(outer_done, indent);
+      std::string inner = indent;
+      for (int64_t d = outer; d < domain_rank(); ++d) {
+        if (d == domain_rank() - 1) out_ << inner << "#pragma omp simd\n";
+        out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+        inner += "  ";
+      }
+      element_stores(outer_done, inner);
+      for (int64_t d = domain_rank(); d-- > outer;) {
+        inner.resize(inner.size() - 2);
+        out_ << inner << "}\n";
+      }
     }
     for (int64_t d = outer; d-- > 0;) {
       indent.resize(indent.size() - 2);
       out_ << indent << "}\n";
     }
+  }
+
+  // Whether a row kernel stores values over its rows' elements (an element epilogue: softmax's
+  // exp(x - max) / sum), written after every stage of the row.
+  bool has_element_stores() const {
+    for (const Store& st : k_.stores)
+      if (st.access.space == Space::Inner) return true;
+    return false;
+  }
+
+  // The element epilogue's per-row values (a layer norm's rstd from the row's variance), written
+  // once per row before its loop.
+  void prepare_elements(std::set<int32_t>& outer_done, const std::string& indent) {
+    std::set<int32_t> need;
+    for (const Store& st : k_.stores)
+      if (st.access.space == Space::Inner) reachable(st.expr, need);
+    for (int32_t e : need)
+      if (k_.exprs[e].space == Space::Outer) emit(e, outer_done, indent);
+  }
+
+  // The element epilogue's values and stores at one element of the row (x_d of every dim known).
+  void element_stores(const std::set<int32_t>& outer_done, const std::string& indent) {
+    std::set<int32_t> done = outer_done;
+    for (const Store& st : k_.stores)
+      if (st.access.space == Space::Inner) emit(st.expr, done, indent);
+    for (size_t j = 0; j < k_.stores.size(); ++j)
+      if (k_.stores[j].access.space == Space::Inner) out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
   }
 
   // ---- column reductions (reduces_columns): rows side by side ----
@@ -711,8 +754,16 @@ class KernelWriter {
       block_reduce(st, s, indent);
       out_ << indent << result(st, s) << "\n";
     }
+    if (has_element_stores()) {
+      prepare_elements(outer_done, indent);
+      out_ << indent << "for (i64 kk = threadIdx.x; kk < inner; kk += blockDim.x) {\n";
+      unravel("kk", outer, rank, indent + "  ");
+      element_stores(outer_done, indent + "  ");
+      out_ << indent << "}\n";
+    }
     out_ << indent << "if (threadIdx.x == 0) {\n";
     for (size_t j = 0; j < k_.stores.size(); ++j) {
+      if (k_.stores[j].access.space == Space::Inner) continue;
       emit(k_.stores[j].expr, outer_done, indent + "  ");
       out_ << indent << "  " << store_code(j, k_.stores[j].expr) << "\n";
     }
