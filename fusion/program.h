@@ -10,7 +10,10 @@
 // Steps run in order. A kernel step computes one or more materialized values over a common
 // domain: pointwise kernels over a shape, row kernels over (outer = kept dims) x (inner =
 // reduced dims), evaluating one or more reductions per row and the elementwise work on their
-// results. A library step runs an op's own implementation (matmul, gather, ...) on buffers.
+// results; when the reduced dims are the trailing ones, also elementwise work over the rows'
+// elements that reads those results (an element epilogue: its stores are Space::Inner, written in
+// one more pass over the row after every stage). A library step runs an op's own implementation
+// (matmul, gather, ...) on buffers.
 #pragma once
 
 #include <optional>
