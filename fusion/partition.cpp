@@ -79,12 +79,15 @@ struct RowKey {
   uint64_t mask;
   friend bool operator==(const RowKey&, const RowKey&) = default;
 
-  // Whether the reduced dims are the trailing ones (a softmax's or a layer norm's rows): then
-  // elementwise work over the rows' elements that reads the row's results joins the row kernel
-  // as an element epilogue, computed while the row is in cache (softmax forward: one kernel, not
-  // a statistics kernel and an elementwise one). Column reductions keep their own form.
+  // Whether the reduced dims are the trailing ones, after at least one kept dim (a softmax's or
+  // a layer norm's rows): then elementwise work over the rows' elements that reads the row's
+  // results joins the row kernel as an element epilogue, computed while the row is in cache
+  // (softmax forward: one kernel, not a statistics kernel and an elementwise one). Column
+  // reductions keep their own form; a full reduction is one serial row, and the elementwise
+  // work over all of it stays a pointwise kernel that threads share.
   bool reduces_trailing_dims() const {
     auto n = static_cast<int64_t>(shape.size());
+    if (n == 0 || (mask & 1) != 0) return false;
     bool reduced = false;
     for (int64_t d = 0; d < n; ++d) {
       bool r = (mask >> d & 1) != 0;

@@ -516,6 +516,13 @@ def test_column_reductions_keep_their_form_beside_elementwise_work(tmp_path):
     np.testing.assert_allclose(got_b, t.sum(0).numpy(), rtol=1e-5, atol=1e-5)
 
 
+def test_a_full_reduction_leaves_its_elementwise_consumer_to_all_threads(tmp_path):
+    x = RNG.standard_normal(5000).astype(np.float32)
+    count, got = kernel_count(tmp_path, lambda t: (t - t.mean(),), [x])
+    assert count == 2  # the serial row of the sum, then a pointwise kernel threads split
+    np.testing.assert_allclose(got[0], x - x.astype(np.float64).mean(), rtol=1e-5, atol=1e-5)
+
+
 def test_both_renderings_walk_the_row_again_for_the_epilogue(tmp_path):
     x = RNG.standard_normal((8, 300)).astype(np.float32)
     cpp, cu = dumped_sources(tmp_path, lambda t: (t.softmax(-1) * 3.0,), [x])
