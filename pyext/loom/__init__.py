@@ -8,7 +8,7 @@ from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
-from loom import autograd, backends, cuda, linalg, version
+from loom import accelerator, autograd, backends, cuda, linalg, onnx, version
 del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,  # noqa: F401
                               chain_matmul, einsum, meshgrid, tensordot)
@@ -76,5 +76,8 @@ from loom.amp.autocast_mode import (autocast, autocast_decrement_nesting, autoca
                                     set_autocast_gpu_dtype)
 from loom._compile import compile  # noqa: E402,A001  (loom.compile, as torch.compile)
 from loom import compiler  # noqa: E402
+from loom import _aliasing  # noqa: E402
+
+_aliasing.install()  # `sys.modules["torch"] = loom` then `import torch.nn` gives loom.nn itself
 
 __all__ = [name for name in dir() if not name.startswith("_")]
