@@ -78,6 +78,24 @@ struct RowKey {
   Dims shape;
   uint64_t mask;
   friend bool operator==(const RowKey&, const RowKey&) = default;
+
+  // Whether the reduced dims are the trailing ones, after at least one kept dim (a softmax's or
+  // a layer norm's rows): then elementwise work over the rows' elements that reads the row's
+  // results joins the row kernel as an element epilogue, computed while the row is in cache
+  // (softmax forward: one kernel, not a statistics kernel and an elementwise one). Column
+  // reductions keep their own form; a full reduction is one serial row, and the elementwise
+  // work over all of it stays a pointwise kernel that threads share.
+  bool reduces_trailing_dims() const {
+    auto n = static_cast<int64_t>(shape.size());
+    if (n == 0 || (mask & 1) != 0) return false;
+    bool reduced = false;
+    for (int64_t d = 0; d < n; ++d) {
+      bool r = (mask >> d & 1) != 0;
+      if (reduced && !r) return false;
+      reduced = reduced || r;
+    }
+    return reduced;
+  }
 };
 
 class Partitioner {
@@ -133,6 +151,7 @@ class Partitioner {
   int32_t load_access(KernelState& k, Access a);
   Layout buffer_layout(int32_t i) const;
   AffineMap root_map(const KernelState& k, int32_t i) const;
+  AffineMap element_map(const KernelState& k, int64_t ndim) const;
 
   const Trace& t_;
   const PartitionOptions& opt_;
@@ -152,10 +171,22 @@ Layout Partitioner::buffer_layout(int32_t i) const {
   return Layout::contiguous(n.shape());
 }
 
+// The map from a row kernel's domain to a value of its rows' shape (a reduction's input, an
+// element epilogue): kept dims from the outer loop, reduced dims from the inner one.
+AffineMap Partitioner::element_map(const KernelState& k, int64_t ndim) const {
+  Dims positions;
+  int64_t outer = 0, inner = static_cast<int64_t>(k.k.outer.size());
+  for (int64_t d = 0; d < ndim; ++d) positions.push_back((k.row->mask >> d & 1) ? inner++ : outer++);
+  AffineMap m = AffineMap::select_dims(inner, positions);
+  normalize(m, k.row->shape);
+  return m;
+}
+
 // The map from a kernel's domain to the value a root computes.
 AffineMap Partitioner::root_map(const KernelState& k, int32_t i) const {
   const Node& n = node(i);
   if (!k.row) return AffineMap::identity(n.ndim());
+  if (cls(n) != OpClass::Reduction && Dims(n.shape()) == k.row->shape) return element_map(k, n.ndim());
   // Row kernels: the domain is (kept dims, reduced dims) of the reduction input; a reduction
   // result or an epilogue value has the kept dims (and size-1 reduced dims when keepdim).
   auto outer = static_cast<int64_t>(k.k.outer.size());
@@ -386,13 +417,7 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
     const Node& x = node(in);
     // The input is read over the whole domain: kept dims from the outer loop, reduced dims from
     // the inner one.
-    auto mask = static_cast<uint64_t>(n.attrs()[0]);
-    Dims positions;
-    int64_t outer = 0, inner = static_cast<int64_t>(k.k.outer.size());
-    for (int64_t d = 0; d < x.ndim(); ++d) positions.push_back((mask >> d & 1) ? inner++ : outer++);
-    AffineMap xm = AffineMap::select_dims(inner, positions);
-    normalize(xm, x.shape());
-    int32_t input = value(k, in, xm);
+    int32_t input = value(k, in, element_map(k, x.ndim()));
     DType type = k.b.exprs()[input].type;
     Stage stage{reduce_kind(n.op()), type, input, i};
     if (stage.kind == ReduceKind::Sum || stage.kind == ReduceKind::Prod) {
@@ -412,6 +437,8 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
   k.roots[i] = {e, m};
   Access a{i, Space::Outer, {}, 0, false};
   buffer_access(m, buffer_layout(i), a.strides, a.offset);
+  for (size_t d = k.k.outer.size(); d < a.strides.size(); ++d)
+    if (a.strides[d] != 0) a.space = Space::Inner;  // an element epilogue's store
   Dims domain = k.k.outer;
   for (int64_t s : k.k.inner) domain.push_back(s);
   a.linear = !k.row && is_linear(a, domain);
@@ -451,6 +478,7 @@ void Partitioner::place(int32_t i) {
         fits = k.row && *k.row == *key;
       } else if (k.row) {
         for (const Stage& s : k.k.stages) fits = fits || Dims(node(s.node).shape()) == Dims(n.shape());
+        fits = fits || (k.row->reduces_trailing_dims() && Dims(n.shape()) == k.row->shape);
       } else {
         fits = k.pointwise_shape == Dims(n.shape());
       }

@@ -10,7 +10,10 @@
 // Steps run in order. A kernel step computes one or more materialized values over a common
 // domain: pointwise kernels over a shape, row kernels over (outer = kept dims) x (inner =
 // reduced dims), evaluating one or more reductions per row and the elementwise work on their
-// results. A library step runs an op's own implementation (matmul, gather, ...) on buffers.
+// results; when the reduced dims are the trailing ones, also elementwise work over the rows'
+// elements that reads those results (an element epilogue: its stores are Space::Inner, written in
+// one more pass over the row after every stage). A library step runs an op's own implementation
+// (matmul, gather, ...) on buffers.
 #pragma once
 
 #include <optional>
@@ -73,12 +76,14 @@ struct Kernel {
 
 // Whether a row kernel walks its rows across vector lanes (C++) or threads (CUDA) instead of
 // reducing each row on its own: true when its last kept dim is contiguous in memory for some
-// value it reduces and no reduced value is contiguous along its last reduced dim (a column
-// reduction, such as a bias gradient: a sum over 512 rows for each of 64 channels). Read along
-// a row, such a kernel would stride through memory one element per row; walked by columns, every
-// step of the reduction reads consecutive channels (a vector on the CPU, one coalesced load per
-// warp in CUDA), and each channel is still reduced in its own order, so the results do not
-// depend on how channels are grouped. The renderer and the CUDA launch geometry both read it.
+// value it reduces and no reduced value that varies along the columns is contiguous along its
+// last reduced dim (a column reduction, such as a bias gradient: a sum over 512 rows for each of
+// 64 channels; or a layer norm's weight gradient, whose per-row rstd is one value for every
+// channel). Read along a row, such a kernel would stride through memory one element per row;
+// walked by columns, every step of the reduction reads consecutive channels (a vector on the
+// CPU, one coalesced load per warp in CUDA), and each channel is still reduced in its own order,
+// so the results do not depend on how channels are grouped. The renderer and the CUDA launch
+// geometry both read it.
 bool reduces_columns(const Kernel& k);
 
 // Where a materialized value lives.

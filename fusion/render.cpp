@@ -188,6 +188,11 @@ class KernelWriter {
         // A float16 / bfloat16 value is a float rounded to its type (fusion/partition.cpp).
         if (e.type == DType::BFloat16) return "loom_bf2f(loom_f2bf((float)" + var(e.a) + "))";
         if (e.type == DType::Float16) return "loom_h2f(loom_f2h((float)" + var(e.a) + "))";
+        // A bool as a number, written as a select: GCC 12 finds no vector type for a conversion
+        // from bool and leaves the whole loop scalar (cross-entropy's one-hot made its backward
+        // kernel 10x slower); a select of two constants vectorizes as a masked blend.
+        if (k_.exprs[e.a].type == DType::Bool)
+          return "(" + var(e.a) + " ? (" + std::string(T) + ")1 : (" + std::string(T) + ")0)";
         return "(" + std::string(T) + ")" + var(e.a);
       case ExprOp::Neg: return "(" + std::string(T) + ")(-" + var(e.a) + ")";
       case ExprOp::Not: return "(!" + var(e.a) + ")";
@@ -268,8 +273,8 @@ class KernelWriter {
 
   // One element of a pointwise kernel: every value first, then the stores, so that all reads of
   // the element precede its writes (an in-place update may read the element it writes).
-  void body(const std::string& indent) {
-    std::set<int32_t> done = invariant_;
+  void body(const std::string& indent) { body(indent, invariant_); }
+  void body(const std::string& indent, std::set<int32_t> done) {
     for (const Store& s : k_.stores) emit(s.expr, done, indent);
     for (size_t j = 0; j < k_.stores.size(); ++j) out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
   }
@@ -289,13 +294,24 @@ class KernelWriter {
       }
       std::string indent = "  ";
       if (rank > 0) split_ = {domain_size(0), numel_of(domain()) / std::max<int64_t>(domain_size(0), 1)};
+      // Each value is computed in the outermost loop it varies in: a broadcast operand (a row's
+      // mean, a log of a row's sum, a power of a row's rstd) once per row, not once per element.
+      // Left to the compiler, such work stays in the vector loop (a scalar load there can even
+      // keep GCC from vectorizing it at all) and its math calls run per element.
+      std::vector<int64_t> level = loop_levels();
+      std::set<int32_t> done = invariant_, need = invariant_;
+      for (const Store& s : k_.stores) reachable(s.expr, need);
       for (int64_t d = 0; d < rank; ++d) {
         if (d == rank - 1) out_ << indent << "#pragma omp simd\n";
         out_ << indent << "for (i64 x" << d << " = " << (d == 0 ? "lo" : "0") << "; x" << d << " < "
              << (d == 0 ? "hi" : "n" + std::to_string(d)) << "; ++x" << d << ") {\n";
         indent += "  ";
+        if (d == rank - 1) break;
+        for (size_t e = 0; e < k_.exprs.size(); ++e)
+          if (level[e] == d && need.count(static_cast<int32_t>(e)) && !invariant_.count(static_cast<int32_t>(e)))
+            emit(static_cast<int32_t>(e), done, indent);
       }
-      body(indent);
+      body(indent, done);
       for (int64_t d = rank; d-- > 0;) {
         indent.resize(indent.size() - 2);
         out_ << indent << "}\n";
@@ -307,6 +323,27 @@ class KernelWriter {
     if (!all_linear_) unravel("i", 0, rank, "    ");
     body("    ");
     out_ << "  }\n";
+  }
+
+  // Per expression: the outermost loop of a pointwise kernel's nest it can be computed in (the
+  // innermost domain dim it varies along; 0 for a value that varies along none). An in-place
+  // load stays in the innermost loop, beside the store that overwrites its element.
+  std::vector<int64_t> loop_levels() const {
+    std::vector<int64_t> level(k_.exprs.size(), 0);
+    int64_t innermost = domain_rank() - 1;
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const Expr& x = k_.exprs[e];
+      if (x.op == ExprOp::Load) {
+        const Load& l = k_.loads[x.index];
+        if (l.in_place) level[e] = innermost;
+        for (size_t d = 0; d < l.access.strides.size(); ++d)
+          if (l.access.strides[d] != 0) level[e] = std::max(level[e], static_cast<int64_t>(d));
+        continue;
+      }
+      for (int32_t o : {x.a, x.b, x.c})
+        if (o >= 0) level[e] = std::max(level[e], level[static_cast<size_t>(o)]);
+    }
+    return level;
   }
 
   std::string numel_expr() const {
@@ -448,13 +485,56 @@ class KernelWriter {
     std::set<int32_t> outer_done = invariant_;
     for (size_t s = 0; s < k_.stages.size(); ++s) cpu_stage(k_.stages[s], s, outer_done, indent);
     for (size_t j = 0; j < k_.stores.size(); ++j) {
+      if (k_.stores[j].access.space == Space::Inner) continue;
       emit(k_.stores[j].expr, outer_done, indent);
       out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
+    }
+    if (has_element_stores()) {
+      // The element epilogue: one more pass over the row, which the stages just read (in cache).
+      prepare_elements(outer_done, indent);
+      std::string inner = indent;
+      for (int64_t d = outer; d < domain_rank(); ++d) {
+        if (d == domain_rank() - 1) out_ << inner << "#pragma omp simd\n";
+        out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+        inner += "  ";
+      }
+      element_stores(outer_done, inner);
+      for (int64_t d = domain_rank(); d-- > outer;) {
+        inner.resize(inner.size() - 2);
+        out_ << inner << "}\n";
+      }
     }
     for (int64_t d = outer; d-- > 0;) {
       indent.resize(indent.size() - 2);
       out_ << indent << "}\n";
     }
+  }
+
+  // Whether a row kernel stores values over its rows' elements (an element epilogue: softmax's
+  // exp(x - max) / sum), written after every stage of the row.
+  bool has_element_stores() const {
+    for (const Store& st : k_.stores)
+      if (st.access.space == Space::Inner) return true;
+    return false;
+  }
+
+  // The element epilogue's per-row values (a layer norm's rstd from the row's variance), written
+  // once per row before its loop.
+  void prepare_elements(std::set<int32_t>& outer_done, const std::string& indent) {
+    std::set<int32_t> need;
+    for (const Store& st : k_.stores)
+      if (st.access.space == Space::Inner) reachable(st.expr, need);
+    for (int32_t e : need)
+      if (k_.exprs[e].space == Space::Outer) emit(e, outer_done, indent);
+  }
+
+  // The element epilogue's values and stores at one element of the row (x_d of every dim known).
+  void element_stores(const std::set<int32_t>& outer_done, const std::string& indent) {
+    std::set<int32_t> done = outer_done;
+    for (const Store& st : k_.stores)
+      if (st.access.space == Space::Inner) emit(st.expr, done, indent);
+    for (size_t j = 0; j < k_.stores.size(); ++j)
+      if (k_.stores[j].access.space == Space::Inner) out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
   }
 
   // ---- column reductions (reduces_columns): rows side by side ----
@@ -498,10 +578,16 @@ class KernelWriter {
       out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
       inner += "  ";
     }
+    // What is the same for every column (a per-row rstd) is computed once per step of the walk,
+    // before the loop across the columns.
+    std::set<int32_t> done = invariant_, need;
+    reachable(st.input, need);
+    std::vector<bool> same = same_for_all_columns();
+    for (int32_t e : need)
+      if (same[static_cast<size_t>(e)]) emit(e, done, inner);
     out_ << inner << "#pragma omp simd\n" << inner << "for (i64 c = 0; c < w; ++c) {\n";
     std::string lane = inner + "  ";
     lane_values(s, lane);
-    std::set<int32_t> done = invariant_;
     emit(st.input, done, lane);
     std::string v = var(st.input);
     if (arg) {
@@ -530,6 +616,22 @@ class KernelWriter {
       out_ << a << "n[c] ? " << literal(NAN, st.input_type == DType::Float64 ? DType::Float64 : DType::Float32) << " : ("
            << T << ")" << a << "[c];\n";
     else out_ << "(" << T << ")" << a << "[c];\n";
+  }
+
+  // Per expression of a column reduction: whether it is one value for every column of the
+  // walk (reads nothing that varies along the last kept dim, and no stage result).
+  std::vector<bool> same_for_all_columns() const {
+    size_t last_kept = k_.outer.size() - 1;
+    std::vector<bool> same(k_.exprs.size(), true);
+    for (size_t e = 0; e < k_.exprs.size(); ++e) {
+      const Expr& x = k_.exprs[e];
+      if (x.op == ExprOp::Load) same[e] = k_.loads[x.index].access.strides[last_kept] == 0;
+      else if (x.op == ExprOp::Reduced) same[e] = false;
+      else
+        for (int32_t o : {x.a, x.b, x.c})
+          if (o >= 0 && !same[static_cast<size_t>(o)]) same[e] = false;
+    }
+    return same;
   }
 
   void columns_cpu() {
@@ -652,8 +754,16 @@ class KernelWriter {
       block_reduce(st, s, indent);
       out_ << indent << result(st, s) << "\n";
     }
+    if (has_element_stores()) {
+      prepare_elements(outer_done, indent);
+      out_ << indent << "for (i64 kk = threadIdx.x; kk < inner; kk += blockDim.x) {\n";
+      unravel("kk", outer, rank, indent + "  ");
+      element_stores(outer_done, indent + "  ");
+      out_ << indent << "}\n";
+    }
     out_ << indent << "if (threadIdx.x == 0) {\n";
     for (size_t j = 0; j < k_.stores.size(); ++j) {
+      if (k_.stores[j].access.space == Space::Inner) continue;
       emit(k_.stores[j].expr, outer_done, indent + "  ");
       out_ << indent << "  " << store_code(j, k_.stores[j].expr) << "\n";
     }

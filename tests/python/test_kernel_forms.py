@@ -11,6 +11,16 @@
 - Recompute or store (fusion/partition.cpp `initial_materialization`): a value read by several
   kernels is stored once recomputing it would take three full-size loads in each; fewer loads, or
   broadcast ones, stay recomputed.
+- Element epilogues: elementwise work over the elements of a row kernel's rows that reads the
+  row's results (softmax's exp(x - max) / sum, layer norm's normalize) joins the row kernel when
+  the reduced dims are the trailing ones: softmax forward and layer norm forward are one kernel
+  each (one together), every float dtype, masked rows, integer rows, several reduced dims;
+  column reductions keep their form.
+- Loop placement: a pointwise kernel computes each value in the outermost loop it varies in (a
+  row's log, power or rsqrt once per row), a column reduction computes what is the same for every
+  column before its walk across them, and a bool turned into a number is a select (GCC leaves a
+  loop with a bool-to-number conversion scalar). Broadcast operands along every dim, strided and
+  in-place destinations, dims of size 1, against the unfused executor, eager loom and PyTorch.
 """
 
 import os
@@ -311,3 +321,210 @@ def test_value_of_many_loads_read_by_several_kernels_is_stored_once(tmp_path, va
     for got in (fused, unfused):
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+# ---- loop placement ----
+
+def broadcast_program(lib, x, row, col, labels):
+    """Values that vary along some dims of a (4, 6, 37) domain only: per (batch, row), per
+    column, per batch; a one-hot compare of int64 labels; math calls on each."""
+    t = x.transpose(0, 1)  # a strided (non-linear) domain
+    r = row.abs() + 0.5
+    a = (t - r.log()) * (r.rsqrt() ** 3) + col.exp()
+    b = (t * 0.25).exp() / (r + col.abs())
+    onehot = (labels[:, None, None] == lib.arange(37, device=labels.device)[None, None, :] % 4).float()
+    c = onehot * row.sigmoid() - (labels[:, None, None] > 1).to(lib.int64) * 2
+    return a, b, c, (x[:, :1, :] * row.transpose(0, 1)[:, :1, :]).tanh()
+
+
+def broadcast_arrays(dtype):
+    x = RNG.standard_normal((6, 4, 37)).astype(dtype)
+    row = RNG.standard_normal((4, 6, 1)).astype(dtype)
+    col = RNG.standard_normal(37).astype(dtype)
+    labels = RNG.integers(0, 4, 4).astype(np.int64)
+    return [x, row, col, labels]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_broadcast_values_in_outer_loops_equal_unfused_eager_and_torch(dtype):
+    arrays = broadcast_arrays(dtype)
+    fused = run_lazy(lambda *t: broadcast_program(loom, *t), arrays, "fused")
+    unfused = run_lazy(lambda *t: broadcast_program(loom, *t), arrays, "unfused")
+    eager = [o.numpy() for o in broadcast_program(loom, *[loom.tensor(a) for a in arrays])]
+    want = [o.numpy() for o in broadcast_program(torch, *[torch.tensor(a) for a in arrays])]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for which, got_all in (("fused", fused), ("unfused", unfused), ("eager", eager)):
+        for i, (got, ref) in enumerate(zip(got_all, want)):
+            assert got.shape == ref.shape and got.dtype == ref.dtype, (which, i)
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=f"{which} output {i}")
+
+
+def test_row_values_are_computed_once_per_row(tmp_path):
+    arrays = broadcast_arrays(np.float32)
+    loom.clear_plan_cache()  # the program ran above: lower it again, so that it is dumped
+    cpp, _ = dumped_sources(tmp_path, lambda *t: broadcast_program(loom, *t), arrays)
+    # The per-row log is written before the innermost loop (one indent level less than the loads
+    # of the element), and a bool becomes a number through a select.
+    lines = cpp.splitlines()
+    log_lines = [ln for ln in lines if "logf(" in ln and "const float" in ln]
+    assert log_lines, "no log in the dump"
+    depth = lambda ln: len(ln) - len(ln.lstrip())  # noqa: E731
+    innermost = max(depth(ln) for ln in lines if "#pragma omp simd" in ln)
+    assert all(depth(ln) <= innermost for ln in log_lines), log_lines
+    assert "? (float)1 : (float)0" in cpp
+
+
+def test_in_place_update_with_row_operands():
+    x = RNG.standard_normal((5, 1, 33)).astype(np.float32)
+    row = RNG.standard_normal((5, 1, 1)).astype(np.float32)
+
+    def run(executor):
+        loom._C._set_executor(executor)
+        try:
+            xt = loom.tensor(x, device="lazy")
+            xt.mul_(loom.tensor(row, device="lazy").exp())
+            xt.add_(loom.tensor(np.abs(row), device="lazy").log1p())
+            return xt.numpy()
+        finally:
+            loom._C._set_executor("compiled")
+
+    want = (torch.tensor(x) * torch.tensor(row).exp() + torch.tensor(np.abs(row)).log1p()).numpy()
+    for executor in ("fused", "unfused"):
+        np.testing.assert_allclose(run(executor), want, rtol=1e-6, atol=1e-6, err_msg=executor)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_column_reduction_with_row_operands_takes_the_column_form(tmp_path, dtype):
+    """A layer norm's weight gradient: sum over rows of g * (x - mean) * rstd, with rstd and mean
+    one value per row, for every channel."""
+    g = RNG.standard_normal((96, 70)).astype(dtype)
+    x = RNG.standard_normal((96, 70)).astype(dtype)
+    var = (RNG.random((96, 1)) + 0.1).astype(dtype)
+    mean = RNG.standard_normal((96, 1)).astype(dtype)
+
+    def program(lib, g, x, var, mean):
+        rstd = (var / 2.0 + 1e-5).rsqrt()
+        return (g * (x - mean) * rstd).sum(0), (g * rstd.exp()).amax(0)
+
+    cpp, cu = dumped_sources(tmp_path, lambda *t: program(loom, *t), [g, x, var, mean])
+    assert "xb += 64" in cpp  # channels side by side
+    assert "row = blockIdx.x * (i64)blockDim.x + threadIdx.x" in cu  # CUDA: a thread per channel
+    fused = run_lazy(lambda *t: program(loom, *t), [g, x, var, mean], "fused")
+    unfused = run_lazy(lambda *t: program(loom, *t), [g, x, var, mean], "unfused")
+    want = [o.numpy() for o in program(torch, *[torch.tensor(a) for a in (g, x, var, mean)])]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for which, got_all in (("fused", fused), ("unfused", unfused)):
+        for got, ref in zip(got_all, want):
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=which)
+
+
+# ---- element epilogues ----
+
+def row_programs(lib, dtype):
+    F = lib.nn.functional
+    floating = dtype in ("float32", "float64", "float16", "bfloat16")
+    if not floating:
+        return {
+            "centered": lambda t: t - t.amax(-1, keepdim=True),
+            "scaled": lambda t: t * t.sum(-1, keepdim=True) + t.amin(-1, keepdim=True),
+        }
+    return {
+        "softmax": lambda t: F.softmax(t, -1),
+        "log_softmax": lambda t: F.log_softmax(t, -1),
+        "layer_norm": lambda t: F.layer_norm(t, (t.shape[-1],)),
+        "rms": lambda t: t * (t * t).mean(-1, keepdim=True).add(1e-5).rsqrt(),
+        "two_dims": lambda t: t / t.abs().sum((-2, -1), keepdim=True),
+    }
+
+
+def row_input(dtype, shape):
+    x = RNG.standard_normal(shape) * 2
+    if dtype in ("float32", "float64"):
+        x[0, 1, :] = -np.inf  # a row masked whole
+        x[1, 2, ::3] = -np.inf  # a causal-style mask
+        x[2, 0, 4] = np.nan
+        x[2, 3, 5] = 1e-310 if dtype == "float64" else 1e-41
+    if dtype in ("int32", "int64"):
+        return np.round(x * 10).astype(dtype)
+    return x.astype(np.float32 if dtype in ("float16", "bfloat16") else dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "int64"])
+def test_row_epilogues_fused_equal_unfused_and_torch(dtype):
+    x = row_input(dtype, (3, 5, 70))
+    names = list(row_programs(loom, dtype))
+
+    def program(t):
+        t = cast(loom, t, dtype)
+        return [f(t) for f in row_programs(loom, dtype).values()]
+
+    fused = run_lazy(program, [x], "fused")
+    unfused = run_lazy(program, [x], "unfused")
+    tx = cast(torch, x, dtype)
+    want = []
+    for f in row_programs(torch, dtype).values():
+        r = f(tx) if dtype not in ("float16", "bfloat16") else f(tx.float()).to(tx.dtype)
+        want.append(r.float().numpy() if r.dtype in (torch.bfloat16, torch.float16) else r.numpy())
+    narrow = dtype in ("float16", "bfloat16")
+    tol = {"float16": 1e-2, "bfloat16": 5e-2, "float32": 1e-5, "float64": 1e-12}.get(dtype, 0)
+    for which, got_all in (("fused", fused), ("unfused", unfused)):
+        for name, got, ref in zip(names, got_all, want):
+            got = got.astype(np.float32) if narrow else got
+            msg = f"{which} {name} {dtype}"
+            assert got.shape == ref.shape, msg
+            np.testing.assert_allclose(got, ref, rtol=tol, atol=tol, err_msg=msg)
+
+
+def kernel_count(tmp_path, program, arrays):
+    loads, outs = kernel_loads(tmp_path, program, arrays)
+    return len(loads), outs
+
+
+@pytest.mark.parametrize("name,kernels", [("softmax", 1), ("layer_norm", 1), ("both", 1), ("rms", 1)])
+def test_row_forward_is_one_kernel(tmp_path, name, kernels):
+    x = RNG.standard_normal((64, 96)).astype(np.float32)
+    w = RNG.standard_normal(96).astype(np.float32)
+
+    def program(lib):
+        F = lib.nn.functional
+
+        def run(t, w):
+            progs = {
+                "softmax": lambda: [F.softmax(t, -1)],
+                "layer_norm": lambda: [F.layer_norm(t, (96,), w, w)],
+                "both": lambda: [F.softmax(t, -1), F.layer_norm(t, (96,), w, w)],
+                "rms": lambda: [t * (t * t).mean(-1, keepdim=True).add(1e-5).rsqrt() * w],
+            }
+            return progs[name]()
+        return run
+
+    count, got = kernel_count(tmp_path, program(loom), [x, w])
+    assert count == kernels
+    want = [r.numpy() for r in program(torch)(torch.tensor(x), torch.tensor(w))]
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-5, atol=1e-5)
+
+
+def test_column_reductions_keep_their_form_beside_elementwise_work(tmp_path):
+    x = RNG.standard_normal((40, 70)).astype(np.float32)
+    program = lambda t: (t - t.mean(0), t.sum(0))  # noqa: E731
+    cpp, cu = dumped_sources(tmp_path, program, [x])
+    assert "xb += 64" in cpp
+    (got_a, got_b) = run_lazy(program, [x], "fused")
+    t = torch.tensor(x)
+    np.testing.assert_allclose(got_a, (t - t.mean(0)).numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(got_b, t.sum(0).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_full_reduction_leaves_its_elementwise_consumer_to_all_threads(tmp_path):
+    x = RNG.standard_normal(5000).astype(np.float32)
+    count, got = kernel_count(tmp_path, lambda t: (t - t.mean(),), [x])
+    assert count == 2  # the serial row of the sum, then a pointwise kernel threads split
+    np.testing.assert_allclose(got[0], x - x.astype(np.float64).mean(), rtol=1e-5, atol=1e-5)
+
+
+def test_both_renderings_walk_the_row_again_for_the_epilogue(tmp_path):
+    x = RNG.standard_normal((8, 300)).astype(np.float32)
+    cpp, cu = dumped_sources(tmp_path, lambda t: (t.softmax(-1) * 3.0,), [x])
+    assert cu.count("kk < inner; kk += blockDim.x") == 3  # max, sum of exp, the epilogue
+    assert cpp.count("#pragma omp simd") == 3
