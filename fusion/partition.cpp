@@ -32,6 +32,11 @@ bool is_leaf(const Node& n) { return op_def(n.op()).cls == OpClass::Leaf; }
 constexpr int64_t kMaxInlinedOps = 256;
 constexpr size_t kMaxKernelExprs = 1024;
 constexpr size_t kMaxKernelStores = 256;
+// Nor more than kMaxKernelStages reductions: each is a pass of its own over the rows, so joining
+// them saves only a launch, while the compiler's time grows faster than the function (a GRU
+// unrolled over 35 steps summed one bias gradient per step: one kernel of 70 column stages,
+// 40 s to compile; in kernels of at most 16, the whole model compiled in 6 s).
+constexpr size_t kMaxKernelStages = 16;
 // A value read by several consumers is stored once it would be recomputed from this many
 // full-size loads in each (initial_materialization).
 constexpr int64_t kMaxRecomputedLoads = 3;
@@ -483,7 +488,8 @@ void Partitioner::place(int32_t i) {
         fits = k.pointwise_shape == Dims(n.shape());
       }
       if (fits) {
-        bool full = k.b.exprs().size() >= kMaxKernelExprs || k.k.stores.size() >= kMaxKernelStores;
+        bool full = k.b.exprs().size() >= kMaxKernelExprs || k.k.stores.size() >= kMaxKernelStores ||
+                    (reduction && k.k.stages.size() >= kMaxKernelStages);
         if (!full && try_join(k, i)) {
           producer_step_[i] = k.step;
           return;

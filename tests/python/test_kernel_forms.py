@@ -528,3 +528,21 @@ def test_both_renderings_walk_the_row_again_for_the_epilogue(tmp_path):
     cpp, cu = dumped_sources(tmp_path, lambda t: (t.softmax(-1) * 3.0,), [x])
     assert cu.count("kk < inner; kk += blockDim.x") == 3  # max, sum of exp, the epilogue
     assert cpp.count("#pragma omp simd") == 3
+
+
+def test_a_kernel_takes_at_most_sixteen_reductions():
+    """Forty column sums of one shape (a recurrent model's per-step bias gradients) run in kernels
+    of at most 16 reductions (fusion/partition.cpp kMaxKernelStages): the compiler's time grows
+    faster than a kernel's size. The sum of their results equals the eager one."""
+    rng = np.random.default_rng(4)
+    parts = [rng.standard_normal((8, 33)).astype(np.float32) for _ in range(40)]
+    want = sum(p.sum(0, dtype=np.float64) for p in parts)
+    lazy = [loom.tensor(p, device="lazy") for p in parts]
+    loom.sync()
+    loom.metrics_reset()
+    total = lazy[0].sum(0)
+    for t in lazy[1:]:
+        total = total + t.sum(0)
+    got = total.numpy()
+    assert loom.metrics()["kernel_launches"] >= 3  # 40 reductions: three kernels of at most 16
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
