@@ -129,7 +129,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
         Tensor dx = mul(c, sub(dlogp, mul(p, unsqueeze(row_sum, 1))));
         return {classes_back(dx, in_shape)};
       });
-  if (per_row && !(input->ndim() <= 2 || input->ndim() == 4)) loss = reshape(loss, target->sizes());
+  if (per_row && !(input->ndim() <= 2 || input->ndim() == 4)) loss = view(loss, target->sizes());
   return loss;
 }
 
