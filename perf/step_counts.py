@@ -6,6 +6,10 @@ usage: python perf/step_counts.py [--functional-from COMMIT]
 and scaled_dot_product_attention taken from COMMIT's Python sources (the compositions of
 primitives that preceded the composites), in this same build: a before/after pair that differs
 in those functions only.
+
+Instructions per step (callgrind, robust on a busy machine): run it under
+valgrind --tool=callgrind with --steps 1 and --steps 6 and divide the difference by 5, with
+LOOM_NUM_THREADS=1 and kernels compiled for x86-64-v3 (perf/callgrind_kernels.sh's LOOM_CXX).
 """
 
 import argparse
@@ -16,6 +20,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.modules.setdefault("torch", None)  # not needed here, and a minute to import under valgrind
 
 import loom  # noqa: E402
 
