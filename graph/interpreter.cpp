@@ -81,23 +81,26 @@ std::vector<Array> Interpreter::run(const Trace& trace) {
       if (--uses[in] == 0) values[in] = Value{};
   }
 
-  // Results. In-place outputs are written last, after every read of the old values.
+  // Results. In-place outputs are written last, after every read of the old values. A value
+  // that is still an input's memory (b.copy_(a) of a materialized a, a view of a leaf) is read
+  // now, into memory of its own, before any destination is written: another in-place output of
+  // the trace may write that memory (a.mul_(3) after b.copy_(a)), and b must get a's old value.
   std::vector<Array> results;
+  std::vector<Array> written(trace.outputs.size());
   results.reserve(trace.outputs.size());
-  for (const Trace::Output& o : trace.outputs) {
-    const Value& v = values[o.node];
-    if (o.destination) {
-      results.push_back(*o.destination);
-    } else if (!v.fresh) {
-      results.push_back(copy_to(v.array, v.array.dtype, trace.device));  // never alias an input's storage
-    } else {
-      results.push_back(v.array);
-    }
-  }
   for (size_t k = 0; k < trace.outputs.size(); ++k) {
     const Trace::Output& o = trace.outputs[k];
-    if (o.destination) copy_(*o.destination, values[o.node].array);
+    const Value& v = values[o.node];
+    Array own = v.fresh ? v.array : copy_to(v.array, v.array.dtype, trace.device);  // never alias an input's storage
+    if (o.destination) {
+      results.push_back(*o.destination);
+      written[k] = std::move(own);
+    } else {
+      results.push_back(std::move(own));
+    }
   }
+  for (size_t k = 0; k < trace.outputs.size(); ++k)
+    if (const Trace::Output& o = trace.outputs[k]; o.destination) copy_(*o.destination, written[k]);
   return results;
 }
 

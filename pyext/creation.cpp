@@ -203,8 +203,7 @@ Result as_tensor(const Parsed& p) {
     if (r.get() == &t) return Py_NewRef(data);
     return r;
   }
-  std::optional<Placement> where;
-  if (p.has(2)) where = p.placement(2);
+  std::optional<Placement> where = p.has(2) ? p.placement(2) : default_placement();
   bool lazy = where && where->lazy;
   if (auto shared = shared_array(data)) {
     const Array& arr = shared->array;

@@ -112,8 +112,24 @@ PyGetSetDef device_getset[] = {
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };
 
+// `with loom.device("lazy"):` makes it the default device of creation ops inside the block.
+PyObject* device_enter(PyObject* self, PyObject*) {
+  LOOM_PY_BEGIN
+  enter_device_block(name_of(self));
+  return Py_NewRef(self);
+  LOOM_PY_END(nullptr)
+}
+PyObject* device_exit(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  exit_device_block();
+  Py_RETURN_FALSE;
+  LOOM_PY_END(nullptr)
+}
+
 PyMethodDef device_methods[] = {
     {"__reduce__", device_reduce, METH_NOARGS, nullptr},
+    {"__enter__", device_enter, METH_NOARGS, nullptr},
+    {"__exit__", device_exit, METH_VARARGS, nullptr},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -184,7 +200,7 @@ DeviceName device_name_from_py(PyObject* obj) {
 }
 
 Placement placement_from_py(PyObject* obj) {
-  if (!obj || obj == Py_None) return {kCPU, false};
+  if (!obj || obj == Py_None) return default_placement().value_or(Placement{kCPU, false});
   Placement p = device_name_from_py(obj).placement();
   // A lazy tensor on a GPU that cannot be used would only fail at its sync: fail here instead,
   // at the line that asked for it (DESIGN decision 2), as eager tensors do when they allocate.

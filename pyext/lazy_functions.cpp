@@ -8,6 +8,7 @@
 #include "graph/cuda_executor.h"
 #include "graph/device_router.h"
 #include "graph/interpreter.h"
+#include "lazy/capture.h"
 #include "lazy/sync.h"
 #include "pyext/objects.h"
 #include "rtc/disk_cache.h"
@@ -23,6 +24,23 @@ PyObject* f_sync(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
   SyncReason reason(SyncCause::Explicit);
   sync_all();
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
+// The end of an optimizer step (loom.optim.Optimizer.step): what the step recorded runs now, as
+// one trace. A training loop that reads no value every step (it logs every N steps, or never)
+// would otherwise grow one trace over many steps: its compile grows with them, a log interval
+// that varies makes a new graph each time, and LOOM_MAX_TRACE_NODES would cut it at a different
+// op each time, so every piece would be a new graph too. Cut here, each step is the same trace
+// and replays the same graph. Inside a loom.compile recording the step's own sync at its end
+// plays this part (a sync point here would make the step uncapturable), so none is made.
+PyObject* f_end_of_step(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  if (recording() == nullptr) {
+    SyncReason reason(SyncCause::Step);
+    sync_all();
+  }
   return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
@@ -170,6 +188,9 @@ PyMethodDef lazy_functions[] = {
      "sync(): materialize every live pending lazy tensor this thread recorded, of every device (one trace per "
      "device); does not wait for the device. A failed sync raises and changes no tensor it would have written"},
     {"synchronize", f_synchronize, METH_NOARGS, "synchronize(): sync(), then wait until the work has finished"},
+    {"_end_of_step", f_end_of_step, METH_NOARGS,
+     "_end_of_step(): sync() at the end of an optimizer step (counted as syncs_step), except while loom.compile "
+     "records a step"},
     {"metrics", f_metrics, METH_NOARGS,
      "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
      "kernel launches, graph replays, plans whose CUDA Graph capture failed, compile seconds and IR nodes recorded; arena_bytes and "

@@ -13,6 +13,7 @@ extern PyMethodDef creation_functions[];
 extern PyMethodDef memory_functions[];
 extern PyMethodDef cuda_functions[];
 extern PyMethodDef lazy_functions[];
+extern PyMethodDef default_device_functions[];
 extern PyMethodDef autograd_functions[];
 extern PyMethodDef optim_functions[];
 extern PyMethodDef compile_functions[];
@@ -52,6 +53,7 @@ PyObject* init() {
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
   check_status(PyModule_AddFunctions(module.get(), cuda_functions));
   check_status(PyModule_AddFunctions(module.get(), lazy_functions));
+  check_status(PyModule_AddFunctions(module.get(), default_device_functions));
   check_status(PyModule_AddFunctions(module.get(), autograd_functions));
   check_status(PyModule_AddFunctions(module.get(), optim_functions));
   check_status(PyModule_AddFunctions(module.get(), compile_functions));

@@ -2,6 +2,7 @@
 // conversions between them and the runtime's values.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "lazy/dispatch.h"
@@ -34,8 +35,15 @@ PyObject* device_object(Device device, bool lazy = false);  // of a tensor; CPU 
 // Accepts loom.device, strings ("cpu", "cuda:1", "lazy", "lazy:cuda"), and an int (a CUDA
 // ordinal), as PyTorch does. Raises RuntimeError naming a string that does not parse.
 DeviceName device_name_from_py(PyObject* obj);
-// Where a creation op or .to() puts its result; None means the CPU, eager.
+// Where a creation op or .to() puts its result; None (or nullptr: not given) means the default
+// device (pyext/default_device.cpp: the CPU, eager, unless set).
 Placement placement_from_py(PyObject* obj);
+// The default device of creation ops when one was set (loom.set_default_device, `with
+// loom.device(...)`); nullopt while it is the CPU, eager.
+std::optional<Placement> default_placement();
+// `with device:` sets the default device for the block (device.__enter__ / __exit__).
+void enter_device_block(const DeviceName& name);
+void exit_device_block();
 // The physical device named (the backend of a lazy device).
 inline Device device_from_py(PyObject* obj) { return device_name_from_py(obj).placement().device; }
 

@@ -18,6 +18,7 @@ namespace loom {
   X(Repr, repr)                /* printing a tensor */                                             \
   X(Host, host)                /* values leaving the device: tolist(), numpy(), buffers, DLPack, .to() */ \
   X(DataDependentShape, data_dependent_shape) /* an op whose result's shape depends on values */   \
+  X(Step, step)                /* the end of an optimizer step (loom.optim.Optimizer.step) */      \
   X(Other, other)              /* anything else: another thread's tensor, a write into read memory */
 
 enum class SyncCause : uint8_t {

@@ -39,7 +39,7 @@ def _rebuild_tensor(cls, data, dtype_name, size, stride, requires_grad, device, 
     dtype = memory.dtype_by_name(dtype_name)
     if not isinstance(cls, type) or not issubclass(cls, loom.Tensor):
         raise TypeError(f"cannot unpickle a tensor as {cls!r}, which is not a loom.Tensor class")
-    storage = loom.empty(len(data) // dtype.itemsize, dtype=dtype)
+    storage = loom.empty(len(data) // dtype.itemsize, dtype=dtype, device="cpu")
     if data:
         memory.write_view(storage)[:] = data
     if device != "cpu":

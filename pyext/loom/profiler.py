@@ -515,6 +515,7 @@ _CAUSES = {
     "host": "values leaving the device (tolist(), numpy(), buffers, DLPack, .to())",
     "explicit": "loom.sync() or loom.synchronize()",
     "data_dependent_shape": "an op whose result's size depends on the values (nonzero, unique, masks, ...)",
+    "step": "the end of an optimizer step (optimizer.step()): one trace per training step",
     "other": "another thread's tensor, or a pending write into memory being read",
 }
 

@@ -100,6 +100,15 @@ def restore_default_dtype():
 
 
 @pytest.fixture(autouse=True)
+def _default_device_untouched():
+    """No test may leak a changed default device (loom.set_default_device) into the next one."""
+    yield
+    after = loom.get_default_device()
+    loom.set_default_device(None)
+    assert after == loom.device("cpu"), f"the test changed the default device to {after} and did not restore it"
+
+
+@pytest.fixture(autouse=True)
 def _default_dtype_untouched():
     """No test may leak a changed default dtype into the next one: put it back and fail the test."""
     before = loom.get_default_dtype()

@@ -399,6 +399,71 @@ def test_whole_module_with_weights_only_false(device, tmp_path):
     assert loaded.body[0].weight.grad is not None and net.body[0].weight.grad is None
 
 
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+def test_whole_module_with_its_classes_allowed(device, tmp_path):
+    """weights_only loading of a whole module once the program lists its classes (PyTorch 2.4's
+    safe_globals / add_safe_globals): inside the block only, or from add_safe_globals on."""
+    loom.manual_seed(0)
+    net = Net().to(device)
+    path = tmp_path / "net.pt"
+    loom.save(net, path)
+    classes = [Net, loom.nn.Sequential, loom.nn.Linear, loom.nn.ReLU, loom.nn.LayerNorm]
+    with pytest.raises(UnsafeFileError, match=r"allow it with loom\.serialization\.add_safe_globals"):
+        loom.load(path)
+    with pytest.raises(UnsafeFileError, match=r"the global loom\.nn\.modules\.normalization\.LayerNorm"):
+        with loom.serialization.safe_globals(classes[:-1]):
+            loom.load(path)
+    with loom.serialization.safe_globals(classes):
+        assert loom.serialization.get_safe_globals() == classes
+        loaded = loom.load(path)
+    assert loom.serialization.get_safe_globals() == []
+    with pytest.raises(UnsafeFileError):
+        loom.load(path)
+    assert type(loaded) is Net and all(p.is_lazy == (device == "lazy") for p in loaded.parameters())
+    x = loom.tensor(np.random.default_rng(3).standard_normal((2, 4)), device=device)
+    np.testing.assert_array_equal(loaded(x).to("cpu").numpy(), net(x).to("cpu").numpy())
+    try:
+        loom.serialization.add_safe_globals(classes[:2] + [(loom.nn.Linear, "loom.nn.modules.linear.Linear")])
+        loom.serialization.add_safe_globals(classes[3:])
+        assert type(loom.load(path)) is Net
+    finally:
+        loom.serialization.clear_safe_globals()
+    with pytest.raises(UnsafeFileError):
+        loom.load(path)
+    with pytest.raises(TypeError, match="module.name"):
+        loom.serialization.add_safe_globals([(Net, 3)])
+
+
+def test_lazy_tensors_load_back_lazy(tmp_path):
+    """A lazy tensor's storage is tagged with the device it runs on ("cpu"), which torch.load
+    reads, and listed in a record of loom's that PyTorch ignores, so loom.load puts it back on the
+    lazy device, as a GPU tensor goes back to its GPU; map_location still decides."""
+    lazy = loom.nn.Linear(3, 2).to("lazy")
+    obj = {"model": lazy.state_dict(), "host": loom.arange(4.0)}
+    data = loom_bytes(obj)
+    loaded = loom_load(data)
+    assert all(t.is_lazy for t in loaded["model"].values()) and not loaded["host"].is_lazy
+    for k, v in lazy.state_dict().items():
+        assert bits(loaded["model"][k].to("cpu")) == bits(v.to("cpu"))
+    assert not any(t.is_lazy for t in loom_load(data, map_location="cpu")["model"].values())
+    tags = []
+    loom_load(data, map_location=lambda storage, location: tags.append(location))
+    assert sorted(tags) == ["cpu", "lazy:cpu", "lazy:cpu"]
+    from_torch = torch_load(data)
+    assert from_torch["model"]["weight"].device.type == "cpu"
+    np.testing.assert_array_equal(from_torch["model"]["weight"].numpy(), lazy.weight.to("cpu").numpy())
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        assert z.read("archive/loom_lazy_storages").split() == [b"0", b"1"]
+    # a hostile record is refused before it is read
+    big = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(big, "w") as dst:
+        for info in src.infolist():
+            body = src.read(info)
+            dst.writestr(info, body + b" " * (1 << 21) if info.filename.endswith("loom_lazy_storages") else body)
+    with pytest.raises(InvalidFileError, match="loom_lazy_storages record holds"):
+        loom_load(big.getvalue())
+
+
 def test_arbitrary_objects_with_weights_only_false():
     obj = {"array": np.arange(3), "set": {1, 2}, "bytes": b"\x00\xff", "range": range(3), "t": loom.ones(2)}
     data = loom_bytes(obj)

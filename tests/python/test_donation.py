@@ -3,7 +3,9 @@
 A lazy in-place update computes its result into the tensor's own storage instead of fresh memory
 copied over it at the end. That is only right where nothing reads the old values after the
 write; each case here is a way of reading them, and lazy mode must give eager mode's result,
-on the first run (lowering) and on replays.
+on the first run (lowering) and on replays. The order of reads and writes is every executor's
+contract, not only the compiled one's: each case runs on the compiled executor, on the reference
+interpreter and on the host emulator of the CUDA lowering.
 """
 
 import numpy as np
@@ -12,6 +14,15 @@ import pytest
 import loom
 
 RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(autouse=True, params=["compiled", "interpreter", "cuda-emulated"])
+def executor(request):
+    loom._C._set_executor(request.param)
+    try:
+        yield request.param
+    finally:
+        loom._C._set_executor("compiled")
 
 
 def both(program, *arrays, replays=3):

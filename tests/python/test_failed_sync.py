@@ -282,7 +282,8 @@ def test_a_failed_first_step_leaves_nothing_unusable():
     loss = lin(x.index_select(0, loom.tensor([0, 5], device="lazy"))).pow(2).sum()
     loss.backward()
     for o in opts:
-        o.step()
+        with pytest.raises(IndexError):  # the end of a step is a sync; Adam's reads SGD's errored grads
+            o.step()
     with pytest.raises(IndexError):
         loss.item()
     assert opts[1].state[lin.bias]["exp_avg"].tolist() == [0.0, 0.0]

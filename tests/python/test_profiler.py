@@ -98,7 +98,7 @@ def test_profiled_mlp_step_lists_every_plan_step_once(warm_mlp, tmp_path, monkey
     assert seen == listed
     # Around the run: the sync that asked for it, the trace build, the cache lookup (a hit).
     (sync,) = [e for e in events if e.category == "sync"]
-    assert sync.args["cause"] == "item" and inside(run, sync)
+    assert sync.args["cause"] == "step" and inside(run, sync)  # optimizer.step() ends the step
     assert [e.args["result"] for e in events if e.name == "plan cache lookup"] == ["hit"]
     assert any(e.name == "build trace and key" and inside(e, sync) for e in events)
     assert not [e for e in events if e.category == "compile"]

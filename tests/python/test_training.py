@@ -72,3 +72,25 @@ def test_lazy_steady_state_is_one_replay_of_a_cached_graph(name):
     # Parameters and optimizer state are updated in place: same storage every step.
     assert [p.data_ptr() for p in model.parameters()] == params
     assert [t.data_ptr() for s in optimizer.state.values() for t in s.values() if isinstance(t, loom.Tensor)] == state
+
+
+def test_a_loop_that_reads_no_value_still_replays_one_graph_per_step():
+    """A loop that logs its loss only now and then (or never) is still one trace per step: the end
+    of optimizer.step() is the step's sync (syncs_step), so no trace spans several steps, none is
+    cut mid-step by LOOM_MAX_TRACE_NODES, and the steady state replays one cached graph per step.
+    The values are the same as a loop that reads its loss every step."""
+    initial, _, _ = torch_run("mlp", 0)
+    model, optimizer, x, y = loom_setup("mlp", initial, "lazy")
+    losses = []
+    for step in range(9):
+        before = loom.metrics()
+        losses.append(W.train_step(loom, model, optimizer, x, y))  # never read in the loop
+        after = loom.metrics()
+        delta = {k: after[k] - before[k] for k in ("traces", "syncs", "syncs_step", "graph_replays",
+                                                      "kernels_compiled", "graph_cache_misses")}
+        if step >= 3:  # the first steps differ (optimizer state and gradients appear)
+            assert delta == {"traces": 1, "syncs": 1, "syncs_step": 1, "graph_replays": 1, "kernels_compiled": 0,
+                             "graph_cache_misses": 0}, (step, delta)
+    model_cpu, optimizer_cpu, x_cpu, y_cpu = loom_setup("mlp", initial, "cpu")
+    want = [W.train_step(loom, model_cpu, optimizer_cpu, x_cpu, y_cpu).item() for _ in range(9)]
+    np.testing.assert_allclose([loss.item() for loss in losses], want, rtol=1e-6, atol=1e-7)

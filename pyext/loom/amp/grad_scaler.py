@@ -21,6 +21,7 @@ from enum import Enum
 import warnings
 
 import loom
+from loom.optim.optimizer import deferred_step_end
 
 
 class OptState(Enum):
@@ -202,7 +203,8 @@ class GradScaler:
             before = [(p, p.detach().clone(),
                        {k: v.clone() for k, v in optimizer.state[p].items() if isinstance(v, loom.Tensor)}
                        if p in optimizer.state else {}) for p in params]
-            retval = optimizer.step(*args, **kwargs)
+            with deferred_step_end():  # the step ends in update(), after the skip's writes and the new scale
+                retval = optimizer.step(*args, **kwargs)
             skip = found_inf > 0
             for p, old, old_state in before:
                 flag = skip.to(p.device)
@@ -268,6 +270,9 @@ class GradScaler:
                 _amp_update_scale_(_scale, _growth_tracker, found_inf_combined, self._growth_factor,
                                    self._backoff_factor, self._growth_interval)
         self._per_optimizer_states = defaultdict(_refresh_per_optimizer_state)
+        # The end of the training step on lazy devices, deferred from the optimizer's step: one
+        # trace holds the update, the skip and the new scale (optim/optimizer.py).
+        loom._C._end_of_step()
 
     def _get_scale_async(self):
         return self._scale

@@ -23,7 +23,7 @@ def _fill(tensor, values):
 
 def _host_rng():
     """A numpy generator seeded from loom's generator (so loom.manual_seed decides it)."""
-    seed = loom.randint(0, 2**31 - 1, (2,)).tolist()
+    seed = loom.randint(0, 2**31 - 1, (2,), device="cpu").tolist()
     return np.random.default_rng(seed)
 
 
@@ -196,7 +196,7 @@ def orthogonal_(tensor, gain=1.0):
         return tensor
     rows = tensor.shape[0]
     cols = tensor.numel() // rows
-    flat = loom.randn(rows, cols, dtype=loom.float64).numpy()
+    flat = loom.randn(rows, cols, dtype=loom.float64, device="cpu").numpy()
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)

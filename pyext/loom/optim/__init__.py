@@ -6,6 +6,7 @@ from loom.optim.adagrad import Adagrad
 from loom.optim.adam import Adam, AdamW
 from loom.optim.adamax import Adamax
 from loom.optim.asgd import ASGD
+from loom.optim.lbfgs import LBFGS
 from loom.optim.nadam import NAdam
 from loom.optim.optimizer import Optimizer
 from loom.optim.radam import RAdam
@@ -14,4 +15,4 @@ from loom.optim.rprop import Rprop
 from loom.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "ASGD",
-           "Rprop", "lr_scheduler"]
+           "Rprop", "LBFGS", "lr_scheduler"]

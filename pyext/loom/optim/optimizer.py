@@ -12,7 +12,9 @@ PyTorch's code path: a weight decay or momentum switching between zero and non-z
 nesterov, maximize.
 """
 
+import contextlib
 import copy
+import threading
 import warnings
 from collections import defaultdict
 
@@ -27,6 +29,23 @@ class _RequiredParameter:
 
 
 required = _RequiredParameter()
+
+# The end of an optimizer step is a sync point on lazy devices (loom._C._end_of_step): the step's
+# work runs as one trace there, so a loop that reads no value each step still replays one graph
+# per step and no trace spans several steps. loom.compile's recording makes no sync there (its
+# step ends with its own); a caller that adds to the step after optimizer.step() (GradScaler's
+# in-trace skip) defers it with deferred_step_end() and ends the step itself.
+_step_end = threading.local()
+
+
+@contextlib.contextmanager
+def deferred_step_end():
+    """Within it, Optimizer.step() does not end the step (the caller calls loom._C._end_of_step())."""
+    _step_end.deferred = getattr(_step_end, "deferred", 0) + 1
+    try:
+        yield
+    finally:
+        _step_end.deferred -= 1
 
 
 def _rebuild(sequence, items):
@@ -141,7 +160,13 @@ class Optimizer:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
                     self._step_group(group, params)
+        self._finish_step()
         return loss
+
+    def _finish_step(self):
+        """The end of a step: a sync point on lazy devices, unless deferred (see _step_end)."""
+        if not getattr(_step_end, "deferred", 0):
+            loom._C._end_of_step()
 
     def _step_group(self, group, params):
         raise NotImplementedError

@@ -25,9 +25,11 @@ their tensors, so loading peaks near the size of the file.
 from loom.serialization import legacy, safetensors, torch_zip
 from loom.serialization.errors import Errors, InvalidFileError, UnsafeFileError
 from loom.serialization.location import restorer
+from loom.serialization.safe_globals import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 from loom.serialization.source import opened
 
-__all__ = ["save", "load", "save_safetensors", "InvalidFileError", "UnsafeFileError"]
+__all__ = ["save", "load", "save_safetensors", "InvalidFileError", "UnsafeFileError", "add_safe_globals",
+           "clear_safe_globals", "get_safe_globals", "safe_globals"]
 
 DEFAULT_PROTOCOL = 2  # torch.save's: PyTorch 1.13's weights_only reader knows protocol 2's opcodes only
 

@@ -24,6 +24,7 @@ class Errors:
         return cls(f"{self.source} is not a valid {self.kind}: {what}")
 
     def unsafe(self, what):
-        return UnsafeFileError(f"{self.source}: weights_only loading refuses {what}. loom.load(..., "
-                               "weights_only=False) loads it, running the code the file names: do that only for "
-                               "files you trust")
+        return UnsafeFileError(f"{self.source}: weights_only loading refuses {what}. If you trust it, allow it "
+                               "with loom.serialization.add_safe_globals([...]) or the safe_globals([...]) context "
+                               "manager; loom.load(..., weights_only=False) loads anything, running the code the "
+                               "file names: do that only for files you trust")

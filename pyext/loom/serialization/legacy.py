@@ -85,7 +85,7 @@ class _Storages:
         if self.declared > self.source.remaining():
             raise self.error(f"its storages need at least {self.declared} bytes, more than the "
                              f"{self.source.remaining()} left in the file")
-        storage = loom.empty(numel, dtype=storage_type.dtype)
+        storage = loom.empty(numel, dtype=storage_type.dtype, device="cpu")
         self.loaded[key] = (storage, location)
         return storage
 

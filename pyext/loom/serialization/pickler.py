@@ -14,7 +14,10 @@ a large tensor saves only its span, unlike PyTorch, which saves the whole storag
 its offset and strides in it. Since a later tensor can widen a storage an earlier one was
 placed in, the object is pickled twice: once to collect its tensors, once to write.
 Lazy tensors are synced (one sync for all); GPU tensors are copied to the host one by one, each
-its own storage, tagged with their device ("cuda:0") so that loading puts them back.
+its own storage, tagged with their device ("cuda:0") so that loading puts them back. A lazy
+tensor's storage is tagged with the device it runs on ("cpu", "cuda:0"), which PyTorch reads;
+that it was lazy is kept beside, in a record PyTorch ignores (torch_zip.py: loom_lazy_storages),
+so loom.load puts it back on the lazy device, as torch.load puts a CUDA tensor back on its GPU.
 """
 
 import collections
@@ -42,6 +45,11 @@ class StorageRef:
         self.key, self.location, self.dtype, self.numel = key, location, dtype, numel
 
 
+# What dumps returns: data.pkl's bytes, [(key, bytes of the storage)], and the keys of the
+# storages of lazy tensors.
+Pickled = collections.namedtuple("Pickled", "data records lazy_keys")
+
+
 class Storages:
     """Where each tensor lives in the checkpoint's storages: collect() every tensor, plan(), then
     place() each (see the module docstring)."""
@@ -50,6 +58,7 @@ class Storages:
         self.tensors = {}  # id -> tensor, in the order first met
         self.places = None  # id -> (StorageRef, offset in it, the tensor on the host)
         self.records = []  # (key, read-only bytes of the storage)
+        self.lazy_keys = []  # keys of the storages of lazy tensors
         self._detached = {}  # id -> (tensor, its detach()): one object in both passes
 
     def detached(self, t):
@@ -68,7 +77,8 @@ class Storages:
         for order, t in enumerate(self.tensors.values()):
             host = t.detach() if memory.on_host(t) else t.detach().cpu()  # a GPU tensor's copy: its own storage
             begin = host.data_ptr() if host.numel() else 0
-            member = _Member(begin, begin + memory.element_span(host) * host.element_size(), order, host, _location(t))
+            member = _Member(begin, begin + memory.element_span(host) * host.element_size(), order, host, _location(t),
+                             t.is_lazy)
             if memory.on_host(t) and host.numel():
                 shared.append(member)
             else:
@@ -90,10 +100,13 @@ class Storages:
             for m in group:
                 self.places[ids[m.order]] = (ref, (m.begin - first.begin) // size, m.host)
             self.records.append((ref.key, memory.read_view(first.host, ref.numel)))
+            if first.lazy:
+                self.lazy_keys.append(ref.key)
 
 
-# A tensor to place: the byte range its elements span, when it was met, its host copy, device tag.
-_Member = collections.namedtuple("_Member", "begin end order host location")
+# A tensor to place: the byte range its elements span, when it was met, its host copy, device tag,
+# whether it is lazy.
+_Member = collections.namedtuple("_Member", "begin end order host location lazy")
 
 
 def _overlapping(members):
@@ -183,10 +196,10 @@ class _Discard:
 
 
 def dumps(obj, protocol):
-    """(data.pkl's bytes, [(key, bytes of the storage)]) for obj."""
+    """The Pickled of obj."""
     storages = Storages()
     _Pickler(_Discard(), protocol, storages, collecting=True).dump(obj)
     storages.plan()
     out = io.BytesIO()
     _Pickler(out, protocol, storages, collecting=False).dump(obj)
-    return out.getvalue(), storages.records
+    return Pickled(out.getvalue(), storages.records, storages.lazy_keys)

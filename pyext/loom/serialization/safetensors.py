@@ -234,7 +234,7 @@ def _read(source, error):
     tensors = {}
     for _, _, name, code, shape in infos:
         try:
-            t = loom.empty(shape, dtype=_DTYPES[code])
+            t = loom.empty(shape, dtype=_DTYPES[code], device="cpu")
         except (ValueError, OverflowError, RuntimeError, MemoryError) as e:  # shapes past loom's limits
             raise error(f"tensor {name!r} of shape {shape} cannot be made: {e}") from None
         if not _fill(t, code, source):
@@ -261,7 +261,7 @@ def _fill(t, code, source):
             if not source.read_into(memoryview(bits).cast("B")):
                 return False
             values = (bits.astype(np.uint32) << 16).view(np.float32)  # exact: bfloat16 is float32's upper half
-            flat[lo:lo + count].copy_(loom.as_tensor(values))
+            flat[lo:lo + count].copy_(loom.as_tensor(values, device="cpu"))
         return True
     a = np.asarray(t.view(-1))
     if not source.read_into(memoryview(a.view(np.uint8))):

@@ -35,6 +35,7 @@ import warnings
 
 import loom
 from loom.serialization.errors import InvalidFileError
+from loom.serialization.safe_globals import allowed
 from loom.serialization.torch_names import DTYPES, MISSING_DTYPES, StorageType, storage_types
 
 _REFUSED_OPCODES = {"INST", "OBJ", "EXT1", "EXT2", "EXT4", "NEXT_BUFFER", "READONLY_BUFFER"}
@@ -123,6 +124,8 @@ class Unpickler(pickle.Unpickler):
         if module == "torch" and name in MISSING_DTYPES:
             raise self.error(f"it holds the dtype torch.{name}, which loom does not have")
         found = self.globals.get(full)
+        if found is None:
+            found = allowed(f"{module}.{name}")
         if found is not None:
             return found
         if not self.weights_only:

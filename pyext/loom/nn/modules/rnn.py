@@ -44,10 +44,12 @@ def _lstm_step(x, state, w_hh, b_hh, w_hr):
     return h, c
 
 
-def _gru_step(x, state, w_hh, b_hh, w_hr):
+def _gru_step(x, state, w_hh, b_hh, w_hr, b_hn=None):
     h = state[0]
     x_r, x_z, x_n = x.chunk(3, -1)
     h_r, h_z, h_n = F.linear(h, w_hh, b_hh).chunk(3, -1)
+    if b_hn is not None:
+        h_n = h_n + b_hn
     r = (x_r + h_r).sigmoid()
     z = (x_z + h_z).sigmoid()
     n = (x_n + r * h_n).tanh()
@@ -56,6 +58,21 @@ def _gru_step(x, state, w_hh, b_hh, w_hr):
 
 _STEPS = {"RNN_TANH": _rnn_step(loom.tanh), "RNN_RELU": _rnn_step(loom.relu), "LSTM": _lstm_step,
           "GRU": _gru_step}
+
+
+def _fold_recurrent_bias(mode, projected, b_hh):
+    """The input's projection for every step with what of b_hh can be added there once, and the
+    keyword arguments of each step for what cannot. Added per step, b_hh's gradient would be a
+    reduction per step (an unrolled sequence of 35 steps: 35 reductions fused into one kernel of
+    35 stages); added once, it is one reduction over every step's rows. All of b_hh for RNN and
+    LSTM (it is added to the gates with x's projection); GRU's reset and update parts only, its
+    new-gate part being multiplied by r first."""
+    if b_hh is None:
+        return projected, {}
+    if mode != "GRU":
+        return projected + b_hh, {}
+    hidden = b_hh.shape[0] // 3
+    return projected + F.pad(b_hh[:2 * hidden], (0, hidden)), {"b_hn": b_hh[2 * hidden:]}
 
 
 class RNNBase(Module):
@@ -203,12 +220,13 @@ class RNNBase(Module):
             for direction in range(directions):
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, direction)
                 projected = F.linear(layer_input, w_ih, b_ih)  # every time step at once
+                projected, step_bias = _fold_recurrent_bias(self.mode, projected, b_hh)
                 index = layer * directions + direction
                 state = tuple(s[index] for s in states)
                 steps = range(length - 1, -1, -1) if direction == 1 else range(length)
                 hs = [None] * length
                 for t in steps:
-                    new = step(projected[t], state, w_hh, b_hh, w_hr)
+                    new = step(projected[t], state, w_hh, None, w_hr, **step_bias)
                     if mask is None:
                         state = new
                         hs[t] = new[0]

@@ -111,7 +111,7 @@ def pack_padded_sequence(input, lengths, batch_first=False, enforce_sorted=True)
         raise RuntimeError(f"Expected sequence length to be at least {lengths[0]}, got {input.shape[0]}")
     batch_sizes = [sum(1 for n in lengths if n > t) for t in range(lengths[0])]
     data = loom.cat([input[t, :b] for t, b in enumerate(batch_sizes)])
-    return PackedSequence(data, loom.tensor(batch_sizes, dtype=loom.int64), sorted_indices, None)
+    return PackedSequence(data, loom.tensor(batch_sizes, dtype=loom.int64, device="cpu"), sorted_indices, None)
 
 
 def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_length=None):
@@ -145,7 +145,7 @@ def pad_packed_sequence(sequence, batch_first=False, padding_value=0.0, total_le
         lengths = [lengths[i] for i in order]
     if batch_first:
         padded = padded.transpose(0, 1)
-    return padded, loom.tensor(lengths, dtype=loom.int64)
+    return padded, loom.tensor(lengths, dtype=loom.int64, device="cpu")
 
 
 def pack_sequence(sequences, enforce_sorted=True):

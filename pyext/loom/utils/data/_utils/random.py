@@ -13,7 +13,7 @@ def draw_seed(generator=None):
     if isinstance(generator, np.random.Generator):
         return int(generator.integers(0, 2**63 - 1))
     kwargs = {} if generator is None else {"generator": generator}
-    high, low = loom.randint(0, 2**31 - 1, (2,), **kwargs).tolist()
+    high, low = loom.randint(0, 2**31 - 1, (2,), device="cpu", **kwargs).tolist()
     return (high << 31) | low
 
 

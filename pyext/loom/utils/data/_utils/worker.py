@@ -83,6 +83,9 @@ def worker_loop(iterable, dataset, index_queue, result_queue, done_event, auto_c
     global _worker_info
     try:
         seed = base_seed + worker_id
+        # Batches cross to the main process through pickles of host memory: a worker makes its
+        # tensors on the CPU whatever default device the parent set (the main process moves them).
+        loom.set_default_device(None)
         _seed_worker(seed)
         _worker_info = WorkerInfo(id=worker_id, num_workers=num_workers, seed=seed, dataset=dataset)
         init_error = None
