@@ -68,6 +68,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
   int64_t classes = input->ndim() == 1 ? in_shape[0] : in_shape[1];
   DType dtype = input->dtype();
   double smoothing = label_smoothing;
+  // reduction='none' gives the target's shape: made here where PyTorch's op gives it (nll_loss,
+  // nll_loss2d of a 4-d input, the smoothing's sum), by a view of the result elsewhere.
+  bool target_shaped = input->ndim() <= 2 || input->ndim() == 4 || label_smoothing > 0;
   Tensor loss, lse, denom;
   Terms terms;
   {
@@ -100,7 +103,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
       loss = div(sum(loss), denom);
     } else if (reduction == "sum") {
       loss = sum(loss);
-    } else if (input->ndim() == 1 || input->ndim() == 2 || input->ndim() == 4) {
+    } else if (target_shaped) {
       loss = reshape(loss, target->sizes());
     }
   }
@@ -129,7 +132,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
         Tensor dx = mul(c, sub(dlogp, mul(p, unsqueeze(row_sum, 1))));
         return {classes_back(dx, in_shape)};
       });
-  if (per_row && !(input->ndim() <= 2 || input->ndim() == 4)) loss = view(loss, target->sizes());
+  if (per_row && !target_shaped) loss = view(loss, target->sizes());
   return loss;
 }
 

@@ -96,6 +96,9 @@ CASES = [
          layouts=("contiguous", "strided")),
     Case("cross_entropy_3d_none_weight", lambda m, x, t, w: F(m).cross_entropy(x, t, weight=w, reduction="none"),
          [N(2, 4, 3), C([[0, 3, 1], [2, 2, 0]]), _W4], layouts=("contiguous", "strided")),
+    Case("cross_entropy_3d_none_smoothing", lambda m, x, t: F(m).cross_entropy(x, t, reduction="none",
+                                                                              label_smoothing=0.2),
+         [N(2, 4, 3), C([[0, 3, 1], [2, 2, 0]])], layouts=("contiguous", "strided")),
     Case("cross_entropy_4d_none_ignore", lambda m, x, t: F(m).cross_entropy(x, t, reduction="none", ignore_index=1),
          [N(2, 3, 2, 2), C([[[0, 1], [2, 2]], [[1, 0], [0, 2]]])], layouts=("contiguous", "strided")),
     # GELU: one primitive each way
