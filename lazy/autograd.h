@@ -246,7 +246,7 @@ struct CompositeSaved {
 using CompositeDerivative = std::function<std::vector<Tensor>(const Tensor& grad, const CompositeSaved& saved)>;
 
 struct CompositeRecord {
-  const char* name;
+  const char* name;                 // PyTorch's grad_fn name; kept as a pointer: a string literal
   std::vector<TensorImpl*> inputs;  // the differentiable inputs; null for an absent optional one
   uint64_t save_inputs = 0;         // bit i: the derivative reads input i
   bool save_result = false;
