@@ -18,6 +18,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -44,6 +45,43 @@ def _free_port():
 
 
 # ---- one rank ----
+
+# Per-thread CPU time and context switches of this process (robust to the machine's load, which
+# wall time is not): CPU time from each thread's CPU clock (nanoseconds; /proc's ticks are too
+# coarse for a few hundred steps), switches from /proc/self/task/<tid>/status. A thread is named
+# by what it was blocked in when sampled (the main thread; Gloo's network thread waits in
+# epoll_wait, the rendezvous store's server in poll, worker threads on a futex).
+_SYSCALLS = {"7": "poll", "202": "futex", "232": "epoll_wait", "281": "epoll_pwait", "45": "recvfrom",
+             "0": "read", "23": "select", "270": "pselect6"}
+
+
+def _threads():
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            status = open(f"/proc/self/task/{tid}/status").read()
+            call = open(f"/proc/self/task/{tid}/syscall").read().split()[0]
+            cpu = time.clock_gettime((~int(tid) << 3) | 6)  # the thread's CPU clock (Linux's encoding)
+        except (OSError, ValueError):
+            continue  # the thread ended
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        out[int(tid)] = dict(cpu=cpu, voluntary=int(fields["voluntary_ctxt_switches"]),
+                             involuntary=int(fields["nonvoluntary_ctxt_switches"]),
+                             waits_in=_SYSCALLS.get(call, "running" if call == "running" else f"syscall {call}"))
+    return out
+
+
+def _thread_use(before, after, steps):
+    """Per thread alive at the end: CPU time and switches per step."""
+    rows = []
+    for tid, a in sorted(after.items()):
+        b = before.get(tid, dict(cpu=0.0, voluntary=0, involuntary=0))
+        rows.append(dict(thread="main" if tid == os.getpid() else a["waits_in"],
+                         cpu_per_step_s=(a["cpu"] - b["cpu"]) / steps,
+                         voluntary_per_step=(a["voluntary"] - b["voluntary"]) / steps,
+                         involuntary_per_step=(a["involuntary"] - b["involuntary"]) / steps))
+    return rows
+
 
 def _initial(workload):
     import cases as C
@@ -75,6 +113,7 @@ def _child(framework, workload, device, repeats, steps):
     losses = [W.train_step(m, ddp, opt, x, y).item() for _ in range(WARMUP)]
     metrics = (lambda: m.metrics()) if framework == "loom-lazy" else (lambda: None)
     times, counters = [], []
+    threads_before = _threads()
     for _ in range(repeats):
         dist.barrier()
         before = metrics()
@@ -87,6 +126,7 @@ def _child(framework, workload, device, repeats, steps):
         if before is not None:
             counters.append({k: after[k] - before[k] for k in ("traces", "collectives", "collective_bytes",
                                                                "kernels_compiled", "graph_cache_misses")})
+    threads = _thread_use(threads_before, _threads(), steps * repeats)
     if framework == "torch":
         reduced = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
     else:
@@ -102,6 +142,7 @@ def _child(framework, workload, device, repeats, steps):
                    compiled_after_warmup=sum(c["kernels_compiled"] for c in counters),
                    lowered_after_warmup=sum(c["graph_cache_misses"] for c in counters))
     dist.destroy_process_group()
+    print(f"THREADS {rank} " + json.dumps(threads), flush=True)
     if rank == 0:
         print("RESULT " + json.dumps(out), flush=True)
 
@@ -129,7 +170,10 @@ def _job(framework, workload, world, device, repeats, steps, deadline=900):
         if p.returncode != 0:
             raise RuntimeError(err.strip().splitlines()[-1] if err.strip() else f"exit code {p.returncode}")
     line = next(line for line in outputs[0][0].splitlines() if line.startswith("RESULT "))
-    return json.loads(line[len("RESULT "):])
+    result = json.loads(line[len("RESULT "):])
+    result["threads"] = [json.loads(line.split(" ", 2)[2]) for out, _ in outputs for line in out.splitlines()
+                         if line.startswith("THREADS ")]
+    return result
 
 
 def measure(device, quick, progress=lambda text: None):
@@ -176,23 +220,28 @@ def markdown(ddp, duration):
     if not ddp:
         return []
     lines = ["", "| ddp (one thread per rank, same batch per rank) | ranks | step (median) | spread | samples/s | "
-             "vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | status |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | "
+             "CPU / step, rank 0: main thread, others | status |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     if ddp.get("error"):
-        lines.append(f"| ddp | | | | | | | | | not run: {ddp['error']} |")
+        lines.append(f"| ddp | | | | | | | | | | not run: {ddp['error']} |")
     rows = ddp["rows"]
     for r in rows:
         name = f"{r['workload']}, {r['framework']}"
         if r["status"] != "ok":
-            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
+            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
             continue
+        threads = (r.get("threads") or [[]])[0]
+        main = sum(t["cpu_per_step_s"] for t in threads if t["thread"] == "main")
+        others = sum(t["cpu_per_step_s"] for t in threads if t["thread"] != "main")
+        cpu = f"{duration(main)}, {duration(others)}" if threads else "-"
         one = next((o for o in rows if o["status"] == "ok" and o["framework"] == r["framework"]
                     and o["workload"] == r["workload"] and o["world"] == 1), None)
         scale = f"{r['samples_per_s'] / one['samples_per_s']:.2f}x" if one else "-"
         lines.append(f"| {name} | {r['world']} | {duration(r['median_s'])} | {duration(r['min_s'])} to "
                      f"{duration(r['max_s'])} | {r['samples_per_s']:.0f} | {scale} | "
                      f"{r['bytes_all_reduced'] / 1024:.1f} KiB | {r.get('traces_per_step', '-')} | "
-                     f"{r.get('compiled_after_warmup', '-')} | ok |")
+                     f"{r.get('compiled_after_warmup', '-')} | {cpu} | ok |")
     return lines
 
 
@@ -234,9 +283,57 @@ def torch_target(results, failed):
     return ", ".join(parts), ok
 
 
+def _thread_text(per_rank):
+    return "; ".join(f"rank {r}: " + ", ".join(
+        f"{t['thread']} {t['cpu_per_step_s'] * 1e6:.0f} us/{t['voluntary_per_step']:.1f}v/{t['involuntary_per_step']:.1f}i"
+        for t in threads if t["cpu_per_step_s"] > 0 or t["thread"] == "main") for r, threads in enumerate(per_rank))
+
+
+def pairs(argv):
+    """Scaling measured as 1-rank and 2-rank jobs in turn, round by round (the way to compare on a
+    shared machine): for each round and workload, each job's median step, the 2-rank samples/s
+    against the 1-rank, the same for two 1-rank jobs run at once (what two processes on this
+    machine get with nothing exchanged: the ceiling of weak scaling), the load average, and each
+    rank's threads (CPU time per step, voluntary/involuntary context switches per step)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="ddp.py pairs")
+    ap.add_argument("--workloads", default="mlp,gpt")
+    ap.add_argument("--frameworks", default="loom-lazy")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--device", default="cpu")
+    a = ap.parse_args(argv)
+    for rnd in range(a.rounds):
+        for workload in a.workloads.split(","):
+            repeats, steps = SIZES[workload][1 if a.quick else 0]
+            for framework in a.frameworks.split(","):
+                load = os.getloadavg()[0]
+                one = _job(framework, workload, 1, a.device, repeats, steps)
+                two = _job(framework, workload, 2, a.device, repeats, steps)
+                # The ceiling of weak scaling here: two 1-rank jobs at once, nothing exchanged.
+                alone = [None, None]
+                jobs = [threading.Thread(target=lambda i=i: alone.__setitem__(
+                    i, _job(framework, workload, 1, a.device, repeats, steps))) for i in range(2)]
+                for j in jobs:
+                    j.start()
+                for j in jobs:
+                    j.join()
+                ceiling = sum(r["samples_per_s"] for r in alone) / one["samples_per_s"]
+                print(f"round {rnd} {workload} {framework} load {load:.1f}-{os.getloadavg()[0]:.1f}: "
+                      f"1 rank {one['median_s'] * 1e3:.3f} ms, 2 ranks {two['median_s'] * 1e3:.3f} ms, "
+                      f"{two['samples_per_s'] / one['samples_per_s']:.2f}x; two 1-rank jobs at once "
+                      f"{alone[0]['median_s'] * 1e3:.3f} and {alone[1]['median_s'] * 1e3:.3f} ms, {ceiling:.2f}x",
+                      flush=True)
+                print(f"    1 rank: {_thread_text(one['threads'])}", flush=True)
+                print(f"    2 ranks: {_thread_text(two['threads'])}", flush=True)
+                print(f"    two 1-rank jobs: {_thread_text([r['threads'][0] for r in alone])}", flush=True)
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         framework, workload, device, repeats, steps = sys.argv[2:7]
         _child(framework, workload, device, int(repeats), int(steps))
+    elif sys.argv[1:2] == ["pairs"]:
+        pairs(sys.argv[2:])
     else:
         print(json.dumps(measure(sys.argv[1] if len(sys.argv) > 1 else "cpu", "--quick" in sys.argv), indent=1))

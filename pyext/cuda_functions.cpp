@@ -20,6 +20,31 @@ PyObject* f_cuda_synchronize(PyObject*, PyObject* device) {
   LOOM_PY_END(nullptr)
 }
 
+// (name, major, minor, total_memory, multi_processor_count) of a GPU, for loom.cuda.get_device_properties.
+PyObject* f_cuda_device_properties(PyObject*, PyObject* device) {
+  LOOM_PY_BEGIN
+  Device d = device_from_py(device);
+  LOOM_CHECK(d.is_cuda(), Value, "Expected a cuda device, but got: ", d.str());
+  cuda::DeviceProperties p = cuda::properties(d.index);
+  return Py_BuildValue("(siini)", p.name.c_str(), p.major, p.minor, static_cast<Py_ssize_t>(p.total_memory),
+                       p.multi_processor_count);
+  LOOM_PY_END(nullptr)
+}
+
+// The GPU "cuda" means on this thread (loom.cuda.current_device / set_device).
+PyObject* f_cuda_current_device(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(nargs <= 1, Type, "_cuda_current_device() takes at most 1 argument (", nargs, " given)");
+  if (nargs == 1) {
+    Device d = device_from_py(args[0]);
+    LOOM_CHECK(d.is_cuda(), Value, "Expected a cuda device, but got: ", d.str());
+    cuda::require(d);
+    set_current_cuda_device(d.index);
+  }
+  return PyLong_FromLong(current_cuda_device());
+  LOOM_PY_END(nullptr)
+}
+
 PyObject* f_cuda_kernel_sources(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
   return Py_BuildValue("{s:s,s:s}", "runtime", cuda::runtime_kernel_source().c_str(), "library",
@@ -82,6 +107,10 @@ PyMethodDef cuda_functions[] = {
     {"_manual_seed_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_manual_seed_device)),
      METH_FASTCALL, "_manual_seed_device(device, seed): reseeds one device's generator (loom.cuda.manual_seed)"},
     {"_cuda_synchronize", f_cuda_synchronize, METH_O, "_cuda_synchronize(device): wait for the GPU's work"},
+    {"_cuda_device_properties", f_cuda_device_properties, METH_O,
+     "_cuda_device_properties(device): (name, major, minor, total_memory, multi_processor_count)"},
+    {"_cuda_current_device", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_cuda_current_device)),
+     METH_FASTCALL, "_cuda_current_device([device]): the GPU 'cuda' means on this thread; sets it when given"},
     {"_cuda_kernel_sources", f_cuda_kernel_sources, METH_NOARGS,
      "_cuda_kernel_sources(): {'runtime': source, 'library': source}, the CUDA modules loom compiles besides fused ones"},
     {"_cuda_driver_status", f_cuda_driver_status, METH_NOARGS,

@@ -1,6 +1,7 @@
 #include "runtime/blas.h"
 
 #include "runtime/error.h"
+#include "runtime/thread_pool.h"
 
 #ifdef LOOM_HAVE_OPENBLAS
 #include <cblas.h>
@@ -97,7 +98,14 @@ BlasOperand as_blas(Matrix x, int64_t cols) {
 void choose_kernels() {
 #ifdef LOOM_HAVE_OPENBLAS
   static std::once_flag once;
-  std::call_once(once, choose_openblas_kernels);
+  std::call_once(once, [] {
+    choose_openblas_kernels();
+    // OpenBLAS starts a worker per core unless OPENBLAS_NUM_THREADS or OMP_NUM_THREADS say
+    // otherwise: with LOOM_NUM_THREADS=1 (one thread per rank of a data-parallel job) a large
+    // product still ran on every core. Its products use no more threads than loom's kernels
+    // (the configured count: asking the pool would start it here, at import).
+    if (openblas_get_num_threads() > configured_threads()) openblas_set_num_threads(configured_threads());
+  });
 #endif
 }
 

@@ -29,7 +29,8 @@ struct Matrix {
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc);
 
 // Makes OpenBLAS use the best kernels for this CPU when it chose generic ones (once per process;
-// runtime/blas.cpp says why). gemm calls it; loom._C calls it at import so that the choice is made
+// runtime/blas.cpp says why), and at most loom's thread count (LOOM_NUM_THREADS: the setting is
+// process-wide, so numpy's products in the same process follow it too). gemm calls it; loom._C calls it at import so that the choice is made
 // before any timing.
 void choose_kernels();
 

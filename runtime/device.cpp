@@ -6,6 +6,13 @@
 
 namespace loom {
 
+namespace {
+thread_local int16_t current_cuda = 0;
+}  // namespace
+
+int16_t current_cuda_device() noexcept { return current_cuda; }
+void set_current_cuda_device(int16_t index) noexcept { current_cuda = index; }
+
 std::string Device::str() const {
   return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
 }

@@ -27,11 +27,20 @@ struct Device {
 
 inline constexpr Device kCPU{};
 
+// The GPU that "cuda" without an index means (torch.cuda.set_device / current_device): per
+// thread, as PyTorch's, and 0 until set. Setting it does not check the device: callers do
+// (loom.cuda.set_device requires a usable GPU).
+int16_t current_cuda_device() noexcept;
+void set_current_cuda_device(int16_t index) noexcept;
+
 // A parsed device string. The index is optional ("cuda" means the current GPU), as in PyTorch.
 struct DeviceSpec {
   DeviceType type;
   int index;  // -1 when the string named no index
-  Device resolve() const noexcept { return Device(type, static_cast<int16_t>(index < 0 ? 0 : index)); }
+  Device resolve() const noexcept {
+    if (index >= 0) return Device(type, static_cast<int16_t>(index));
+    return Device(type, type == DeviceType::CUDA ? current_cuda_device() : int16_t{0});
+  }
 };
 
 // Parses "cpu", "cuda", "cuda:N". Throws RuntimeError naming the string otherwise.

@@ -76,5 +76,8 @@ from loom.amp.autocast_mode import (autocast, autocast_decrement_nesting, autoca
                                     set_autocast_gpu_dtype)
 from loom._compile import compile  # noqa: E402,A001  (loom.compile, as torch.compile)
 from loom import compiler  # noqa: E402
+from loom import _aliasing  # noqa: E402
+
+_aliasing.install()  # `sys.modules["torch"] = loom` then `import torch.nn` gives loom.nn itself
 
 __all__ = [name for name in dir() if not name.startswith("_")]

@@ -111,6 +111,13 @@ void require(Device device) {
              " (", device_count(), " device(s) present)");
 }
 
+DeviceProperties properties(int device) {
+  require(Device(DeviceType::CUDA, static_cast<int16_t>(device)));
+  cudaDeviceProp p{};
+  check(cudaGetDeviceProperties(&p, device), "cudaGetDeviceProperties", "cuda:" + std::to_string(device));
+  return {p.name, p.major, p.minor, p.totalGlobalMem, p.multiProcessorCount};
+}
+
 std::unique_ptr<MemoryBackend> make_memory_backend(int device) {
   require(Device(DeviceType::CUDA, static_cast<int16_t>(device)));
   return std::make_unique<DeviceMemory>(device);

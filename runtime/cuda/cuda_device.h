@@ -31,6 +31,16 @@ std::string driver_unavailable_reason();
 // Throws RuntimeError naming the device when it cannot be used.
 void require(Device device);
 
+// What torch.cuda.get_device_properties reports of a GPU. Throws as require() for a device that
+// cannot be used.
+struct DeviceProperties {
+  std::string name;
+  int major = 0, minor = 0;  // the compute capability
+  size_t total_memory = 0;   // bytes
+  int multi_processor_count = 0;
+};
+DeviceProperties properties(int device);
+
 std::unique_ptr<MemoryBackend> make_memory_backend(int device);
 
 // Copies nbytes between any two of host and GPU memory. Returns when the host memory involved

@@ -16,6 +16,11 @@ void require(Device device) {
   LOOM_CHECK(!device.is_cuda(), Runtime, "CUDA is not available (", unavailable_reason(), ")");
 }
 
+DeviceProperties properties(int device) {
+  require(Device(DeviceType::CUDA, static_cast<int16_t>(device)));
+  return {};
+}
+
 std::unique_ptr<MemoryBackend> make_memory_backend(int device) {
   require(Device(DeviceType::CUDA, static_cast<int16_t>(device)));
   return nullptr;

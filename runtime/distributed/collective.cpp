@@ -55,12 +55,11 @@ std::string call_text(const Descriptor& d) {
   return s + "]";
 }
 
-// Every rank learns every rank's description; if they differ, all raise the same error.
-void check_agreement(Group& g, const Call& c) {
-  Descriptor mine = describe(c);
-  std::string bytes(reinterpret_cast<const char*>(&mine), sizeof mine);
-  std::vector<std::string> all = g.exchange(bytes, kind_name(c.kind));
-  if (all.empty() || std::all_of(all.begin(), all.end(), [&](const std::string& o) { return o == bytes; })) return;
+// Raises, naming each rank's call, when `all` (every rank's description, in rank order, or empty
+// where the transport skips the check) differs from `mine`; every rank sees the same `all`, so
+// every rank raises the same error.
+void check_descriptions(const Group& g, const Call& c, const std::string& mine, const std::vector<std::string>& all) {
+  if (all.empty() || std::all_of(all.begin(), all.end(), [&](const std::string& o) { return o == mine; })) return;
   // Group the ranks by what they called, in rank order.
   std::vector<std::pair<std::string, std::vector<int>>> seen;
   for (size_t r = 0; r < all.size(); ++r) {
@@ -80,6 +79,26 @@ void check_agreement(Group& g, const Call& c) {
   }
   LOOM_FAIL(Distributed, kind_name(c.kind), ": the ranks of the process group (", g.backend(),
             ") called different collectives or passed tensors of different shapes or dtypes: ", detail);
+}
+
+std::string description_bytes(const Call& c) {
+  Descriptor d = describe(c);
+  return std::string(reinterpret_cast<const char*>(&d), sizeof d);
+}
+
+// The agreement check as an exchange of its own, before the data moves.
+void check_agreement(Group& g, const Call& c) {
+  std::string mine = description_bytes(c);
+  check_descriptions(g, c, mine, g.exchange(mine, kind_name(c.kind)));
+}
+
+// The all-gather of an AllGather or of a direct all-reduce. With `check` (the call whose
+// agreement is still to be checked), the check travels in the all-gather's own messages
+// (Group::headed_all_gather): one round of messages, one wait for the other ranks, not two.
+void gather_all(Group& g, Span in, Span out, const Call* check) {
+  if (!check) return g.all_gather(in, out);
+  std::string mine = description_bytes(*check);
+  check_descriptions(g, *check, mine, g.headed_all_gather(mine, in, out, kind_name(check->kind)));
 }
 
 // x /= divisor, elementwise, in host memory (AVG from SUM where the transport has no AVG).
@@ -117,10 +136,11 @@ char* gather_scratch(size_t bytes) {
   return memory.get();
 }
 
-void all_reduce(Group& g, ReduceOp op, Span in, Span out) {
+// `check`: as gather_all's, for a direct all-reduce (the caller checks the others first).
+void all_reduce(Group& g, ReduceOp op, Span in, Span out, const Call* check = nullptr) {
   if (direct(g, in.bytes())) {
     char* all = gather_scratch(in.bytes() * static_cast<size_t>(g.size()));
-    g.all_gather(in, Span{all, in.count * g.size(), in.dtype});
+    gather_all(g, in, Span{all, in.count * g.size(), in.dtype}, check);
     if (g.rank() != 0 || out.data != in.data) std::memcpy(out.data, all, out.bytes());  // rank 0's in place: there
     for (int r = 1; r < g.size(); ++r)
       reduce_into(out.data, all + static_cast<size_t>(r) * in.bytes(), static_cast<size_t>(in.count), in.dtype, op);
@@ -192,31 +212,37 @@ void barrier(Group& g) {
 
 void run(Group& g, const Call& c, const void* in_data, void* out_data) {
   // loom.profiler shows the transport's part of each collective (its bytes; a lazy plan's
-  // collective step, category "collective", holds it), its agreement check apart: the waits for
-  // the other ranks are in them.
+  // collective step, category "collective", holds it), with an "agreement check" span of its
+  // own where the check is not folded into the data's messages: the waits for the other ranks
+  // are in them.
   profiler::Span span("transport", kind_name(c.kind));
   wait_for_queued(g);  // asynchronous calls started before this one go first (work.h)
   g.check_usable();
-  if (agreement_checks()) {
+  Span in{const_cast<void*>(in_data), input_count(c, g), c.dtype};
+  Span out{out_data, output_count(c, g), c.dtype};
+  // The check rides in the data's messages where they are one all-gather; else it goes first.
+  bool folded = agreement_checks() && g.has_headed_all_gather() &&
+                ((c.kind == Kind::AllGather && in.count > 0) ||
+                 (c.kind == Kind::AllReduce && out.count > 0 && direct(g, in.bytes())));
+  if (agreement_checks() && !folded) {
     profiler::Span check("transport", "agreement check");
     check_agreement(g, c);
   }
-  Span in{const_cast<void*>(in_data), input_count(c, g), c.dtype};
-  Span out{out_data, output_count(c, g), c.dtype};
+  const Call* check = folded ? &c : nullptr;
   if (profiler::Event* e = span.event()) e->bytes_read = static_cast<int64_t>(in.bytes());
   bool alias = in.data == out.data;
   count(metrics().collectives);
   count(metrics().collective_bytes, static_cast<int64_t>(in.bytes()));
   switch (c.kind) {
     case Kind::AllReduce:
-      if (out.count > 0) all_reduce(g, c.op, in, out);
+      if (out.count > 0) all_reduce(g, c.op, in, out, check);
       return;
     case Kind::Broadcast:
       if (!alias && g.rank() == c.root) g.copy(out.data, in.data, in.bytes());
       if (out.count > 0) g.broadcast(out, c.root);
       return;
     case Kind::AllGather:
-      if (in.count > 0) g.all_gather(in, out);
+      if (in.count > 0) gather_all(g, in, out, check);
       return;
     case Kind::ReduceScatter: {
       if (out.count == 0) return;

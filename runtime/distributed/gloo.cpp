@@ -1,11 +1,12 @@
 // The Gloo transport (runtime/distributed/group.h): host memory, TCP between every pair of
-// processes (a full mesh made through the rendezvous store), Gloo's own algorithms (ring
-// all-reduce, ...). Every call blocks until this rank's part is done, at most the group's
+// processes (two full meshes made through the rendezvous store: Note [The exchange context]),
+// Gloo's own algorithms (ring all-reduce, ...). Every call blocks until this rank's part is done, at most the group's
 // timeout; Gloo's exceptions (a peer that closed its connection, a timeout) become Distributed
 // errors that name the call and break the group.
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/common/logging.h>
 #include <gloo/gather.h>
 #include <gloo/reduce.h>
 #include <gloo/rendezvous/context.h>
@@ -13,6 +14,7 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/distributed/group.h"
@@ -75,8 +77,9 @@ decltype(auto) by_width(DType dtype, F&& f) {
 
 class GlooGroup final : public Group {
  public:
-  GlooGroup(std::shared_ptr<gloo::Context> context, int rank, int size, std::chrono::milliseconds timeout)
-      : Group(rank, size, kCPU, timeout), context_(std::move(context)) {}
+  GlooGroup(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> exchange, int rank, int size,
+            std::chrono::milliseconds timeout)
+      : Group(rank, size, kCPU, timeout), context_(std::move(context)), exchange_(std::move(exchange)) {}
 
   const char* backend() const noexcept override { return "gloo"; }
 
@@ -107,12 +110,18 @@ class GlooGroup final : public Group {
     });
   }
 
-  // Every rank sends its part straight to every other (receives posted first, so the data
-  // moves as soon as both sides are there): one round of messages where Gloo's ring takes
-  // size - 1, which is what small and two-rank exchanges are bound by.
+  // Every rank sends its part straight to every other: one round of messages where Gloo's ring
+  // takes size - 1, which is what small and two-rank exchanges are bound by.
   void all_gather(Span in, Span out) override {
-    guarded("all_gather", [&] { mesh_all_gather(in.data, in.bytes(), out.data); });
+    guarded("all_gather", [&] { mesh_exchange(nullptr, in.data, in.bytes(), out.data); });
   }
+
+  std::vector<std::string> headed_all_gather(const std::string& header, Span in, Span out, const char* what) override {
+    std::vector<std::string> headers;
+    guarded(what, [&] { headers = mesh_exchange(&header, in.data, in.bytes(), out.data); });
+    return headers;
+  }
+  bool has_headed_all_gather() const noexcept override { return true; }
 
   void reduce(Span in, Span out, ReduceOp op, int root) override {
     guarded("reduce", [&] {
@@ -190,35 +199,134 @@ class GlooGroup final : public Group {
 
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
 
+  // A headed all-gather of no data: the same first message as every headed call, so that a rank
+  // checking a broadcast and one checking an all-reduce read each other's headers.
   std::vector<std::string> exchange(const std::string& mine, const char* what) override {
-    std::string all(mine.size() * static_cast<size_t>(size()), '\0');
-    guarded(what, [&] { mesh_all_gather(mine.data(), mine.size(), all.data()); });
-    std::vector<std::string> out;
-    for (int r = 0; r < size(); ++r) out.push_back(all.substr(static_cast<size_t>(r) * mine.size(), mine.size()));
-    return out;
+    std::vector<std::string> headers;
+    guarded(what, [&] { headers = mesh_exchange(&mine, nullptr, 0, nullptr); });
+    return headers;
   }
 
  private:
-  // Slots of point-to-point and mesh messages: prefixes no Gloo collective uses.
+  // Slots of point-to-point messages: a prefix no Gloo collective uses.
   static constexpr uint8_t kPointToPoint = 0xd1;
-  static constexpr uint8_t kMesh = 0xd2;
 
-  // all[r * n, (r + 1) * n) = rank r's n bytes at `mine`.
-  void mesh_all_gather(const void* mine, size_t n, void* all) {
+  // all[r * n, (r + 1) * n) = rank r's n bytes at `mine`, over the exchange context's pairs
+  // (Note [The exchange context]), with `header` (when given) ahead of the data; returns every
+  // rank's header (Group::headed_all_gather). Each rank writes its header and its first chunk
+  // to every peer, then reads the peers' headers; if one differs, it reads and drops the first
+  // chunk each peer wrote (the header says how long) and returns, leaving the sockets empty.
+  // Then chunk by chunk: read every peer's chunk k, write chunk k + 1. A rank writes chunk
+  // k + 1 only after reading every peer's chunk k, which each peer wrote after reading this
+  // rank's chunk k - 1: at most a header and two chunks per direction are ever unread, which
+  // the sockets' buffers hold (kExchangeChunk), so two ranks' blocking writes never wait on
+  // each other.
+  std::vector<std::string> mesh_exchange(const std::string* header, const void* mine, size_t n, void* all) {
     char* out = static_cast<char*>(all);
     size_t at = static_cast<size_t>(rank()) * n;
-    if (out + at != mine) std::memmove(out + at, mine, n);
-    if (size() == 1 || n == 0) return;
-    uint64_t slot = gloo::Slot::build(kMesh, next_tag());
-    auto buf = context_->createUnboundBuffer(out, n * static_cast<size_t>(size()));
+    std::vector<std::string> headers;
+    if (size() == 1) {
+      if (n > 0 && out + at != mine) std::memmove(out + at, mine, n);
+      if (header) headers.push_back(*header);
+      return headers;
+    }
+    // Nothing is written to `all` before the headers agree (a disagreeing call's output may be
+    // too small), so this rank's part is sent from `mine`; staged first where the peers' parts
+    // could overwrite it before it is all sent.
+    const char* src = static_cast<const char*>(mine);
+    std::vector<char> staged;
+    if (n > 0 && src != out + at && src < out + n * static_cast<size_t>(size()) && out < src + n) {
+      staged.assign(src, src + n);
+      src = staged.data();
+    }
+    using Buffer = std::unique_ptr<gloo::transport::Buffer>;
+    std::vector<int> peers;
     for (int r = 0; r < size(); ++r)
-      if (r != rank()) buf->recv(r, slot, static_cast<size_t>(r) * n, n);
-    for (int r = 0; r < size(); ++r)
-      if (r != rank()) buf->send(r, slot, at, n);
-    for (int r = 1; r < size(); ++r) buf->waitRecv(timeout());
-    for (int r = 1; r < size(); ++r) buf->waitSend(timeout());
-    retire(std::move(buf));
+      if (r != rank()) peers.push_back(r);
+    auto pair = [&](int peer) -> gloo::transport::Pair& { return *exchange_->getPair(peer); };
+
+    // The header message: this rank's byte count, then the header.
+    std::string mine_h, theirs_h;
+    std::vector<Buffer> header_sends, header_recvs;
+    if (header) {
+      uint64_t bytes = n;
+      mine_h.assign(reinterpret_cast<const char*>(&bytes), sizeof bytes);
+      mine_h += *header;
+      theirs_h.assign(mine_h.size() * peers.size(), '\0');
+      for (size_t i = 0; i < peers.size(); ++i) {
+        header_recvs.push_back(pair(peers[i]).createRecvBuffer(kHeaderSlot, theirs_h.data() + i * mine_h.size(),
+                                                                mine_h.size()));
+        header_sends.push_back(pair(peers[i]).createSendBuffer(kHeaderSlot, mine_h.data(), mine_h.size()));
+        header_sends.back()->send(0, mine_h.size(), 0);
+        header_sends.back()->waitSend();  // returns at once: the write above was blocking
+      }
+    }
+    std::vector<Buffer> sends, recvs;
+    auto send_chunk = [&](size_t offset) {
+      for (Buffer& b : sends) {
+        b->send(offset, std::min(kExchangeChunk, n - offset), offset);
+        b->waitSend();
+      }
+    };
+    if (n > 0) {
+      for (int peer : peers) {
+        recvs.push_back(pair(peer).createRecvBuffer(kDataSlot, out + static_cast<size_t>(peer) * n, n));
+        sends.push_back(pair(peer).createSendBuffer(kDataSlot, const_cast<char*>(src), n));
+      }
+      send_chunk(0);
+    }
+    if (header) {
+      for (Buffer& b : header_recvs) b->waitRecv();  // reads the peer's next message, on this thread
+      bool agree = true;
+      for (size_t i = 0; i < peers.size(); ++i) agree = agree && theirs_h.compare(i * mine_h.size(), mine_h.size(), mine_h) == 0;
+      for (int r = 0, i = 0; r < size(); ++r)
+        headers.push_back(r == rank() ? *header : theirs_h.substr(i++ * mine_h.size() + sizeof(uint64_t), header->size()));
+      if (!agree) {
+        // Drop what each peer wrote before reading this rank's header: its first chunk.
+        recvs.clear();  // frees the data slot for the drain's buffers
+        std::vector<char> drop(kExchangeChunk);
+        for (size_t i = 0; i < peers.size(); ++i) {
+          uint64_t theirs;
+          std::memcpy(&theirs, theirs_h.data() + i * mine_h.size(), sizeof theirs);
+          if (theirs == 0) continue;
+          size_t first = std::min<size_t>(kExchangeChunk, theirs);
+          Buffer sink = pair(peers[i]).createRecvBuffer(kDataSlot, drop.data(), first);
+          sink->waitRecv();
+        }
+        return headers;
+      }
+    }
+    for (size_t offset = 0; offset < n; offset += kExchangeChunk) {
+      for (Buffer& b : recvs) b->waitRecv();
+      if (offset + kExchangeChunk < n) send_chunk(offset + kExchangeChunk);
+    }
+    if (n > 0 && src != out + at) std::memcpy(out + at, src, n);
+    // A buffer unregisters its slot from its pair when destroyed, and the sends share the
+    // receives' slots: every transfer is done by now, so the order no longer matters.
+    return headers;
   }
+
+  // The exchange context's slots: a message goes to the peer's buffer registered at its slot.
+  static constexpr int kHeaderSlot = 1;
+  static constexpr int kDataSlot = 2;
+
+  // Note [The exchange context]. Gloo's TCP pairs normally hand every receive to Gloo's network
+  // thread: it reads the socket and wakes the calling thread, and while the calling thread holds
+  // the pair's lock (posting a receive, writing a message itself) that thread's epoll reports
+  // the socket again and again and it spins (Pair::handleEvents gives up on try_lock). On two
+  // ranks sharing two cores that spinning and the hand-offs took as much CPU as the step itself
+  // (perf/RESULTS.md, ddp). So the exchanges loom makes itself (the agreement check, all_gather,
+  // and through it the direct all-reduce: collective.h) run on a second context whose pairs are
+  // in Gloo's synchronous mode: out of the network thread's epoll, blocking sockets, read and
+  // written by the calling thread alone (one thread at a time uses a group: work.h). Sync pairs
+  // only take Gloo's pinned buffers (its unbound buffers, which Gloo's own algorithms use, need
+  // the network thread), so those algorithms stay on `context_`. A peer that dies makes the
+  // blocking read fail at once; one that hangs, after the group's timeout (SO_RCVTIMEO).
+  //
+  // kExchangeChunk: at most two chunks per direction are in flight (mesh_exchange), which must
+  // fit the sender's socket buffer (Gloo sizes it to the message, and Linux doubles that) and the
+  // receiver's (at least tcp_rmem's default, 128 KiB on Linux), or both ranks would block writing.
+  static constexpr size_t kExchangeChunk = size_t{128} << 10;
 
   // Note [Retiring unbound buffers]. Gloo's network thread signals a transfer complete while it
   // still holds the buffer, and destroying a buffer waits for that thread to let go by spinning
@@ -239,17 +347,27 @@ class GlooGroup final : public Group {
     try {
       f();
     } catch (const gloo::Exception& e) {
-      std::string why = e.what();
-      bool timed_out = why.find("imed out") != std::string::npos;
-      broken(detail::concat(what, " failed on rank ", rank(), " of ", size(), " (gloo): ",
-                            timed_out ? detail::concat("timed out after ", timeout().count() / 1000.0,
-                                                       " s waiting for the other ranks (one may be stuck, or dead)")
-                                      : "a peer closed its connection: another rank has probably exited or crashed",
-                            " [", why, "]"));
+      fail(what, e.what());
+    } catch (const gloo::EnforceNotMet& e) {
+      // A synchronous pair read a message no buffer of this call waits for: the ranks' calls
+      // went out of step (each rank must make the same calls in the same order).
+      broken(detail::concat(what, " failed on rank ", rank(), " of ", size(), " (gloo): a message of another call ",
+                            "arrived; the ranks' collective calls are out of step [", e.what(), "]"));
     }
   }
 
+  // Gloo says "Timed out" (its algorithms) or "Read timeout"/"Write timeout" (synchronous pairs).
+  [[noreturn]] void fail(const char* what, const std::string& why) {
+    bool timed_out = why.find("imed out") != std::string::npos || why.find("imeout") != std::string::npos;
+    broken(detail::concat(what, " failed on rank ", rank(), " of ", size(), " (gloo): ",
+                          timed_out ? detail::concat("timed out after ", timeout().count() / 1000.0,
+                                                     " s waiting for the other ranks (one may be stuck, or dead)")
+                                    : "a peer closed its connection: another rank has probably exited or crashed",
+                          " [", why, "]"));
+  }
+
   std::shared_ptr<gloo::Context> context_;
+  std::shared_ptr<gloo::Context> exchange_;  // Note [The exchange context]
   std::unique_ptr<gloo::transport::UnboundBuffer> retired_;  // destroyed before the context
   uint32_t tag_ = 0;
 };
@@ -266,17 +384,26 @@ std::unique_ptr<Group> make_gloo_group(const Rendezvous& r, int rank, int size, 
     LOOM_FAIL(Distributed, "gloo cannot open a TCP device on '", r.hostname.empty() ? "this host's name" : r.hostname,
               "': ", e.what(), " (set GLOO_SOCKET_IFNAME to an interface, or use MASTER_ADDR=127.0.0.1 on one machine)");
   }
-  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
-  context->setTimeout(timeout);
-  GlooStore store(r.store, r.prefix, timeout);
-  try {
-    context->connectFullMesh(store, device);
-  } catch (const Error&) {
-    throw;  // the store's own, naming what it waited for
-  } catch (const std::exception& e) {
-    LOOM_FAIL(Distributed, "gloo could not connect rank ", rank, " to the other ", size - 1, " ranks: ", e.what());
-  }
-  return std::make_unique<GlooGroup>(std::move(context), rank, size, timeout);
+  // Two full meshes: Gloo's algorithms' and the synchronous one of Note [The exchange context].
+  auto connect = [&](const std::string& prefix, bool sync) {
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(timeout);
+    GlooStore store(r.store, prefix, timeout);
+    try {
+      context->connectFullMesh(store, device);
+      if (sync)
+        for (int peer = 0; peer < size; ++peer)
+          if (peer != rank) context->getPair(peer)->setSync(true, /*busyPoll=*/false);
+    } catch (const Error&) {
+      throw;  // the store's own, naming what it waited for
+    } catch (const std::exception& e) {
+      LOOM_FAIL(Distributed, "gloo could not connect rank ", rank, " to the other ", size - 1, " ranks: ", e.what());
+    }
+    return context;
+  };
+  auto context = connect(r.prefix, false);
+  auto exchange = connect(r.prefix + "exchange/", true);
+  return std::make_unique<GlooGroup>(std::move(context), std::move(exchange), rank, size, timeout);
 }
 
 std::string gloo_unavailable_reason() { return ""; }

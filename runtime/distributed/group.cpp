@@ -44,6 +44,10 @@ void Group::reduce_scatter(Span, Span, ReduceOp) {
   LOOM_FAIL(Runtime, "internal: the ", backend(), " transport has no reduce_scatter (collective.h composes it)");
 }
 
+std::vector<std::string> Group::headed_all_gather(const std::string&, Span, Span, const char*) {
+  LOOM_FAIL(Runtime, "internal: the ", backend(), " transport has no headed all_gather (collective.h checks apart)");
+}
+
 void Group::check_usable() const {
   std::lock_guard lock(broken_mutex());
   LOOM_CHECK(broken_by_.empty(), Distributed, "the process group (", backend(), ", rank ", rank_, " of ", size_,

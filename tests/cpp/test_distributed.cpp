@@ -2,6 +2,7 @@
 // with errors naming the key, the file removed by the last process out), and a Gloo group of two
 // ranks in two threads of this process (collectives against their definitions, the agreement
 // check naming each rank's call, a group broken by a failure refusing later calls).
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
@@ -159,7 +160,8 @@ BOOST_AUTO_TEST_CASE(gloo_collectives_between_two_threads) {
 BOOST_AUTO_TEST_CASE(gloo_all_reduces_of_changing_sizes_on_memory_freed_after_each) {
   two_ranks([](Group& g) {
     int r = g.rank();
-    for (int64_t n : {1, 5000, 3, 70000, 64, 5000}) {
+    // 400000 doubles: 25 chunks of Gloo's synchronous exchange, far past the sockets' buffers.
+    for (int64_t n : {1, 5000, 3, 70000, 64, 5000, 400000}) {
       for (bool in_place : {true, false}) {
         auto in = std::make_unique<std::vector<double>>(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) (*in)[static_cast<size_t>(i)] = static_cast<double>(i % 97) * (r + 1) + r;
@@ -193,6 +195,38 @@ BOOST_AUTO_TEST_CASE(gloo_ranks_that_disagree_all_raise_naming_each_call) {
     std::vector<float> ok = {1.0f};  // every rank saw the disagreement: the group still works
     run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float32, {1}}, ok.data(), ok.data());
     LOCKED_TEST(ok[0] == 2.0f);
+  });
+}
+
+// Disagreeing calls of several chunks each: every rank raises after the first chunks were sent,
+// drops what its peer sent, and the next call finds the sockets empty.
+BOOST_AUTO_TEST_CASE(gloo_ranks_that_disagree_on_large_calls_raise_and_the_group_still_works) {
+  two_ranks([](Group& g) {
+    int r = g.rank();
+    int64_t n = r == 0 ? 70000 : 50000;
+    std::vector<double> x(static_cast<size_t>(n) * 2, 1.0);
+    for (Kind kind : {Kind::AllReduce, Kind::AllGather}) {
+      std::string e = error_of([&] { run(g, {kind, ReduceOp::Sum, 0, DType::Float64, {n}}, x.data(), x.data()); });
+      LOCKED_TEST(contains(e, "rank 0 called " + std::string(kind_name(kind))), e);
+    }
+    std::vector<double> ok(70000, 1.0 + r);
+    run(g, {Kind::AllReduce, ReduceOp::Sum, 0, DType::Float64, {70000}}, ok.data(), ok.data());
+    LOCKED_TEST(std::all_of(ok.begin(), ok.end(), [](double v) { return v == 3.0; }));
+  });
+}
+
+// An all-gather whose input is the start of its output (rank 1's own part belongs further on):
+// the peer's part lands where the input was while it is still being sent.
+BOOST_AUTO_TEST_CASE(gloo_all_gather_from_the_start_of_its_own_output) {
+  two_ranks([](Group& g) {
+    int r = g.rank();
+    int64_t n = 40000;  // 320 KB: several chunks
+    std::vector<double> buf(static_cast<size_t>(n) * 2, -1.0);
+    for (int64_t i = 0; i < n; ++i) buf[static_cast<size_t>(i)] = static_cast<double>(i) + 1e6 * r;
+    run(g, {Kind::AllGather, ReduceOp::Sum, 0, DType::Float64, {n}}, buf.data(), buf.data());
+    bool right = true;
+    for (int64_t k = 0; k < 2 * n; ++k) right = right && buf[static_cast<size_t>(k)] == static_cast<double>(k % n) + 1e6 * static_cast<double>(k / n);
+    LOCKED_TEST(right, "rank " << r);
   });
 }
 

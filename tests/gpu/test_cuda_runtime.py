@@ -45,3 +45,18 @@ def test_caching_allocator_reuses_device_blocks():
     assert after["num_cache_hits"] - before["num_cache_hits"] >= 98
     loom.cuda.empty_cache()
     assert loom.cuda.memory_stats()["reserved_bytes"] <= after["reserved_bytes"]
+
+
+def test_device_queries_and_the_current_device():
+    props = loom.cuda.get_device_properties(0)
+    assert props.name == loom.cuda.get_device_name() and props.name
+    assert (props.major, props.minor) == loom.cuda.get_device_capability(0) and props.major >= 7
+    assert props.total_memory > 1 << 30 and props.multi_processor_count > 0
+    assert "_CudaDeviceProperties(name=" in repr(props)
+    last = loom.cuda.device_count() - 1
+    with loom.cuda.device(last):
+        assert loom.cuda.current_device() == last
+        assert loom.ones(2, device="cuda").device == loom.device(f"cuda:{last}")
+    assert loom.cuda.current_device() == 0
+    with pytest.raises(RuntimeError, match="invalid device ordinal"):
+        loom.cuda.set_device(last + 1)

@@ -14,6 +14,9 @@ import loom
 import loom.distributed as dist
 from loom import nn
 
+# The threads of this process before init_process_group (case_threads tells loom's from Gloo's).
+THREADS_AT_IMPORT = set(int(t) for t in os.listdir("/proc/self/task"))
+
 RANK = int(os.environ.get("RANK", "0"))
 WORLD = int(os.environ.get("WORLD_SIZE", "1"))
 
@@ -600,6 +603,51 @@ def case_unread_at_exit(how):
         check(t, np.full(3, sum(range(1, WORLD + 1)), np.float32), "the all_reduce read by rank 0 alone")
     if how == "destroy":
         dist.destroy_process_group()
+
+
+def _thread_use():
+    """{tid: (CPU seconds, voluntary switches, involuntary switches)} of this process's threads."""
+    out = {}
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            status = dict(line.split(":", 1) for line in open(f"/proc/self/task/{tid}/status").read().splitlines()
+                          if ":" in line)
+            cpu = time.clock_gettime((~int(tid) << 3) | 6)  # the thread's CPU clock (Linux's encoding)
+        except (OSError, ValueError):
+            continue
+        out[int(tid)] = (cpu, int(status["voluntary_ctxt_switches"]), int(status["nonvoluntary_ctxt_switches"]))
+    return out
+
+
+def _delta(before, after):
+    return {tid: tuple(a - b for a, b in zip(after[tid], before.get(tid, (0, 0, 0)))) for tid in after}
+
+
+def case_threads():
+    """What each thread of a rank does: over eager and lazy all-reduces of a DDP bucket's size,
+    the threads init_process_group started (Gloo's network thread, the store's server) and
+    their context switches; over large matrix products, the CPU time of every thread but the
+    main one."""
+    x = loom.ones(42624)  # mlp's bucket: 166.5 KiB
+    lazy = loom.ones(42624, device="lazy")
+    start, t0 = _thread_use(), time.monotonic()
+    for _ in range(200):
+        dist.all_reduce(x)
+    for _ in range(100):
+        dist.all_reduce(lazy)
+        lazy.sum().item()
+    collectives = _delta(start, _thread_use())
+    elapsed = time.monotonic() - t0
+    a = loom.tensor(data(RANK, (600, 600), loom.float32))
+    start = _thread_use()
+    for _ in range(6):
+        (a @ a).sum().item()
+    products = _delta(start, _thread_use())
+    main = os.getpid()
+    report({"elapsed_s": elapsed, "collectives": 300,
+            "distributed_threads": [list(v) for t, v in collectives.items() if t not in THREADS_AT_IMPORT],
+            "main_cpu_products_s": products[main][0],
+            "other_cpu_products_s": sum(v[0] for t, v in products.items() if t != main)})
 
 
 if __name__ == "__main__":

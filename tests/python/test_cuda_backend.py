@@ -80,3 +80,21 @@ def test_allow_tf32_switch_is_off_by_default_and_settable():
 def test_cpu_tensors_have_no_cuda_array_interface():
     # As PyTorch: consumers probe with hasattr and fall back to the buffer protocol.
     assert not hasattr(loom.ones(3), "__cuda_array_interface__")
+
+
+@no_gpu
+def test_without_a_gpu_the_device_queries_raise_cleanly():
+    """torch.cuda's device API (what GPU scripts call first): without a GPU, setting or querying
+    one raises naming why; the current device stays 0, and a negative index or None is no change."""
+    assert loom.cuda.current_device() == 0
+    for call in (lambda: loom.cuda.set_device(0), lambda: loom.cuda.set_device("cuda:1"),
+                 lambda: loom.cuda.get_device_name(), lambda: loom.cuda.get_device_capability(0),
+                 lambda: loom.cuda.get_device_properties(0)):
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            call()
+    with pytest.raises(ValueError, match="Expected a cuda device"):
+        loom.cuda.get_device_properties("cpu")
+    loom.cuda.set_device(-1)
+    with loom.cuda.device(None), loom.cuda.device(-1):
+        assert loom.cuda.current_device() == 0
+    assert loom.cuda.current_device() == 0

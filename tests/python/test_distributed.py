@@ -319,7 +319,8 @@ SCRIPT = textwrap.dedent("""
     t = loom.ones(3) * (rank + 1)
     dist.all_reduce(t)
     with open(f"rank{rank}.txt", "w") as f:  # a file each: lines of ranks sharing a pipe may interleave
-        f.write(f"rank {rank} of {dist.get_world_size()} sum {t.tolist()[0]} args {sys.argv[1:]}")
+        f.write(f"rank {rank} of {dist.get_world_size()} sum {t.tolist()[0]} args {sys.argv[1:]} "
+                f"threads {loom.get_num_threads()}")
     if sys.argv[1:2] == ["fail"] and rank == 1:
         raise ValueError("rank 1 gives up")
     if sys.argv[1:2] == ["hang"]:
@@ -338,12 +339,20 @@ def launch(tmp_path, *args, nproc=2, **kwargs):
 
 
 @needs_gloo
-def test_launcher_runs_a_job(tmp_path):
+@pytest.mark.parametrize("threads", [None, "2"])
+def test_launcher_runs_a_job(tmp_path, monkeypatch, threads):
+    """Each rank gets its share of the cores (LOOM_NUM_THREADS), unless the user chose."""
+    if threads is None:
+        monkeypatch.delenv("LOOM_NUM_THREADS", raising=False)
+        expected = max(1, len(os.sched_getaffinity(0)) // 3)
+    else:
+        monkeypatch.setenv("LOOM_NUM_THREADS", threads)
+        expected = int(threads)
     p = launch(tmp_path, "--lr", "0.1", nproc=3)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     lines = [(tmp_path / f"rank{r}.txt").read_text() for r in range(3)]
-    assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1']" for r in range(3)]
+    assert lines == [f"rank {r} of 3 sum 6.0 args ['--lr', '0.1'] threads {expected}" for r in range(3)]
 
 
 @needs_gloo
@@ -371,3 +380,23 @@ def test_launcher_forwards_signals(tmp_path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+@needs_gloo
+def test_one_thread_per_rank_and_no_network_thread_in_loom_collectives():
+    """A rank with LOOM_NUM_THREADS=1 computes on its one thread, OpenBLAS included (OMP_NUM_THREADS
+    unset, so OpenBLAS started a worker per core), and Gloo's network thread takes no part in
+    loom's collectives: they run on synchronous pairs (runtime/distributed/gloo.cpp, Note [The
+    exchange context]). Before, that thread woke for every message, two to six times per
+    all-reduce, and spun while the calling thread held a pair's lock. Now it only wakes on its
+    10 ms epoll timeout; the bound leaves it half as many again, and 20."""
+    results = expect_success(run_job("threads", 2, env={"OMP_NUM_THREADS": "", "OPENBLAS_NUM_THREADS": ""}))
+    for rank, r in enumerate(results):
+        threads = r["distributed_threads"]
+        assert 1 <= len(threads) <= 2, threads  # Gloo's loop; the store's server on rank 0
+        ticks = r["elapsed_s"] / 0.010
+        for cpu, voluntary, involuntary in threads:
+            assert voluntary + involuntary <= 1.5 * ticks + 20, (
+                f"rank {rank}: a thread of Gloo or the store switched {voluntary} + {involuntary} times over "
+                f"{r['collectives']} collectives in {r['elapsed_s']:.3f} s ({cpu:.4f} s CPU)")
+        assert r["other_cpu_products_s"] < 0.1 * r["main_cpu_products_s"], r

@@ -28,7 +28,68 @@ def unavailable_reason():
 
 
 def _device(device):
-    return "cuda:0" if device is None else device
+    return f"cuda:{current_device()}" if device is None else device
+
+
+def current_device():
+    """The index of the GPU that "cuda" without an index means on this thread (0 until
+    set_device changes it), as PyTorch's."""
+    return _C._cuda_current_device()
+
+
+def set_device(device):
+    """Makes `device` (an index, "cuda:N" or a loom.device) the GPU that "cuda" means on this
+    thread. A negative index does nothing, as in PyTorch; a GPU that cannot be used raises."""
+    if isinstance(device, int) and device < 0:
+        return
+    _C._cuda_current_device(device)
+
+
+class device:
+    """`with loom.cuda.device(i):` makes GPU i the current one inside the block (None or a
+    negative index: no change)."""
+
+    def __init__(self, device):
+        self.device = device
+        self._previous = None
+
+    def __enter__(self):
+        if self.device is not None and not (isinstance(self.device, int) and self.device < 0):
+            self._previous = current_device()
+            set_device(self.device)
+        return self
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            _C._cuda_current_device(self._previous)
+        return False
+
+
+class _CudaDeviceProperties:
+    """What get_device_properties returns: name, major, minor (the compute capability),
+    total_memory (bytes) and multi_processor_count, as PyTorch's."""
+
+    def __init__(self, name, major, minor, total_memory, multi_processor_count):
+        self.name, self.major, self.minor = name, major, minor
+        self.total_memory, self.multi_processor_count = total_memory, multi_processor_count
+
+    def __repr__(self):
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, minor={self.minor}, "
+                f"total_memory={self.total_memory // (1024 * 1024)}MB, "
+                f"multi_processor_count={self.multi_processor_count})")
+
+
+def get_device_properties(device=None):
+    return _CudaDeviceProperties(*_C._cuda_device_properties(_device(device)))
+
+
+def get_device_name(device=None):
+    return get_device_properties(device).name
+
+
+def get_device_capability(device=None):
+    props = get_device_properties(device)
+    return props.major, props.minor
 
 
 def memory_stats(device=None):

@@ -4,7 +4,8 @@ torchrun's interface for one job of fixed size: it starts N copies of the script
 the environment init_process_group("...") reads (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE,
 LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK), forwards SIGINT, SIGTERM and SIGHUP to them, and when
 one rank fails, stops the others (SIGTERM, then SIGKILL after --kill-grace seconds) and exits
-with the failed rank's exit code, printing which rank failed and its last error.
+with the failed rank's exit code, printing which rank failed and its last error. Unless
+LOOM_NUM_THREADS is set, each rank gets its share of the node's cores as its thread count.
 
 Several nodes: run it on each with the same --nnodes, --master-addr and --master-port and its
 own --node-rank. Differences from torchrun: no elastic restarts (--max-restarts), no rendezvous
@@ -105,6 +106,10 @@ def main(argv=None):
         received.append(signum)
         _signal(procs, signum)
 
+    # Each rank's share of this node's cores (torchrun sets OMP_NUM_THREADS=1 for the same
+    # reason): loom's default, a thread per core in every rank, would put several runnable
+    # threads on each core, and a rank's collective waits for the slowest of them.
+    threads = max(1, len(os.sched_getaffinity(0)) // a.nproc_per_node)
     procs = []
     previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     with tempfile.TemporaryDirectory(prefix="loom-run-") as errors:
@@ -116,6 +121,7 @@ def main(argv=None):
                 env = dict(os.environ, MASTER_ADDR=a.master_addr, MASTER_PORT=str(a.master_port), RANK=str(rank),
                            WORLD_SIZE=str(world), LOCAL_RANK=str(local), LOCAL_WORLD_SIZE=str(a.nproc_per_node),
                            GROUP_RANK=str(a.node_rank), ROLE_RANK=str(rank), ROLE_WORLD_SIZE=str(world))
+                env.setdefault("LOOM_NUM_THREADS", str(threads))
                 # Each rank in a session of its own: signals reach it from here, once.
                 procs.append(subprocess.Popen(_command(a, files[-1]), env=env, start_new_session=True))
             failed = None
