@@ -122,19 +122,42 @@ class FunctionBackward final : public GradFn {
   std::function<Tensor(const Tensor&)> fn_;
 };
 
-// A composite op's own derivative (record_composite): the result saved as OpBackward saves one.
+// A composite op's own derivative (record_composite): inputs and result saved as OpBackward
+// saves them, plus the forward's private intermediates.
 class CompositeBackward final : public GradFn {
  public:
-  CompositeBackward(const char* name, std::function<Tensor(const Tensor&, const Tensor&)> fn)
-      : name_(name), fn_(std::move(fn)) {}
+  CompositeBackward(const char* name, CompositeDerivative fn) : name_(name), fn_(std::move(fn)) {}
   std::string name() const override { return name_; }
-  std::vector<Tensor> apply(const Tensor& grad) override { return {fn_(grad, result_.unpack(*this))}; }
-  void release_saved() override { result_.release(); }
+
+  std::vector<Tensor> apply(const Tensor& grad) override {
+    CompositeSaved saved{{}, {}, extras_, std::vector<bool>(next.size(), false)};
+    for (size_t i = 0; i < next.size(); ++i) saved.needs_grad[i] = static_cast<bool>(next[i].fn);
+    saved.inputs.reserve(inputs_.size());
+    for (const SavedTensor& s : inputs_) saved.inputs.push_back(s.defined() ? s.unpack(*this) : Tensor());
+    if (result_.defined()) saved.result = result_.unpack(*this);
+    std::vector<Tensor> grads = fn_(grad, saved);
+    LOOM_CHECK(grads.size() == next.size(), Runtime, "internal: ", name_, " returned ", grads.size(),
+               " gradients for ", next.size(), " inputs");
+    for (size_t i = 0; i < grads.size(); ++i)
+      grads[i] = grads[i] && next[i].fn ? reduce_to(grads[i], shapes_[i], dtypes_[i]) : Tensor();
+    return grads;
+  }
+
+  void release_saved() override {
+    for (SavedTensor& s : inputs_) s.release();
+    result_.release();
+    extras_.clear();
+  }
+
+  std::vector<SavedTensor> inputs_;
+  std::vector<Dims> shapes_;
+  std::vector<DType> dtypes_;
   SavedTensor result_;
+  std::vector<Tensor> extras_;
 
  private:
   const char* name_;
-  std::function<Tensor(const Tensor&, const Tensor&)> fn_;
+  CompositeDerivative fn_;
 };
 
 // Adds gradients into a leaf's .grad. It refers to the leaf weakly (the leaf holds it): a leaf
@@ -325,13 +348,31 @@ void record_function(const char* name, TensorImpl& input, TensorImpl& output,
   set_history(output, f);
 }
 
+void record_composite(CompositeRecord record, TensorImpl& output, CompositeDerivative fn) {
+  if (!grad_mode || !is_floating(output.dtype())) return;
+  bool any = false;
+  for (TensorImpl* t : record.inputs) any = any || (t && requires_grad(*t));
+  if (!any) return;
+  auto f = make_ref<CompositeBackward>(record.name, std::move(fn));
+  for (size_t i = 0; i < record.inputs.size(); ++i) {
+    TensorImpl* t = record.inputs[i];
+    bool save = t && i < 64 && (record.save_inputs >> i & 1);
+    f->inputs_.push_back(save ? SavedTensor(Tensor(t), false) : SavedTensor());
+    f->shapes_.emplace_back(t ? Dims(t->sizes()) : Dims());
+    f->dtypes_.push_back(t ? t->dtype() : output.dtype());
+    f->next.push_back(t && requires_grad(*t) ? gradient_edge(*t) : Edge{});
+  }
+  if (record.save_result) f->result_ = SavedTensor(Tensor(&output), true);
+  f->extras_ = std::move(record.extras);
+  set_history(output, f);
+}
+
 void record_composite(const char* name, TensorImpl& input, TensorImpl& output,
                       std::function<Tensor(const Tensor& grad, const Tensor& result)> fn) {
-  if (!grad_mode || !requires_grad(input) || !is_floating(output.dtype())) return;
-  auto f = make_ref<CompositeBackward>(name, std::move(fn));
-  f->next.push_back(gradient_edge(input));
-  f->result_ = SavedTensor(Tensor(&output), true);
-  set_history(output, f);
+  record_composite({name, {&input}, 0, true, {}}, output,
+                   [fn = std::move(fn)](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     return {fn(g, s.result)};
+                   });
 }
 
 void preserve_saved(GradFn& fn, TensorImpl& self) {

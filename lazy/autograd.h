@@ -216,13 +216,46 @@ void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, Te
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
 
-// Records a composite op's own derivative, where it is simpler than the chain of its primitives'
+// A composite op's own derivative, where it is simpler than the chain of its primitives'
 // derivatives (softmax: PyTorch's y * (g - sum(g * y)) instead of three reductions, one counting
-// ties of the max): `fn(grad, result)` maps the output's gradient to the input's and reads the
-// op's result, saved as a primitive's result is (version-checked; with create_graph it carries
-// this function as its history, so the derivative is itself differentiable). The forward must
-// have been computed without recording (GradModeGuard(false)). Outputs of integer or bool dtype
-// get none.
+// ties of the max; layer_norm: PyTorch's formula over the saved mean and rstd). The contract:
+// - The forward is computed without recording (GradModeGuard(false)); then record_composite
+//   gives `output` one GradFn named `name` whose `next` has one edge per entry of `inputs`, in
+//   order (an empty edge where an input is null, an absent optional such as layer_norm's bias,
+//   or needs no gradient). Only floating inputs are listed (not targets or bool masks). Nothing
+//   is recorded when grad mode is off, no input requires grad, or the output is not floating.
+// - Saved values: the inputs named by `save_inputs` (bit i: input i) and the result (when
+//   `save_result`) are saved as a primitive saves them: version-checked at backward (an in-place
+//   write in between raises PyTorch's error), released after a backward without retain_graph,
+//   and with create_graph unpacked with their history. `extras` (intermediates of the forward:
+//   mean and rstd, attention probabilities, a dropout mask) are private values kept as they
+//   are, without history.
+// - The derivative returns one gradient per input (an empty Tensor where none is needed:
+//   CompositeSaved::needs_grad); each is summed down to its input's shape (broadcasting) and
+//   cast to its dtype. Under create_graph it runs in grad mode and must be differentiable in
+//   the inputs: what it reads from `extras` it then recomputes from the inputs (recompute()).
+struct CompositeSaved {
+  std::vector<Tensor> inputs;        // saved inputs (an empty Tensor where not saved)
+  Tensor result;                     // the output, where saved
+  const std::vector<Tensor>& extras;
+  std::vector<bool> needs_grad;      // per input: its edge leads somewhere
+  // Whether the derivative must be differentiable (a backward with create_graph): intermediates
+  // are then recomputed from the inputs instead of read from `extras`.
+  bool recompute() const noexcept { return grad_enabled(); }
+};
+using CompositeDerivative = std::function<std::vector<Tensor>(const Tensor& grad, const CompositeSaved& saved)>;
+
+struct CompositeRecord {
+  const char* name;                 // PyTorch's grad_fn name; kept as a pointer: a string literal
+  std::vector<TensorImpl*> inputs;  // the differentiable inputs; null for an absent optional one
+  uint64_t save_inputs = 0;         // bit i: the derivative reads input i
+  bool save_result = false;
+  std::vector<Tensor> extras;
+};
+void record_composite(CompositeRecord record, TensorImpl& output, CompositeDerivative fn);
+
+// The one-input form (softmax, log_softmax): `fn(grad, result)` maps the output's gradient to the
+// input's and reads the saved result.
 void record_composite(const char* name, TensorImpl& input, TensorImpl& output,
                       std::function<Tensor(const Tensor& grad, const Tensor& result)> fn);
 

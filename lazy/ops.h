@@ -112,6 +112,22 @@ Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = {});
 
+// ---- composites with derivatives of their own (record_composite, lazy/autograd.h) ----
+// Each is a short unrecorded chain forward and a closed-form derivative backward, with PyTorch's
+// grad_fn names. normalized_ndim: the trailing dims normalized (normalized_shape's length; the
+// caller checks the sizes). lazy/ops_norm.cpp:
+Tensor layer_norm(const Tensor& x, int64_t normalized_ndim, const Tensor* weight, const Tensor* bias, double eps);
+Tensor rms_norm(const Tensor& x, int64_t normalized_ndim, const Tensor* weight, double eps);
+// Class-index targets: input (C), (N, C) or (N, C, d1, ...), target () / (N) / (N, d1, ...)
+// int64 (the caller checks their shapes and the weight's); reduction "none", "mean" or "sum".
+// A class out of range adds nothing to the loss (checking would need the data). lazy/ops_loss.cpp.
+Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* weight, int64_t ignore_index,
+                     std::string_view reduction, double label_smoothing);
+// softmax(q k^T * scale + mask) v; a bool mask marks where a query may attend; dropout_p drops
+// attention probabilities (a random op of the trace in lazy mode). lazy/ops_attention.cpp.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* attn_mask,
+                                    double dropout_p, bool is_causal, std::optional<double> scale);
+
 // ---- matrix products ----
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);

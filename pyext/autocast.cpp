@@ -54,6 +54,8 @@ const PolicyRow kPolicies[] = {
     {"margin_ranking_loss", {F32, F32}}, {"multilabel_margin_loss", {F32, F32}}, {"soft_margin_loss", {F32, F32}},
     {"triplet_margin_loss", {F32, F32}}, {"multi_margin_loss", {F32, F32}}, {"ctc_loss", {F32, N}},
     {"binary_cross_entropy", {F32, Banned}},
+    // composites of several listed ops (log_softmax and nll_loss; the products and softmax), one op here
+    {"cross_entropy", {F32, F32}}, {"scaled_dot_product_attention", {Low, Low}},
     // reductions that take a dtype: computed in float32 on CUDA (prod on the CPU too)
     {"sum", {N, F32Dtype}}, {"prod", {F32Dtype, F32Dtype}}, {"softmax", {N, F32Dtype}},
     {"log_softmax", {N, F32Dtype}}, {"cumsum", {N, F32Dtype}}, {"cumprod", {N, F32Dtype}},

@@ -1,6 +1,6 @@
 // The op table's rows of convolution and pooling (lazy/ops_conv.cpp, ops_pool.cpp,
 // ops_windows.cpp): torch.conv2d, torch.max_pool2d, torch.nn.functional.avg_pool2d, ... with
-// PyTorch's signatures. loom.nn.functional wraps the few that PyTorch wraps in Python
+// PyTorch's signatures; and the nn composites' (normalization, cross-entropy, attention). loom.nn.functional wraps the few that PyTorch wraps in Python
 // (max_pool2d's return_indices, adaptive pools' None sizes, unfold / fold). Rows named with a
 // leading underscore are loom's own helpers for those wrappers, not PyTorch names.
 #include "pyext/op_table.h"
@@ -124,6 +124,31 @@ const Row kRows[] = {
     {{"_max_unpool1d(Tensor input, Tensor indices, int[1] output_size)"}, kFunction, max_unpool<1>},
     {{"_max_unpool2d(Tensor input, Tensor indices, int[2] output_size)"}, kFunction, max_unpool<2>},
     {{"_max_unpool3d(Tensor input, Tensor indices, int[3] output_size)"}, kFunction, max_unpool<3>},
+    // Composites with derivatives of their own (lazy/ops_norm.cpp, ops_loss.cpp, ops_attention.cpp);
+    // loom.nn.functional checks the arguments first, in PyTorch's words.
+    {{"_layer_norm(Tensor input, int normalized_ndim, Tensor? weight=None, Tensor? bias=None, float eps=1e-05)"},
+     kFunction, [](const Parsed& p) -> Result {
+       Tensor w = p.tensor(2), b = p.tensor(3);
+       return ops::layer_norm(p.tensor(0), p.int64(1), optional(w), optional(b), p.real(4));
+     }},
+    {{"_rms_norm(Tensor input, int normalized_ndim, Tensor? weight, float eps)"}, kFunction,
+     [](const Parsed& p) -> Result {
+       Tensor w = p.tensor(2);
+       return ops::rms_norm(p.tensor(0), p.int64(1), optional(w), p.real(3));
+     }},
+    {{"_cross_entropy(Tensor input, Tensor target, Tensor? weight, int ignore_index, str reduction, "
+      "float label_smoothing)"},
+     kFunction, [](const Parsed& p) -> Result {
+       Tensor w = p.tensor(2);
+       return ops::cross_entropy(p.tensor(0), p.tensor(1), optional(w), p.int64(3), p.string(4), p.real(5));
+     }},
+    {{"_scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask, float dropout_p, "
+      "bool is_causal, float? scale)"},
+     kFunction, [](const Parsed& p) -> Result {
+       Tensor mask = p.tensor(3);
+       return ops::scaled_dot_product_attention(p.tensor(0), p.tensor(1), p.tensor(2), optional(mask), p.real(4),
+                                                p.boolean(5), p.optional_real(6));
+     }},
     {{"_im2col(Tensor input, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride)"}, kFunction,
      LOOM_BODY(ops::im2col(p.tensor(0), p.int_list(1), p.int_list(2), p.int_list(3), p.int_list(4)))},
     {{"_col2im(Tensor input, int[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride)"},

@@ -115,6 +115,7 @@ SAMPLES.update({
     "_adaptive_avg_pool2d": None, "_adaptive_avg_pool3d": None, "_adaptive_max_pool2d": None,
     "_adaptive_max_pool3d": None, "_max_unpool1d": None, "_max_unpool2d": None, "_max_unpool3d": None,
     "_im2col": None, "_col2im": None,
+    "_layer_norm": None, "_rms_norm": None, "_cross_entropy": None, "_scaled_dot_product_attention": None,
 })
 # the data-movement and linear-algebra families
 SAMPLES.update({name: X for name in [

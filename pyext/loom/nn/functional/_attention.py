@@ -3,6 +3,7 @@
 import math
 
 import loom
+from loom import _C
 from loom.nn.functional._dropout import dropout
 from loom.nn.functional._linear import linear
 
@@ -13,8 +14,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     function: attn_mask is bool (True: may attend) or added to the scores; is_causal masks the
     keys after each query (top-left aligned); dropout_p drops attention weights (always, as
     PyTorch's function does: pass 0.0 in evaluation); enable_gqa lets key and value have fewer
-    heads (dim -3) than query, each shared by a group of query heads. A composition of two
-    products and a softmax, which fusion keeps to one row kernel between the products."""
+    heads (dim -3) than query, each shared by a group of query heads. One op with its own
+    derivative from the saved probabilities: two products and a row kernel each way."""
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
@@ -25,17 +26,16 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         group = heads // kv_heads  # each key / value head repeated for its group (repeat_interleave on dim -3)
         key = key.unsqueeze(-3).expand(*key.shape[:-2], group, *key.shape[-2:]).flatten(-4, -3)
         value = value.unsqueeze(-3).expand(*value.shape[:-2], group, *value.shape[-2:]).flatten(-4, -3)
+    if attn_mask is None or not attn_mask.requires_grad:
+        # One op with its own derivative from the saved probabilities (lazy/ops_attention.cpp).
+        return _C._scaled_dot_product_attention(query, key, value, attn_mask, dropout_p, is_causal, scale)
+    # A float mask that requires grad: the composition, which differentiates it too.
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     scores = (query @ key.transpose(-2, -1)) * scale
-    if is_causal:
-        n, m = query.shape[-2], key.shape[-2]
-        keep = loom.ones(n, m, dtype=loom.bool, device=query.device).tril()
-        scores = scores.masked_fill(~keep, float("-inf"))
-    if attn_mask is not None:
-        if attn_mask.dtype is loom.bool:
-            scores = scores.masked_fill(~attn_mask, float("-inf"))
-        else:
-            scores = scores + attn_mask
+    if attn_mask.dtype is loom.bool:
+        scores = scores.masked_fill(~attn_mask, float("-inf"))
+    else:
+        scores = scores + attn_mask
     weights = scores.softmax(-1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)

@@ -12,6 +12,7 @@ import math
 import warnings
 
 import loom
+from loom import _C
 
 _TORCH_DTYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
                       "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}
@@ -180,6 +181,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if tuple(target.shape) == tuple(input.shape):
         return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing)
     _check_class_target(input, target, weight)
+    if weight is None or not weight.requires_grad:
+        # One op with its own derivative (softmax - the scaled one-hot, lazy/ops_loss.cpp); a
+        # weight that requires grad takes the composition below, which differentiates it.
+        return _C._cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
     shape = tuple(target.shape)
     logits, target = _classes_last(input, target)
     logp = logits.log_softmax(-1)

@@ -1,6 +1,7 @@
 """Normalizations of loom.nn.functional: batch, instance, group, layer, RMS and local response norm."""
 
 import loom
+from loom import _C
 
 
 def _channel_shape(input):
@@ -118,16 +119,11 @@ def _normalized_dims(input, normalized_shape, name):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalizes over the last len(normalized_shape) dims, then the elementwise affine map: one
+    op with PyTorch's derivative over the saved mean and rstd (grad_fn NativeLayerNormBackward0,
+    lazy/ops_norm.cpp)."""
     dims = _normalized_dims(input, normalized_shape, "layer_norm")
-    mean = input.mean(dims, keepdim=True)
-    centered = input - mean
-    var = (centered * centered).mean(dims, keepdim=True)
-    out = centered * (var + eps).rsqrt()
-    if weight is not None:
-        out = out * weight
-    if bias is not None:
-        out = out + bias
-    return out
+    return _C._layer_norm(input, len(dims), weight, bias, eps)
 
 
 # torch.finfo(dtype).eps, rms_norm's default epsilon
@@ -141,8 +137,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     dims = _normalized_dims(input, normalized_shape, "rms_norm")
     if eps is None:
         eps = _EPS.get(input.dtype, _EPS[loom.float32])
-    out = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
-    return out * weight if weight is not None else out
+    return _C._rms_norm(input, len(dims), weight, eps)
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
