@@ -42,6 +42,14 @@ def test_rendezvous_reads_the_environment_as_pytorch(monkeypatch):
         rendezvous.parse("tcp://node0:29500")
     with pytest.raises(ValueError, match="No rendezvous handler for udp://"):
         rendezvous.parse("udp://x:1")
+    # a port out of range fails here, not as a failed connect on one rank while the others wait
+    for bad in ("297400300", "65536", "-1"):
+        monkeypatch.setenv("MASTER_PORT", bad)
+        with pytest.raises(ValueError, match=f"MASTER_PORT must be a port number from 0 to 65535, got {bad}"):
+            rendezvous.parse("env://")
+    for bad in ("tcp://node0:297400300?rank=0&world_size=1", "tcp://node0:http?rank=0&world_size=1"):
+        with pytest.raises(ValueError, match="with a port from 0 to 65535"):
+            rendezvous.parse(bad)
 
 
 def test_calls_before_init_raise_as_pytorch():

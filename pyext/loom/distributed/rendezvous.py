@@ -32,6 +32,14 @@ def _env_int(name, method):
         raise _error(method, f"environment variable {name} must be an integer, got {value!r}") from None
 
 
+def _port(port, method, where):
+    """A TCP port: checked here, at the line that set it up, where an out-of-range one would
+    otherwise fail in the store's connect on one rank and leave the others waiting."""
+    if not 0 <= port <= 65535:
+        raise _error(method, f"{where} must be a port number from 0 to 65535, got {port}")
+    return port
+
+
 def _pick(arg, query, key, method, env=None):
     """rank or world_size: the argument, else the URL's query, else the environment."""
     if arg is not None and arg >= 0:
@@ -55,13 +63,17 @@ def parse(init_method, rank=-1, world_size=-1):
         address = os.environ.get("MASTER_ADDR")
         if not address:
             raise _error("env", "environment variable MASTER_ADDR expected, but not set")
-        port = _env_int("MASTER_PORT", "env")
+        port = _port(_env_int("MASTER_PORT", "env"), "env", "environment variable MASTER_PORT")
         return Rendezvous("tcp", address, port, _pick(rank, {}, "rank", "env", "RANK"),
                           _pick(world_size, {}, "world_size", "env", "WORLD_SIZE"))
     if scheme == "tcp":
-        if not url.hostname or url.port is None:
-            raise _error("tcp", f"expected tcp://host:port, got {init_method!r}")
-        return Rendezvous("tcp", url.hostname, url.port, _pick(rank, query, "rank", "tcp"),
+        try:
+            port = url.port
+        except ValueError:  # urllib's "Port out of range 0-65535", or not a number
+            port = -1
+        if not url.hostname or port is None or port < 0:
+            raise _error("tcp", f"expected tcp://host:port with a port from 0 to 65535, got {init_method!r}")
+        return Rendezvous("tcp", url.hostname, port, _pick(rank, query, "rank", "tcp"),
                           _pick(world_size, query, "world_size", "tcp"))
     if scheme == "file":
         path = urllib.parse.unquote(url.path)
