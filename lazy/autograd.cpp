@@ -111,17 +111,6 @@ class OpBackward final : public GradFn {
   SmallVec<uint32_t, 4> edge_arg_;  // the argument of each entry of `next`
 };
 
-class FunctionBackward final : public GradFn {
- public:
-  FunctionBackward(const char* name, std::function<Tensor(const Tensor&)> fn) : name_(name), fn_(std::move(fn)) {}
-  std::string name() const override { return name_; }
-  std::vector<Tensor> apply(const Tensor& grad) override { return {fn_(grad)}; }
-
- private:
-  std::string name_;
-  std::function<Tensor(const Tensor&)> fn_;
-};
-
 // A composite op's own derivative (record_composite): inputs and result saved as OpBackward
 // saves them, plus the forward's private intermediates.
 class CompositeBackward final : public GradFn {
@@ -342,10 +331,10 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
 
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn) {
-  if (!grad_mode || !requires_grad(input) || !is_floating(output.dtype())) return;
-  auto f = make_ref<FunctionBackward>(name, std::move(fn));
-  f->next.push_back(gradient_edge(input));
-  set_history(output, f);
+  record_composite({name, {&input}, 0, false, {}}, output,
+                   [fn = std::move(fn)](const Tensor& g, const CompositeSaved&) -> std::vector<Tensor> {
+                     return {fn(g)};
+                   });
 }
 
 void record_composite(CompositeRecord record, TensorImpl& output, CompositeDerivative fn) {

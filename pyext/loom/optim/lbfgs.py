@@ -33,7 +33,8 @@ def _cubic_minimum(x1, f1, g1, x2, f2, g2, bounds=None):
 
 
 class _Point:
-    """A trial step length t with the loss, flat gradient and directional derivative there."""
+    """A trial step length t with the loss, flat gradient and directional derivative there. The
+    gradients are never written in place (each evaluation makes a new one), so points share them."""
 
     __slots__ = ("t", "f", "g", "gtd")
 
@@ -47,7 +48,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     hold one (bracketing), then shrink that interval by cubic interpolation (zoom). `evaluate(t)`
     returns (loss, flat gradient) at x + t d. Returns (loss, gradient, t, evaluations)."""
     d_norm = float(d.abs().max())
-    start = _Point(0.0, f, g.clone(), gtd)
+    start = _Point(0.0, f, g, gtd)
     f_new, g_new = evaluate(t)
     evals, iters = 1, 0
     trial = _Point(t, f_new, g_new, float(g_new.dot(d)))
@@ -55,18 +56,18 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
     bracket, done = None, False
     while iters < max_ls:
         if trial.f > f + c1 * trial.t * gtd or (iters > 1 and trial.f >= previous.f):
-            bracket = [previous, _Point(trial.t, trial.f, trial.g.clone(), trial.gtd)]
+            bracket = [previous, trial]
             break
         if abs(trial.gtd) <= -c2 * gtd:
             bracket, done = [trial], True
             break
         if trial.gtd >= 0:
-            bracket = [previous, _Point(trial.t, trial.f, trial.g.clone(), trial.gtd)]
+            bracket = [previous, trial]
             break
         # still descending past t: extrapolate, at least a little and at most tenfold
         t = _cubic_minimum(previous.t, previous.f, previous.gtd, trial.t, trial.f, trial.gtd,
                            bounds=(trial.t + 0.01 * (trial.t - previous.t), trial.t * 10))
-        previous = _Point(trial.t, trial.f, trial.g.clone(), trial.gtd)
+        previous = trial
         f_new, g_new = evaluate(t)
         evals += 1
         iters += 1
@@ -95,7 +96,7 @@ def _strong_wolfe(evaluate, t, d, f, g, gtd, c1=1e-4, c2=0.9, tolerance_change=1
         f_new, g_new = evaluate(t)
         evals += 1
         iters += 1
-        point = _Point(t, f_new, g_new.clone(), float(g_new.dot(d)))
+        point = _Point(t, f_new, g_new, float(g_new.dot(d)))
         if point.f > f + c1 * t * gtd or point.f >= bracket[low].f:
             bracket[high] = point
             low, high = (0, 1) if bracket[0].f <= bracket[1].f else (1, 0)
@@ -217,7 +218,7 @@ class LBFGS(Optimizer):
                 for i in range(len(old_dirs)):
                     beta = float(old_dirs[i].dot(d)) * ro[i]
                     d = d + old_steps[i] * (alphas[i] - beta)
-            prev_flat_grad = flat_grad.clone()
+            prev_flat_grad = flat_grad
             prev_loss = loss
 
             # the first step is scaled by the gradient, as it has no curvature to go by
