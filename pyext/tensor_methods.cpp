@@ -65,6 +65,16 @@ int64_t dim_of(int64_t ndim, int64_t d) {
   return wrap_dim(d, ndim);
 }
 
+// Tensor.new(...): the legacy constructor in self's dtype and device.
+PyObject* m_legacy_new(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return call_python_with("loom._legacy_tensor", "new_like", self, args, kwargs);
+}
+
+// Tensor.new_empty_strided(size, stride, ...) (loom/_creation.py).
+PyObject* m_new_empty_strided(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return call_python_with("loom._creation", "new_empty_strided_method", self, args, kwargs);
+}
+
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).numel()); }
 PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(itemsize(impl_of(self).dtype())); }
@@ -289,6 +299,10 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*);
 PyObject* tensor_cuda_array_interface(PyObject* self, void*);
 
 PyMethodDef tensor_methods[] = {
+    {"new", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_legacy_new)), METH_VARARGS | METH_KEYWORDS,
+     "new(*sizes), new(data), new(other): the legacy constructor, in this tensor's dtype and device"},
+    {"new_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_new_empty_strided)),
+     METH_VARARGS | METH_KEYWORDS, "new_empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)"},
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},
     {"numel", m_numel, METH_NOARGS, "the number of elements"},

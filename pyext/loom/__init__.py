@@ -77,6 +77,13 @@ from loom.amp.autocast_mode import (autocast, autocast_decrement_nesting, autoca
 from loom._compile import compile  # noqa: E402,A001  (loom.compile, as torch.compile)
 from loom import compiler  # noqa: E402
 from loom import _aliasing  # noqa: E402
+from loom import random  # noqa: E402
+from loom.random import (fork_rng, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401,F811
+                         set_rng_state)
+from loom._creation import empty_strided, logspace, range, scalar_tensor  # noqa: E402,A001
+from loom._legacy_tensor import cpu_classes as _legacy_classes  # noqa: E402
+
+globals().update(_legacy_classes)  # loom.FloatTensor, loom.LongTensor, ... (legacy constructors)
 
 _aliasing.install()  # `sys.modules["torch"] = loom` then `import torch.nn` gives loom.nn itself
 
