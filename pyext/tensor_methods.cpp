@@ -33,6 +33,11 @@ PyObject* get_device(PyObject* self, void*) {
 }
 PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(impl_of(self).device().is_cuda()); }
+// The backends and layouts loom has not (sparse, quantized, meta, XPU, MPS, ...): PyTorch's
+// attributes asking for them are False, so programs that test for them run.
+PyObject* get_false(PyObject*, void*) { Py_RETURN_FALSE; }
+PyObject* m_is_complex(PyObject*, PyObject*) { Py_RETURN_FALSE; }  // loom has no complex dtypes
+
 PyObject* get_is_cpu(PyObject* self, void*) {
   return PyBool_FromLong(impl_of(self).device().is_cpu() && !impl_of(self).is_lazy());
 }
@@ -304,6 +309,7 @@ PyMethodDef tensor_methods[] = {
     {"new_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_new_empty_strided)),
      METH_VARARGS | METH_KEYWORDS, "new_empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)"},
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
+    {"is_complex", m_is_complex, METH_NOARGS, "False: loom has no complex dtypes"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},
     {"numel", m_numel, METH_NOARGS, "the number of elements"},
     {"nelement", m_numel, METH_NOARGS, "the number of elements"},
@@ -333,6 +339,18 @@ PyGetSetDef tensor_getset[] = {
     {"mT", get_mT, nullptr, "the last two dimensions swapped (a view)", nullptr},
     {"is_cuda", get_is_cuda, nullptr, "True when the tensor is in GPU memory", nullptr},
     {"is_cpu", get_is_cpu, nullptr, "True when the tensor is in host memory", nullptr},
+    {"is_sparse", get_false, nullptr, "False: loom tensors are strided", nullptr},
+    {"is_sparse_csr", get_false, nullptr, "False: loom tensors are strided", nullptr},
+    {"is_mkldnn", get_false, nullptr, "False: loom tensors are strided", nullptr},
+    {"is_nested", get_false, nullptr, "False: loom has no nested tensors", nullptr},
+    {"is_quantized", get_false, nullptr, "False: loom has no quantized tensors", nullptr},
+    {"is_meta", get_false, nullptr, "False: loom has no meta device", nullptr},
+    {"is_xpu", get_false, nullptr, "False: loom has no XPU backend", nullptr},
+    {"is_mps", get_false, nullptr, "False: loom has no MPS backend", nullptr},
+    {"is_ipu", get_false, nullptr, "False: loom has no IPU backend", nullptr},
+    {"is_hpu", get_false, nullptr, "False: loom has no HPU backend", nullptr},
+    {"is_vulkan", get_false, nullptr, "False: loom has no Vulkan backend", nullptr},
+    {"is_ort", get_false, nullptr, "False: loom has no ORT backend", nullptr},
     {"itemsize", get_itemsize, nullptr, "bytes per element", nullptr},
     {"nbytes", get_nbytes, nullptr, "bytes of the elements (numel * itemsize)", nullptr},
     {"is_lazy", get_is_lazy, nullptr, "True for lazy tensors (device 'lazy:...'); not in PyTorch", nullptr},

@@ -11,7 +11,7 @@ from loom._tensor_str import set_printoptions
 from loom import accelerator, autograd, backends, cuda, linalg, onnx, version
 del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,  # noqa: F401
-                              chain_matmul, einsum, meshgrid, tensordot)
+                              chain_matmul, einsum, meshgrid, spmm, tensordot)
 from loom._config import show_config
 from loom._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled

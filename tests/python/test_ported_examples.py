@@ -5,6 +5,8 @@ mnist_rnn and gcn. Each trains a few steps on synthetic data of its dataset's sh
 the programs (the VAE's noise, dropout) cannot be PyTorch's draws: the comparisons give both the
 same noise, or turn dropout off; the runs with loom's own randomness compare cpu with lazy."""
 
+import copy
+import time
 import types
 
 import numpy as np
@@ -21,7 +23,7 @@ DEVICES = ["cpu", "lazy"]
 def program(lib, source, **names):
     """The namespace of `source` executed with lib as `torch` (and its nn, F, init, optim)."""
     namespace = {"torch": lib, "nn": lib.nn, "F": lib.nn.functional, "init": lib.nn.init, "optim": lib.optim,
-                 "np": np, **names}
+                 "np": np, "time": time, "device": "cpu", **names}
     exec(compile(source, "example", "exec"), namespace)
     return namespace
 
@@ -54,6 +56,7 @@ def vae_losses(lib, device, data, noises, reference=None):
     ns["nn"], ns["F"] = lib.nn, lib.nn.functional
     lib.manual_seed(1)
     model = ns["VAE"]()
+    initial = copy.deepcopy(model)
     if reference is not None:
         model = copy_weights(reference, model, device)
     optimizer = lib.optim.Adam(model.parameters(), lr=1e-3)
@@ -67,7 +70,7 @@ def vae_losses(lib, device, data, noises, reference=None):
         loss.backward()
         losses.append(loss.item())
         optimizer.step()
-    return losses, model
+    return losses, initial
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -75,9 +78,7 @@ def test_vae(device):
     rng = np.random.default_rng(0)
     data = [rng.random((16, 1, 28, 28), dtype=np.float32) for _ in range(3)]
     noises = [rng.standard_normal((16, 20)).astype(np.float32) for _ in range(3)]
-    theirs, reference = vae_losses(torch, None, data, noises)
-    torch.manual_seed(1)
-    initial = program(torch, examples.VAE)["VAE"]()
+    theirs, initial = vae_losses(torch, None, data, noises)
     mine, _ = vae_losses(loom, device, data, noises, reference=initial)
     assert_close(mine, theirs, 1e-4)
     assert theirs[-1] < theirs[0]
@@ -211,7 +212,9 @@ def mnist_rnn_losses(lib, model, device, batches, capsys):
     optimizer = lib.optim.Adadelta(model.parameters(), lr=0.1)
     scheduler = lib.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.7)
     args = types.SimpleNamespace(log_interval=1, dry_run=False)
-    loader = [(as_lib(lib, x), as_lib(lib, y)) for x, y in batches]
+    data = lib.utils.data.TensorDataset(as_lib(lib, np.concatenate([x for x, _ in batches])),
+                                        as_lib(lib, np.concatenate([y for _, y in batches])))
+    loader = lib.utils.data.DataLoader(data, batch_size=len(batches[0][1]), shuffle=False)
     capsys.readouterr()
     ns["train"](args, model, lib.device(device) if device else "cpu", loader, optimizer, 1)
     scheduler.step()
