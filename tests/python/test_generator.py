@@ -124,9 +124,10 @@ def test_a_compiled_step_drawing_from_a_generator_runs_uncompiled_and_advances_i
         return x + loom.rand(3, generator=g, device="lazy")
 
     x = loom.zeros(3, device="lazy")
-    got = [values(step(x)) for _ in range(4)]
+    with pytest.warns(RuntimeWarning, match="draws from a loom.Generator"):  # says why, once it gives up
+        got = [values(step(x)) for _ in range(8)]
     reference = loom.Generator().manual_seed(5)
-    expected = [values(loom.rand(3, generator=reference)) for _ in range(4)]
+    expected = [values(loom.rand(3, generator=reference)) for _ in range(8)]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
 
 
