@@ -105,9 +105,14 @@ void TensorImpl::materialize(Array value) {
   value_ = std::move(value);
   node_.reset();
   input_leaf_.reset();
-  // A view of a base that died is computed apart from it: a history a write made stale is
-  // re-derived while its place in the base is known (lazy/autograd_inplace.cpp).
-  if (view_ && autograd_ && !view_->base->target) current_grad_fn(*this);
+  // A view of a base that died is computed apart from it (with the base's other views: a sync
+  // computes every pending tensor), so the base's last value is not needed anymore, and would
+  // keep alive every input it was computed from; a history a write made stale is re-derived
+  // while the view's place in the base is known (lazy/autograd_inplace.cpp).
+  if (view_ && !view_->base->target) {
+    view_->base->last_node.reset();
+    if (autograd_) current_grad_fn(*this);
+  }
   view_.reset();  // a materialized view aliases its base's storage: no bookkeeping needed anymore
   if (written_) *written_ = BeforeWrites{};
   if (registry) unregister_pending(this);
