@@ -11,13 +11,13 @@ two reductions and the epilogue, two costly values with one store free, and cros
 forward and backward in one step.
 """
 
-import os
 import re
 
 import numpy as np
 import pytest
 
 import loom
+from _fusion_dumps import dumping_to
 
 torch = pytest.importorskip("torch")
 
@@ -35,16 +35,8 @@ def run_lazy(program, arrays, executor):
 
 def dumped(tmp_path, program, arrays):
     """The fused results, and the C++ and CUDA sources of the modules that computed them."""
-    dump = tmp_path / "dump"
-    old = os.environ.get("LOOM_DUMP_DIR")
-    os.environ["LOOM_DUMP_DIR"] = str(dump)
-    try:
+    with dumping_to(tmp_path / "dump") as dump:
         outs = run_lazy(program, arrays, "fused")
-    finally:
-        if old is None:
-            del os.environ["LOOM_DUMP_DIR"]
-        else:
-            os.environ["LOOM_DUMP_DIR"] = old
     cpp = "".join(p.read_text() for p in sorted(dump.glob("*.cpp")))
     cu = "".join(p.read_text() for p in sorted(dump.glob("*.cu")))
     return outs, cpp, cu
