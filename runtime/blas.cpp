@@ -3,6 +3,8 @@
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
+#include <algorithm>
+
 #ifdef LOOM_HAVE_OPENBLAS
 #include <cblas.h>
 #include <dlfcn.h>
@@ -119,9 +121,29 @@ bool uses_openblas() noexcept {
 #endif
 }
 
-void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  choose_kernels();
+namespace {
+
+// Whether OpenBLAS computes products of this dtype (its thread count then matters).
+bool openblas_serves(DType dtype) {
+#ifdef LOOM_HAVE_OPENBLAS
+  return dtype == DType::Float32 || dtype == DType::Float64;
+#else
+  (void)dtype;
+  return false;
+#endif
+}
+
+#ifdef LOOM_HAVE_OPENBLAS
+// The one lock of OpenBLAS's calls (blas.h says why).
+std::mutex& openblas_lock() {
+  static std::mutex one_at_a_time;
+  return one_at_a_time;
+}
+#endif
+
+// One product with whatever thread count OpenBLAS has: the caller holds openblas_lock() for the
+// dtypes OpenBLAS serves.
+void product(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
   switch (dtype) {
 #ifdef LOOM_HAVE_OPENBLAS
     case DType::Float32:
@@ -138,10 +160,6 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void
         return;
       }
       BlasOperand A = as_blas(a, k), B = as_blas(b, n);
-      static std::mutex one_at_a_time;  // see blas.h
-      std::lock_guard lock(one_at_a_time);
-      std::optional<SingleThreaded> one_thread;
-      if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
       if (dtype == DType::Float32)
         cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, static_cast<const float*>(a.data), A.ld,
                     static_cast<const float*>(b.data), B.ld, 0.0f, static_cast<float*>(out), ldc);
@@ -161,6 +179,58 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void
     case DType::Int16: return naive_gemm<int16_t, int64_t>(m, n, k, a, b, static_cast<int16_t*>(out), ldc);
     default: LOOM_FAIL(Runtime, "internal: gemm on ", dtype_name(dtype));
   }
+}
+
+// A batch is spread over the pool when it has at least this many multiply-adds in all, in chunks
+// of at least kChunkMultiplyAdds: waking a worker costs 13 to 25 us on the measured VMs
+// (runtime/thread_pool.h), the time of about 2^20 multiply-adds, and the caller works meanwhile.
+constexpr int64_t kSpreadMultiplyAdds = int64_t{1} << 18;
+constexpr int64_t kChunkMultiplyAdds = int64_t{1} << 15;
+
+}  // namespace
+
+void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
+  if (m == 0 || n == 0) return;
+  choose_kernels();
+#ifdef LOOM_HAVE_OPENBLAS
+  if (openblas_serves(dtype)) {
+    std::lock_guard lock(openblas_lock());
+    std::optional<SingleThreaded> one_thread;
+    if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
+    return product(dtype, m, n, k, a, b, out, ldc);
+  }
+#endif
+  product(dtype, m, n, k, a, b, out, ldc);
+}
+
+void gemm_batch(DType dtype, int64_t m, int64_t n, int64_t k, int64_t count, int64_t ldc,
+                const std::function<BatchItem(int64_t)>& item) {
+  if (count <= 0 || m == 0 || n == 0) return;
+  int64_t each = m * n * std::max<int64_t>(k, 1);
+  if (count == 1 || each >= kThreadedMultiplyAdds || each * count < kSpreadMultiplyAdds) {
+    for (int64_t i = 0; i < count; ++i) {
+      BatchItem p = item(i);
+      gemm(dtype, m, n, k, p.a, p.b, p.out, ldc);
+    }
+    return;
+  }
+  choose_kernels();
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      BatchItem p = item(i);
+      product(dtype, m, n, k, p.a, p.b, p.out, ldc);
+    }
+  };
+  int64_t grain = std::max<int64_t>(1, kChunkMultiplyAdds / each);
+#ifdef LOOM_HAVE_OPENBLAS
+  if (openblas_serves(dtype)) {
+    // One thread count for the whole batch: each product runs on the pool thread that claimed it.
+    std::lock_guard lock(openblas_lock());
+    SingleThreaded one_thread;
+    return parallel_for(count, grain, run);
+  }
+#endif
+  parallel_for(count, grain, run);
 }
 
 }  // namespace loom::blas
