@@ -1,9 +1,8 @@
 #include "runtime/blas.h"
 
+#include "runtime/blas_small.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
-
-#include <algorithm>
 
 #ifdef LOOM_HAVE_OPENBLAS
 #include <cblas.h>
@@ -123,12 +122,13 @@ bool uses_openblas() noexcept {
 
 namespace {
 
-// Whether OpenBLAS computes products of this dtype (its thread count then matters).
-bool openblas_serves(DType dtype) {
+// Whether OpenBLAS computes products of this dtype and size (its thread count then matters).
+bool openblas_serves(DType dtype, int64_t m, int64_t n, int64_t k) {
 #ifdef LOOM_HAVE_OPENBLAS
-  return dtype == DType::Float32 || dtype == DType::Float64;
+  if (dtype == DType::Float32) return k == 0 || !small_sgemm_serves(m, n, k);
+  return dtype == DType::Float64;
 #else
-  (void)dtype;
+  (void)dtype, (void)m, (void)n, (void)k;
   return false;
 #endif
 }
@@ -159,6 +159,9 @@ void product(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, v
           }
         return;
       }
+      if (dtype == DType::Float32 && small_sgemm_serves(m, n, k))
+        return small_sgemm(m, n, k, static_cast<const float*>(a.data), a.row_stride, a.col_stride,
+                           static_cast<const float*>(b.data), b.row_stride, b.col_stride, static_cast<float*>(out), ldc);
       BlasOperand A = as_blas(a, k), B = as_blas(b, n);
       if (dtype == DType::Float32)
         cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, static_cast<const float*>(a.data), A.ld,
@@ -181,56 +184,32 @@ void product(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, v
   }
 }
 
-// A batch is spread over the pool when it has at least this many multiply-adds in all, in chunks
-// of at least kChunkMultiplyAdds: waking a worker costs 13 to 25 us on the measured VMs
-// (runtime/thread_pool.h), the time of about 2^20 multiply-adds, and the caller works meanwhile.
-constexpr int64_t kSpreadMultiplyAdds = int64_t{1} << 18;
-constexpr int64_t kChunkMultiplyAdds = int64_t{1} << 15;
-
 }  // namespace
 
 void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  choose_kernels();
-#ifdef LOOM_HAVE_OPENBLAS
-  if (openblas_serves(dtype)) {
-    std::lock_guard lock(openblas_lock());
-    std::optional<SingleThreaded> one_thread;
-    if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
-    return product(dtype, m, n, k, a, b, out, ldc);
-  }
-#endif
-  product(dtype, m, n, k, a, b, out, ldc);
+  gemm_batch(dtype, m, n, k, 1, ldc, [&](int64_t) { return BatchItem{a, b, out}; });
 }
 
 void gemm_batch(DType dtype, int64_t m, int64_t n, int64_t k, int64_t count, int64_t ldc,
                 const std::function<BatchItem(int64_t)>& item) {
   if (count <= 0 || m == 0 || n == 0) return;
-  int64_t each = m * n * std::max<int64_t>(k, 1);
-  if (count == 1 || each >= kThreadedMultiplyAdds || each * count < kSpreadMultiplyAdds) {
-    for (int64_t i = 0; i < count; ++i) {
-      BatchItem p = item(i);
-      gemm(dtype, m, n, k, p.a, p.b, p.out, ldc);
-    }
-    return;
-  }
   choose_kernels();
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
+  auto run = [&] {
+    for (int64_t i = 0; i < count; ++i) {
       BatchItem p = item(i);
       product(dtype, m, n, k, p.a, p.b, p.out, ldc);
     }
   };
-  int64_t grain = std::max<int64_t>(1, kChunkMultiplyAdds / each);
 #ifdef LOOM_HAVE_OPENBLAS
-  if (openblas_serves(dtype)) {
-    // One thread count for the whole batch: each product runs on the pool thread that claimed it.
+  if (openblas_serves(dtype, m, n, k)) {
+    // One lock and one thread count for the whole batch.
     std::lock_guard lock(openblas_lock());
-    SingleThreaded one_thread;
-    return parallel_for(count, grain, run);
+    std::optional<SingleThreaded> one_thread;
+    if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
+    return run();
   }
 #endif
-  parallel_for(count, grain, run);
+  run();
 }
 
 }  // namespace loom::blas

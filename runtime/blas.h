@@ -4,11 +4,13 @@
 // builds, and integer types, use a plain blocked loop. float16 and bfloat16 are multiplied in
 // float32 by the caller (as PyTorch's CPU backend does).
 //
+// float32 products small enough that OpenBLAS spends more time around its kernel than in it use
+// loom's own AVX-512 kernel where the CPU has one (runtime/blas_small.h).
+//
 // Thread safety: any thread may call gemm and gemm_batch; OpenBLAS calls run one at a time (a
 // small product limits OpenBLAS's process-wide thread count for its duration, which must not
-// change under another thread's product; a batch of small products sets it once and runs its
-// products on loom's pool, each on one thread). Lazy syncs of several threads reach here at once
-// (lazy/sync.h).
+// change under another thread's product; a batch takes the lock and sets the count once). Lazy
+// syncs of several threads reach here at once (lazy/sync.h).
 #pragma once
 
 #include <cstdint>
@@ -38,10 +40,8 @@ struct BatchItem {
   void* out;
 };
 
-// `count` products of the same shapes: item(i) gives the operands of product i (called from any
-// of the pool's threads, so it must only compute). Small products (attention's per-head ones)
-// are spread over loom's thread pool, one OpenBLAS thread each; large ones run one after another,
-// each threaded as gemm threads it.
+// `count` products of the same shapes (a batched matmul): item(i) gives the operands of product
+// i. The same as `count` calls of gemm, with OpenBLAS's lock taken and its thread count set once.
 void gemm_batch(DType dtype, int64_t m, int64_t n, int64_t k, int64_t count, int64_t ldc,
                 const std::function<BatchItem(int64_t)>& item);
 
