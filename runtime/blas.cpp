@@ -125,7 +125,7 @@ namespace {
 // Whether OpenBLAS computes products of this dtype and size (its thread count then matters).
 bool openblas_serves(DType dtype, int64_t m, int64_t n, int64_t k) {
 #ifdef LOOM_HAVE_OPENBLAS
-  if (dtype == DType::Float32) return k == 0 || !small_sgemm_serves(m, n, k);
+  if (dtype == DType::Float32) return !small_sgemm_serves(m, n, k);
   return dtype == DType::Float64;
 #else
   (void)dtype, (void)m, (void)n, (void)k;
@@ -144,6 +144,9 @@ std::mutex& openblas_lock() {
 // One product with whatever thread count OpenBLAS has: the caller holds openblas_lock() for the
 // dtypes OpenBLAS serves.
 void product(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
+  if (dtype == DType::Float32 && small_sgemm_serves(m, n, k))
+    return small_sgemm(m, n, k, static_cast<const float*>(a.data), a.row_stride, a.col_stride,
+                       static_cast<const float*>(b.data), b.row_stride, b.col_stride, static_cast<float*>(out), ldc);
   switch (dtype) {
 #ifdef LOOM_HAVE_OPENBLAS
     case DType::Float32:
@@ -159,9 +162,6 @@ void product(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, v
           }
         return;
       }
-      if (dtype == DType::Float32 && small_sgemm_serves(m, n, k))
-        return small_sgemm(m, n, k, static_cast<const float*>(a.data), a.row_stride, a.col_stride,
-                           static_cast<const float*>(b.data), b.row_stride, b.col_stride, static_cast<float*>(out), ldc);
       BlasOperand A = as_blas(a, k), B = as_blas(b, n);
       if (dtype == DType::Float32)
         cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, static_cast<const float*>(a.data), A.ld,
