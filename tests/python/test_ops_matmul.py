@@ -144,6 +144,9 @@ def test_matmul_special_values(device):
     a = np.array([[np.inf, 1.0], [np.nan, 0.0], [1.0, 2.0]])
     b = np.array([[0.0, 1.0], [1.0, -np.inf]])
     check(device, lambda m, x, y: x @ y, a, b)
+    # float32 products this small run loom's own kernel: the same IEEE results.
+    check(device, lambda m, x, y: x @ y, a.astype(np.float32), b.astype(np.float32))
+    check(device, lambda m, x, y: x @ y, a.astype(np.float32), b.astype(np.float32), layouts=["transposed", "transposed"])
 
 
 def test_matmul_uint8(device):
