@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -226,7 +228,7 @@ class KernelWriter {
 
   // Calls visit(x) for e and every expression e depends on that `skip` does not reject, operands
   // before their users, each once (it marks them in `skip`), in the order of a depth-first walk
-  // over operands a, b, c. A loop, not a recursion: a kernel's expressions may form a chain
+  // over operands a, b, c; a value readable where it is kept (readable_) is a leaf. A loop, not a recursion: a kernel's expressions may form a chain
   // thousands deep (DESIGN decision 14).
   template <typename Visit>
   void post_order(int32_t e, std::set<int32_t>& skip, Visit&& visit) const {
@@ -236,6 +238,7 @@ class KernelWriter {
     while (!stack.empty()) {
       auto& [x, next] = stack.back();
       const Expr& ex = k_.exprs[x];
+      if (next == 0 && readable_.count(x)) next = 3;  // read back from where it is kept: no operands
       if (next < 3) {
         int32_t o = next == 0 ? ex.a : next == 1 ? ex.b : ex.c;
         ++next;
@@ -250,8 +253,8 @@ class KernelWriter {
   // Writes e (and what it needs) unless already written in this scope.
   void emit(int32_t e, std::set<int32_t>& done, const std::string& indent) {
     post_order(e, done, [&](int32_t x) {
-      out_ << indent << "const " << compute_ctype(k_.exprs[x].type) << " " << var(x) << " = " << code(k_.exprs[x])
-           << ";\n";
+      out_ << indent << "const " << compute_ctype(k_.exprs[x].type) << " " << var(x) << " = "
+           << (readable_.count(x) ? read_kept(x) : code(k_.exprs[x])) << ";\n";
     });
   }
 
@@ -260,10 +263,10 @@ class KernelWriter {
     post_order(e, out, [](int32_t) {});
   }
 
-  std::string store_code(size_t j, int32_t e) const {
-    const Store& s = k_.stores[j];
-    std::string at = "S" + std::to_string(j) + "[" + store_index_[j] + "]";
-    switch (s.storage) {
+  std::string store_code(size_t j, int32_t e) const { return write_code(store_at(j), k_.stores[j].storage, e); }
+  std::string store_at(size_t j) const { return "S" + std::to_string(j) + "[" + store_index_[j] + "]"; }
+  std::string write_code(const std::string& at, DType storage, int32_t e) const {
+    switch (storage) {
       case DType::Float16: return at + " = loom_f2h(" + var(e) + ");";
       case DType::BFloat16: return at + " = loom_f2bf(" + var(e) + ");";
       case DType::Bool: return at + " = (u8)(" + var(e) + " ? 1 : 0);";
@@ -396,9 +399,11 @@ class KernelWriter {
       std::string v = var(s.input), op = s.kind == ReduceKind::ArgMax ? " > " : " < ";
       out_ << indent << "if (!(" << a << "i >= 0 && loom_isnan(" << a << "v)) && (" << a << "i < 0 || loom_isnan(" << v
            << ") || " << v << op << a << "v)) { " << a << "v = " << v << "; " << a << "i = " << position << "; }\n";
+      keep(index, indent);
       return;
     }
     out_ << indent << combine(s, a, var(s.input)) << "\n";
+    keep(index, indent);
   }
 
   void declare_acc(const Stage& s, size_t index, const std::string& indent) {
@@ -456,6 +461,7 @@ class KernelWriter {
       std::string v = var(st.input), op = st.kind == ReduceKind::Max ? " > " : " < ";
       out_ << inner << a << " = " << v << op << a << " ? " << v << " : " << a << ";\n";
       if (floating) out_ << inner << a << "n |= " << v << " != " << v << ";\n";
+      keep(s, inner);
     } else {
       stage_inner(st, s, outer_done, inner, kk);
     }
@@ -468,6 +474,7 @@ class KernelWriter {
       out_ << indent << "if (" << a << "n) " << a << " = "
            << literal(NAN, st.input_type == DType::Float64 ? DType::Float64 : DType::Float32) << ";\n";
     out_ << indent << result(st, s) << "\n";
+    stage_written(s);
   }
 
   void row_cpu() {
@@ -482,6 +489,7 @@ class KernelWriter {
            << (d == 0 ? "hi" : "n" + std::to_string(d)) << "; ++x" << d << ") {\n";
       indent += "  ";
     }
+    plan_kept();
     std::set<int32_t> outer_done = invariant_;
     for (size_t s = 0; s < k_.stages.size(); ++s) cpu_stage(k_.stages[s], s, outer_done, indent);
     for (size_t j = 0; j < k_.stores.size(); ++j) {
@@ -535,6 +543,105 @@ class KernelWriter {
       if (st.access.space == Space::Inner) emit(st.expr, done, indent);
     for (size_t j = 0; j < k_.stores.size(); ++j)
       if (k_.stores[j].access.space == Space::Inner) out_ << indent << store_code(j, k_.stores[j].expr) << "\n";
+  }
+
+  // ---- costly values kept across the passes over a row ----
+  //
+  // A row kernel walks each row once per stage and once more for its element epilogue. A costly
+  // value (a transcendental call, fusion/targets.h `costly`) that a later pass needs again is
+  // written, in the first pass that computes it, into the element of a row-shaped store of its
+  // dtype, and the later passes read it back instead of calling the function again: softmax's
+  // exp(x - max) is computed in its sum's pass and read by the epilogue, which overwrites it
+  // with exp / sum. The store is free to hold it: a row kernel's loads and stores never share
+  // memory (they are __restrict__; graph/compiled.cpp donates no destination a row kernel also
+  // reads), the store's index is one element per element of the row, and on both targets the
+  // same thread walks the same elements in every pass (C++: the row is one thread's; CUDA: kk
+  // from threadIdx.x in steps of blockDim.x), so each element's value is read back by the thread
+  // that wrote it, before that thread writes the element's result. A value rounded to float16 /
+  // bfloat16 (a Cast to it) is kept in a store of that dtype, which holds it exactly; a value
+  // with no free store of its dtype is computed again in each pass.
+  struct Kept {
+    size_t stage;    // the stage whose pass writes it
+    size_t store;    // the store whose element holds it
+  };
+
+  // Whether e is a value worth keeping: a costly call, or its rounding to float16 / bfloat16.
+  bool keepable(int32_t e) const {
+    const Expr& x = k_.exprs[static_cast<size_t>(e)];
+    if (x.space != Space::Inner) return false;
+    if (x.op == ExprOp::Cast && (x.type == DType::Float16 || x.type == DType::BFloat16)) return keepable(x.a);
+    return x.op == ExprOp::Call && costly(x.fn);
+  }
+
+  // Whether the pass `pass` (a stage, or the epilogue at stages.size()) computes or reads e, with
+  // the values kept by earlier passes read back (their operands not computed).
+  bool pass_needs(size_t pass, int32_t e) {
+    readable_.clear();
+    for (const auto& [f, kept] : kept_)
+      if (kept.stage < pass) readable_.insert(f);
+    std::set<int32_t> need;
+    if (pass < k_.stages.size()) reachable(k_.stages[pass].input, need);
+    else
+      for (const Store& st : k_.stores)
+        if (st.access.space == Space::Inner) reachable(st.expr, need);
+    readable_.clear();
+    return need.count(e) > 0;
+  }
+
+  // A free store that can hold a value of type `type` at every element of the row.
+  std::optional<size_t> free_store(DType type, const std::vector<bool>& taken) const {
+    auto outer = k_.outer.size();
+    for (size_t j = 0; j < k_.stores.size(); ++j) {
+      const Store& st = k_.stores[j];
+      if (taken[j] || st.access.space != Space::Inner || st.storage != type) continue;
+      bool one_per_element = true;
+      for (size_t d = 0; d < k_.inner.size(); ++d)
+        one_per_element = one_per_element && (st.access.strides[outer + d] != 0 || k_.inner[d] == 1);
+      if (one_per_element) return j;
+    }
+    return std::nullopt;
+  }
+
+  // Chooses the kept values. Users before their operands (descending index: an operand has a
+  // lower one), so that a kept user spares keeping what it is computed from.
+  void plan_kept() {
+    size_t passes = k_.stages.size() + (has_element_stores() ? 1 : 0);
+    if (passes < 2) return;
+    std::vector<bool> taken(k_.stores.size());
+    for (auto e = static_cast<int32_t>(k_.exprs.size()); e-- > 0;) {
+      if (!keepable(e)) continue;
+      std::vector<size_t> needing;
+      for (size_t p = 0; p < passes && needing.size() < 2; ++p)
+        if (pass_needs(p, e)) needing.push_back(p);
+      if (needing.size() < 2 || needing[0] == k_.stages.size()) continue;
+      std::optional<size_t> j = free_store(k_.exprs[static_cast<size_t>(e)].type, taken);
+      if (!j) continue;
+      taken[*j] = true;
+      kept_[e] = {needing[0], *j};
+    }
+  }
+
+  // In the pass of stage `stage`, once its values are computed: the kept values it computes
+  // written where they are kept.
+  void keep(size_t stage, const std::string& indent) {
+    for (const auto& [e, kept] : kept_)
+      if (kept.stage == stage) out_ << indent << write_code(store_at(kept.store), k_.stores[kept.store].storage, e) << "\n";
+  }
+
+  // After the pass of stage `stage`: what it kept is read back from then on.
+  void stage_written(size_t stage) {
+    for (const auto& [e, kept] : kept_)
+      if (kept.stage == stage) readable_.insert(e);
+  }
+
+  std::string read_kept(int32_t e) const {
+    const Kept& kept = kept_.at(e);
+    std::string at = store_at(kept.store);
+    switch (k_.stores[kept.store].storage) {
+      case DType::Float16: return "loom_h2f(" + at + ")";
+      case DType::BFloat16: return "loom_bf2f(" + at + ")";
+      default: return at;
+    }
   }
 
   // ---- column reductions (reduces_columns): rows side by side ----
@@ -742,6 +849,7 @@ class KernelWriter {
     out_ << "  for (i64 row = blockIdx.x; row < rows; row += gridDim.x) {\n";
     std::string indent = "    ";
     unravel("row", 0, outer, indent);
+    plan_kept();
     std::set<int32_t> outer_done = invariant_;
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       const Stage& st = k_.stages[s];
@@ -751,6 +859,7 @@ class KernelWriter {
       unravel("kk", outer, rank, indent + "  ");
       stage_inner(st, s, outer_done, indent + "  ", "kk");
       out_ << indent << "}\n";
+      stage_written(s);
       block_reduce(st, s, indent);
       out_ << indent << result(st, s) << "\n";
     }
@@ -777,6 +886,8 @@ class KernelWriter {
   std::vector<int64_t> ints_;
   std::vector<std::string> load_index_, store_index_;
   std::set<int32_t> invariant_;  // written before the loops
+  std::map<int32_t, Kept> kept_;  // row kernels: costly values kept across passes (plan_kept)
+  std::set<int32_t> readable_;    // the kept values the passes written so far hold
   Split split_{1, 1};            // CPU: how the outermost loop may be split
   bool all_linear_ = false;
 };

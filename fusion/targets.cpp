@@ -59,42 +59,46 @@ struct FnNames {
   const char* cpu_double;
   const char* cuda_float;
   const char* cuda_double;
+  // A library routine of tens of instructions per element (exp, log, erf, ...), not one
+  // instruction (sqrt, floor, abs): a row kernel keeps such a value once computed rather than
+  // evaluating it again in a later pass over the row (costly()).
+  bool costly;
 };
 
 // Math functions by target and type. Integers use the prelude's loom_i* helpers.
 constexpr FnNames kFns[] = {
-    {Fn::Exp, "loom_expf", "loom_exp", "loom_expf", "loom_exp"},
-    {Fn::Exp2, "loom_exp2f", "loom_exp2", "loom_exp2f", "loom_exp2"},
-    {Fn::Log, "logf", "log", "logf", "log"},
-    {Fn::Log2, "log2f", "log2", "log2f", "log2"},
-    {Fn::Log1p, "log1pf", "log1p", "log1pf", "log1p"},
-    {Fn::Expm1, "expm1f", "expm1", "expm1f", "expm1"},
-    {Fn::Sqrt, "__builtin_sqrtf", "__builtin_sqrt", "sqrtf", "sqrt"},
-    {Fn::Sin, "sinf", "sin", "sinf", "sin"},
-    {Fn::Cos, "cosf", "cos", "cosf", "cos"},
-    {Fn::Tan, "tanf", "tan", "tanf", "tan"},
-    {Fn::Tanh, "tanhf", "tanh", "tanhf", "tanh"},
-    {Fn::Erf, "erff", "erf", "erff", "erf"},
-    {Fn::Floor, "__builtin_floorf", "__builtin_floor", "floorf", "floor"},
-    {Fn::Ceil, "__builtin_ceilf", "__builtin_ceil", "ceilf", "ceil"},
-    {Fn::Round, "__builtin_nearbyintf", "__builtin_nearbyint", "rintf", "rint"},
-    {Fn::Abs, "__builtin_fabsf", "__builtin_fabs", "fabsf", "fabs"},
-    {Fn::Pow, "powf", "pow", "powf", "pow"},
-    {Fn::Fmod, "__builtin_fmodf", "__builtin_fmod", "fmodf", "fmod"},
-    {Fn::Copysign, "__builtin_copysignf", "__builtin_copysign", "copysignf", "copysign"},
-    {Fn::Log10, "log10f", "log10", "log10f", "log10"},
-    {Fn::Asin, "asinf", "asin", "asinf", "asin"},
-    {Fn::Acos, "acosf", "acos", "acosf", "acos"},
-    {Fn::Atan, "atanf", "atan", "atanf", "atan"},
-    {Fn::Sinh, "sinhf", "sinh", "sinhf", "sinh"},
-    {Fn::Cosh, "coshf", "cosh", "coshf", "cosh"},
-    {Fn::Asinh, "asinhf", "asinh", "asinhf", "asinh"},
-    {Fn::Acosh, "acoshf", "acosh", "acoshf", "acosh"},
-    {Fn::Atanh, "atanhf", "atanh", "atanhf", "atanh"},
-    {Fn::Erfc, "erfcf", "erfc", "erfcf", "erfc"},
-    {Fn::Trunc, "__builtin_truncf", "__builtin_trunc", "truncf", "trunc"},
-    {Fn::Atan2, "atan2f", "atan2", "atan2f", "atan2"},
-    {Fn::Hypot, "hypotf", "hypot", "hypotf", "hypot"},
+    {Fn::Exp, "loom_expf", "loom_exp", "loom_expf", "loom_exp", true},
+    {Fn::Exp2, "loom_exp2f", "loom_exp2", "loom_exp2f", "loom_exp2", true},
+    {Fn::Log, "logf", "log", "logf", "log", true},
+    {Fn::Log2, "log2f", "log2", "log2f", "log2", true},
+    {Fn::Log1p, "log1pf", "log1p", "log1pf", "log1p", true},
+    {Fn::Expm1, "expm1f", "expm1", "expm1f", "expm1", true},
+    {Fn::Sqrt, "__builtin_sqrtf", "__builtin_sqrt", "sqrtf", "sqrt", false},
+    {Fn::Sin, "sinf", "sin", "sinf", "sin", true},
+    {Fn::Cos, "cosf", "cos", "cosf", "cos", true},
+    {Fn::Tan, "tanf", "tan", "tanf", "tan", true},
+    {Fn::Tanh, "tanhf", "tanh", "tanhf", "tanh", true},
+    {Fn::Erf, "erff", "erf", "erff", "erf", true},
+    {Fn::Floor, "__builtin_floorf", "__builtin_floor", "floorf", "floor", false},
+    {Fn::Ceil, "__builtin_ceilf", "__builtin_ceil", "ceilf", "ceil", false},
+    {Fn::Round, "__builtin_nearbyintf", "__builtin_nearbyint", "rintf", "rint", false},
+    {Fn::Abs, "__builtin_fabsf", "__builtin_fabs", "fabsf", "fabs", false},
+    {Fn::Pow, "powf", "pow", "powf", "pow", true},
+    {Fn::Fmod, "__builtin_fmodf", "__builtin_fmod", "fmodf", "fmod", true},
+    {Fn::Copysign, "__builtin_copysignf", "__builtin_copysign", "copysignf", "copysign", false},
+    {Fn::Log10, "log10f", "log10", "log10f", "log10", true},
+    {Fn::Asin, "asinf", "asin", "asinf", "asin", true},
+    {Fn::Acos, "acosf", "acos", "acosf", "acos", true},
+    {Fn::Atan, "atanf", "atan", "atanf", "atan", true},
+    {Fn::Sinh, "sinhf", "sinh", "sinhf", "sinh", true},
+    {Fn::Cosh, "coshf", "cosh", "coshf", "cosh", true},
+    {Fn::Asinh, "asinhf", "asinh", "asinhf", "asinh", true},
+    {Fn::Acosh, "acoshf", "acosh", "acoshf", "acosh", true},
+    {Fn::Atanh, "atanhf", "atanh", "atanhf", "atanh", true},
+    {Fn::Erfc, "erfcf", "erfc", "erfcf", "erfc", true},
+    {Fn::Trunc, "__builtin_truncf", "__builtin_trunc", "truncf", "trunc", false},
+    {Fn::Atan2, "atan2f", "atan2", "atan2f", "atan2", true},
+    {Fn::Hypot, "hypotf", "hypot", "hypotf", "hypot", true},
 };
 
 const TargetTable kCpu{TargetKind::Cpu, kCpuPrelude.c_str(), "extern \"C\" __attribute__((visibility(\"default\"))) void",
@@ -130,6 +134,12 @@ std::string TargetTable::call(Fn fn, DType type) const {
     return std::string(name) + (binary ? "(%a, %b)" : "(%a)");
   }
   LOOM_FAIL(Runtime, "internal: no rendering of math function ", static_cast<int>(fn));
+}
+
+bool costly(Fn fn) {
+  for (const FnNames& f : kFns)
+    if (f.fn == fn) return f.costly;
+  return false;  // the prelude's integer helpers, NaN tests, maximum and minimum
 }
 
 const TargetTable& target_table(TargetKind kind) { return kind == TargetKind::Cpu ? kCpu : kCuda; }

@@ -19,6 +19,10 @@ struct TargetTable {
 
 const TargetTable& target_table(TargetKind kind);
 
+// Whether a call of fn costs far more than reading its result back from L1 (a transcendental:
+// tens of instructions per element, on both targets); the same table as the calls' names.
+bool costly(Fn fn);
+
 // C type names of compute and storage types.
 const char* compute_ctype(DType t);
 const char* storage_ctype(DType t);

@@ -9,6 +9,7 @@
 #include "lazy/capture.h"
 #include "lazy/dispatch.h"
 #include "lazy/ops.h"
+#include "lazy/region_gradients.h"
 #include "runtime/error.h"
 #include "runtime/small_vector.h"
 
@@ -143,6 +144,9 @@ class CompositeBackward final : public GradFn {
   std::vector<DType> dtypes_;
   SavedTensor result_;
   std::vector<Tensor> extras_;
+  // Views that select a region of their input without overlap (mark_region_view): where. The
+  // engine then gathers the gradients of views of one tensor (lazy/region_gradients.h).
+  std::optional<Layout> region_;
 
  private:
   const char* name_;
@@ -363,6 +367,13 @@ void record_composite(CompositeRecord record, TensorImpl& output, CompositeDeriv
   set_history(output, f);
 }
 
+void mark_region_view(TensorImpl& output, const Layout& region) {
+  AutogradMeta* m = output.autograd_meta();
+  if (!m || !m->grad_fn) return;
+  auto* f = dynamic_cast<CompositeBackward*>(m->grad_fn.get());
+  if (f && f->next.size() == 1) f->region_ = region;
+}
+
 void record_composite(const char* name, TensorImpl& input, TensorImpl& output,
                       std::function<Tensor(const Tensor& grad, const Tensor& result)> fn) {
   record_composite({name, {&input}, 0, true, {}}, output,
@@ -395,7 +406,21 @@ struct Run {
   // that is not an input keeps its .grad as it was; an input between others and the roots is
   // recorded and passed through).
   std::unordered_map<GradFn*, bool> leads_to_capture;
+  // Gradients of views that select regions of a function's output (CompositeBackward::region_),
+  // gathered until the function runs and then assembled at once (lazy/region_gradients.h).
+  struct Regions {
+    Dims shape;
+    DType dtype = DType::Float32;
+    std::vector<RegionGradient> parts;
+  };
+  std::unordered_map<GradFn*, Regions> regions;
 };
+
+// The view selecting a region of its input whose gradient `fn` computes, or null.
+const CompositeBackward* region_view(GradFn* fn) {
+  auto* f = dynamic_cast<CompositeBackward*>(fn);
+  return f && f->region_ && f->next.size() == 1 && f->next[0].fn ? f : nullptr;
+}
 
 // Fills run.leads_to_capture for the functions reachable from `roots`: a post-order walk
 // (iterative: graphs of long loops are deep).
@@ -468,6 +493,11 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
     ready.pop();
     Tensor grad = std::move(run.pending[fn]);
     run.pending.erase(fn);
+    if (auto it = run.regions.find(fn); it != run.regions.end()) {
+      Tensor assembled = assemble_regions(it->second.parts, it->second.shape, it->second.dtype);
+      grad = grad ? ops::add(grad, assembled) : assembled;
+      run.regions.erase(it);
+    }
     if (fn->retained && fn->retained->target) {
       AutogradMeta& m = autograd(*fn->retained->target);
       m.grad = m.grad ? ops::add(m.grad, grad) : (grad_enabled() ? grad : ops::clone(grad));
@@ -476,7 +506,16 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
       if (auto it = run.captured->find(fn); it != run.captured->end()) it->second = grad;
       if (!run.leads_to_capture[fn]) continue;
     }
-    std::vector<Tensor> grads = fn->apply(grad);
+    std::vector<Tensor> grads;
+    if (const CompositeBackward* view = grad ? region_view(fn) : nullptr) {
+      // Kept for the input's function, which assembles it with its other views' gradients.
+      Run::Regions& r = run.regions[view->next[0].fn.get()];
+      r.shape = view->shapes_[0];
+      r.dtype = view->dtypes_[0];
+      r.parts.push_back({*view->region_, grad});
+    } else {
+      grads = fn->apply(grad);
+    }
     if (!retain_graph) fn->release_saved();
     for (size_t i = 0; i < fn->next.size(); ++i) {
       GradFn* next = fn->next[i].fn.get();

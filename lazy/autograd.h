@@ -217,6 +217,13 @@ void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, Te
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
 
+// Marks the function record_function just gave `output`, a view of its input that selects
+// `region` of it (a layout over the input's elements in row-major order addressing each at most
+// once), so that the engine may assemble the gradients of several such views of one tensor at
+// once (lazy/region_gradients.h) instead of adding them as zero-filled tensors. The function's
+// own derivative must place its gradient at `region` of zeros.
+void mark_region_view(TensorImpl& output, const Layout& region);
+
 // A composite op's own derivative, where it is simpler than the chain of its primitives'
 // derivatives (softmax: PyTorch's y * (g - sum(g * y)) instead of three reductions, one counting
 // ties of the max; layer_norm: PyTorch's formula over the saved mean and rstd). The contract:

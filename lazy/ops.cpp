@@ -130,6 +130,21 @@ std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layo
   };
 }
 
+namespace {
+
+// A view selecting a region of x without overlap (slice, narrow, select): its backward places
+// the gradient at that region of zeros, marked so that autograd assembles the gradients of
+// several views of x at once (lazy/region_gradients.h).
+template <typename Transform>
+Tensor region_view(const Tensor& x, Transform&& transform, const char* name) {
+  Layout region = *transform(Layout::contiguous(x->sizes()));
+  Tensor out = make_view(x, transform, name, region_backward(x, region));
+  mark_region_view(*out, region);
+  return out;
+}
+
+}  // namespace
+
 Tensor strided_view(const Tensor& x, const std::function<std::optional<Layout>(const Layout&)>& layout_of,
                     const char* name, std::function<Tensor(const Tensor&)> backward) {
   return make_view(x, layout_of, name, std::move(backward));
@@ -717,17 +732,17 @@ Tensor unflatten(const Tensor& x, int64_t dim, IntSpan sizes) {
 
 Tensor slice(const Tensor& x, int64_t dim, std::optional<int64_t> start, std::optional<int64_t> stop, int64_t step) {
   auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::slice(l, dim, start, stop, step); };
-  return make_view(x, f, "SliceBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
+  return region_view(x, f, "SliceBackward0");
 }
 
 Tensor narrow(const Tensor& x, int64_t dim, int64_t start, int64_t length) {
   auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::narrow(l, dim, start, length); };
-  return make_view(x, f, "NarrowBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
+  return region_view(x, f, "NarrowBackward0");
 }
 
 Tensor select(const Tensor& x, int64_t dim, int64_t index) {
   auto f = [&](const Layout& l) -> std::optional<Layout> { return loom::select(l, dim, index); };
-  return make_view(x, f, "SelectBackward0", region_backward(x, *f(Layout::contiguous(x->sizes()))));
+  return region_view(x, f, "SelectBackward0");
 }
 
 Tensor alias(const Tensor& x) {
@@ -746,7 +761,7 @@ Tensor region_of(const Tensor& x, const Layout& region) {
   Tensor dense = contiguous(x);
   // Over a row-major layout the region is an offset away; over any other (the region of a
   // non-contiguous view of dense in its base) it is not a strided region.
-  return make_view(
+  Tensor out = make_view(
       dense,
       [&](const Layout& l) -> std::optional<Layout> {
         if (!l.is_contiguous()) return std::nullopt;
@@ -755,6 +770,8 @@ Tensor region_of(const Tensor& x, const Layout& region) {
         return r;
       },
       "AsStridedBackward0", region_backward(dense, region));
+  mark_region_view(*out, region);
+  return out;
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {

@@ -1,6 +1,6 @@
 // cross_entropy with class-index targets: log_softmax and nll_loss as one composite with a
 // derivative of its own (record_composite, lazy/autograd.h). The forward keeps each row's
-// log-sum-exp; the derivative is closed-form, d logits = dlogp - softmax * sum(dlogp), where
+// max and sum of exp; the derivative is closed-form, d logits = dlogp - softmax * sum(dlogp), where
 // dlogp is the scaled one-hot of the target (plus the smoothing's weights) and its row sum is
 // known without a reduction: backward is one elementwise pass over the logits, against three
 // row reductions for the chain of log_softmax's, the pick's and the mean's derivatives.
@@ -74,7 +74,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
   // reduction='none' gives the target's shape: made here where PyTorch's op gives it (nll_loss,
   // nll_loss2d of a 4-d input, the smoothing's sum), by a view of the result elsewhere.
   bool target_shaped = input->ndim() <= 2 || input->ndim() == 4 || label_smoothing > 0;
-  Tensor loss, lse, denom;
+  Tensor loss, max, sum_exp, denom;
   Terms terms;
   {
     GradModeGuard unrecorded(false);
@@ -82,12 +82,13 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
     Tensor t = reshape(target, Dims{-1});
     LOOM_CHECK(x->sizes()[0] == t->sizes()[0], Value, "Expected input batch_size (", x->sizes()[0],
                ") to match target batch_size (", t->sizes()[0], ").");
-    // log_softmax as ops::log_softmax computes it (the same values); lse = max + log(sum(exp))
-    // is what the derivative needs of it.
-    Tensor max = amax(x, DimList{1}, true);
-    Tensor log_sum = unary(OpId::Log, sum(unary(OpId::Exp, sub(x, max)), DimList{1}, true));
-    Tensor logp = sub(sub(x, max), log_sum);
-    lse = add(max, log_sum);  // (M, 1)
+    // log_softmax as ops::log_softmax computes it (the same values). The derivative's softmax is
+    // exp(x - max) / sum of the same exp: in a step that fuses forward and backward, that is the
+    // value the sum's pass computed, which the row kernel keeps rather than calls exp again
+    // (fusion/render.cpp, kept values).
+    max = amax(x, DimList{1}, true);  // (M, 1)
+    sum_exp = sum(unary(OpId::Exp, sub(x, max)), DimList{1}, true);
+    Tensor logp = sub(sub(x, max), unary(OpId::Log, sum_exp));
     Tensor onehot = one_hot_rows(t, classes);
     terms.target = t;
     terms.valid = cast(binary(OpId::Ne, t, Scalar(ignore_index)), dtype);
@@ -118,11 +119,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
       // The target and weight are saved as PyTorch's nll_loss saves them: written in place before
       // the backward, they make it raise (their version moved), though only copies are read.
       {name, {input.get(), target.get(), weight ? weight->get() : nullptr}, 0b111u, false,
-       {lse, denom, terms.target, terms.a, terms.valid, terms.b}},
+       {max, sum_exp, denom, terms.target, terms.a, terms.valid, terms.b}},
       *loss,
       [per_row, in_shape, classes](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
-        const Tensor &lse = s.extras[0], &denom = s.extras[1], &target = s.extras[2], &a = s.extras[3],
-                     &valid = s.extras[4], &b = s.extras[5];
+        const Tensor &max = s.extras[0], &sum_exp = s.extras[1], &denom = s.extras[2], &target = s.extras[3],
+                     &a = s.extras[4], &valid = s.extras[5], &b = s.extras[6];
         Tensor x = classes_last(s.inputs[0]);
         Tensor onehot = one_hot_rows(target, classes);
         // coef_i: the loss's gradient reaching row i (its share of the mean).
@@ -135,7 +136,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
           row_sum = sub(row_sum, mul(valid, sum(b)));
         }
         Tensor c = per_row ? unsqueeze(coef, 1) : coef;
-        Tensor p = s.recompute() ? softmax(x, 1) : unary(OpId::Exp, sub(x, lse));
+        Tensor p = s.recompute() ? softmax(x, 1) : div(unary(OpId::Exp, sub(x, max)), sum_exp);
         Tensor dx = mul(c, sub(dlogp, mul(p, unsqueeze(row_sum, 1))));
         return {classes_back(dx, in_shape), Tensor(), Tensor()};
       });

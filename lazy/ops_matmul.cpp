@@ -63,25 +63,23 @@ void run_cpu(std::span<const Operand> in, const Attrs&, const Array& out) {
   };
   Layout la = batched(a), lb = batched(b);
   int64_t item = static_cast<int64_t>(itemsize(compute));
-  int64_t batches = numel_of(batch);
-  Dims index(batch.size(), 0);
-  for (int64_t i = 0; i < batches; ++i) {
+  auto [ars, acs] = matrix_strides(la);
+  auto [brs, bcs] = matrix_strides(lb);
+  const char* base_a = static_cast<const char*>(a.storage->data());
+  const char* base_b = static_cast<const char*>(b.storage->data());
+  char* base_out = static_cast<char*>(result.data());
+  // Product i of the batch: its operands are found from i's index in the (broadcast) batch dims.
+  auto product = [&](int64_t i) {
     int64_t oa = la.offset, ob = lb.offset;
-    for (size_t d = 0; d < batch.size(); ++d) {
-      oa += index[d] * la.strides[d];
-      ob += index[d] * lb.strides[d];
+    for (size_t d = batch.size(), rest = static_cast<size_t>(i); d-- > 0;) {
+      int64_t index = static_cast<int64_t>(rest % static_cast<size_t>(batch[d]));
+      rest /= static_cast<size_t>(batch[d]);
+      oa += index * la.strides[d];
+      ob += index * lb.strides[d];
     }
-    const char* pa = static_cast<const char*>(a.storage->data()) + oa * item;
-    const char* pb = static_cast<const char*>(b.storage->data()) + ob * item;
-    char* po = static_cast<char*>(result.data()) + i * m * n * item;
-    auto [ars, acs] = matrix_strides(la);
-    auto [brs, bcs] = matrix_strides(lb);
-    blas::gemm(compute, m, n, k, {pa, ars, acs}, {pb, brs, bcs}, po, n);
-    for (size_t d = batch.size(); d-- > 0;) {
-      if (++index[d] < batch[d]) break;
-      index[d] = 0;
-    }
-  }
+    return blas::BatchItem{{base_a + oa * item, ars, acs}, {base_b + ob * item, brs, bcs}, base_out + i * m * n * item};
+  };
+  blas::gemm_batch(compute, m, n, k, numel_of(batch), n, product);
   if (result.storage != out.storage) copy_(out, result);
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/blas.h"
 
+#include "runtime/blas_small.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
@@ -119,9 +120,33 @@ bool uses_openblas() noexcept {
 #endif
 }
 
-void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
-  if (m == 0 || n == 0) return;
-  choose_kernels();
+namespace {
+
+// Whether OpenBLAS computes products of this dtype and size (its thread count then matters).
+bool openblas_serves(DType dtype, int64_t m, int64_t n, int64_t k) {
+#ifdef LOOM_HAVE_OPENBLAS
+  if (dtype == DType::Float32) return !small_sgemm_serves(m, n, k);
+  return dtype == DType::Float64;
+#else
+  (void)dtype, (void)m, (void)n, (void)k;
+  return false;
+#endif
+}
+
+#ifdef LOOM_HAVE_OPENBLAS
+// The one lock of OpenBLAS's calls (blas.h says why).
+std::mutex& openblas_lock() {
+  static std::mutex one_at_a_time;
+  return one_at_a_time;
+}
+#endif
+
+// One product with whatever thread count OpenBLAS has: the caller holds openblas_lock() for the
+// dtypes OpenBLAS serves.
+void product(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
+  if (dtype == DType::Float32 && small_sgemm_serves(m, n, k))
+    return small_sgemm(m, n, k, static_cast<const float*>(a.data), a.row_stride, a.col_stride,
+                       static_cast<const float*>(b.data), b.row_stride, b.col_stride, static_cast<float*>(out), ldc);
   switch (dtype) {
 #ifdef LOOM_HAVE_OPENBLAS
     case DType::Float32:
@@ -138,10 +163,6 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void
         return;
       }
       BlasOperand A = as_blas(a, k), B = as_blas(b, n);
-      static std::mutex one_at_a_time;  // see blas.h
-      std::lock_guard lock(one_at_a_time);
-      std::optional<SingleThreaded> one_thread;
-      if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
       if (dtype == DType::Float32)
         cblas_sgemm(CblasRowMajor, A.trans, B.trans, m, n, k, 1.0f, static_cast<const float*>(a.data), A.ld,
                     static_cast<const float*>(b.data), B.ld, 0.0f, static_cast<float*>(out), ldc);
@@ -161,6 +182,34 @@ void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void
     case DType::Int16: return naive_gemm<int16_t, int64_t>(m, n, k, a, b, static_cast<int16_t*>(out), ldc);
     default: LOOM_FAIL(Runtime, "internal: gemm on ", dtype_name(dtype));
   }
+}
+
+}  // namespace
+
+void gemm(DType dtype, int64_t m, int64_t n, int64_t k, Matrix a, Matrix b, void* out, int64_t ldc) {
+  gemm_batch(dtype, m, n, k, 1, ldc, [&](int64_t) { return BatchItem{a, b, out}; });
+}
+
+void gemm_batch(DType dtype, int64_t m, int64_t n, int64_t k, int64_t count, int64_t ldc,
+                const std::function<BatchItem(int64_t)>& item) {
+  if (count <= 0 || m == 0 || n == 0) return;
+  choose_kernels();
+  auto run = [&] {
+    for (int64_t i = 0; i < count; ++i) {
+      BatchItem p = item(i);
+      product(dtype, m, n, k, p.a, p.b, p.out, ldc);
+    }
+  };
+#ifdef LOOM_HAVE_OPENBLAS
+  if (openblas_serves(dtype, m, n, k)) {
+    // One lock and one thread count for the whole batch.
+    std::lock_guard lock(openblas_lock());
+    std::optional<SingleThreaded> one_thread;
+    if (m * n * k < kThreadedMultiplyAdds) one_thread.emplace();
+    return run();
+  }
+#endif
+  run();
 }
 
 }  // namespace loom::blas

@@ -7,33 +7,40 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "runtime/distributed/group.h"
 
 namespace loom::distributed {
 
+// One vectorized loop per op (a switch inside one loop kept it scalar: the direct all-reduce of
+// BENCH mlp's 41k float gradients spent 17 us of each step here).
 template <typename T>
 void reduce_into(T* acc, const T* x, size_t n, ReduceOp op) {
-  for (size_t i = 0; i < n; ++i) {
-    if constexpr (std::is_same_v<T, bool>) {
-      acc[i] = op == ReduceOp::Sum || op == ReduceOp::Max ? (acc[i] || x[i]) : (acc[i] && x[i]);
-    } else if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) {
-      T a = acc[i], b = x[i];
-      switch (op) {
-        case ReduceOp::Product: acc[i] = static_cast<T>(a * b); break;
-        case ReduceOp::Min: acc[i] = a != a ? a : b != b ? b : std::min(a, b); break;
-        case ReduceOp::Max: acc[i] = a != a ? a : b != b ? b : std::max(a, b); break;
-        default: acc[i] = static_cast<T>(a + b); break;
-      }
-    } else {  // float16, bfloat16
-      float a = convert<float>(acc[i]), b = convert<float>(x[i]), r;
-      switch (op) {
-        case ReduceOp::Product: r = a * b; break;
-        case ReduceOp::Min: r = a != a ? a : b != b ? b : std::min(a, b); break;
-        case ReduceOp::Max: r = a != a ? a : b != b ? b : std::max(a, b); break;
-        default: r = a + b; break;
-      }
-      acc[i] = convert<T>(r);
+  auto each = [&](auto f) {
+    // acc and x are the same buffer or disjoint ones (CMakeLists.txt: -fopenmp-simd).
+#pragma omp simd
+    for (size_t i = 0; i < n; ++i) acc[i] = f(acc[i], x[i]);
+  };
+  if constexpr (std::is_same_v<T, bool>) {
+    if (op == ReduceOp::Sum || op == ReduceOp::Max) each([](bool a, bool b) { return a || b; });
+    else each([](bool a, bool b) { return a && b; });
+  } else if constexpr (std::is_integral_v<T> || std::is_floating_point_v<T>) {
+    switch (op) {
+      case ReduceOp::Product: return each([](T a, T b) { return static_cast<T>(a * b); });
+      case ReduceOp::Min: return each([](T a, T b) { return a != a ? a : b != b ? b : std::min(a, b); });
+      case ReduceOp::Max: return each([](T a, T b) { return a != a ? a : b != b ? b : std::max(a, b); });
+      default: return each([](T a, T b) { return static_cast<T>(a + b); });
+    }
+  } else {  // float16, bfloat16
+    auto in_float = [&](auto f) {
+      each([f](T a, T b) { return convert<T>(f(convert<float>(a), convert<float>(b))); });
+    };
+    switch (op) {
+      case ReduceOp::Product: return in_float([](float a, float b) { return a * b; });
+      case ReduceOp::Min: return in_float([](float a, float b) { return a != a ? a : b != b ? b : std::min(a, b); });
+      case ReduceOp::Max: return in_float([](float a, float b) { return a != a ? a : b != b ? b : std::max(a, b); });
+      default: return in_float([](float a, float b) { return a + b; });
     }
   }
 }

@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import loom
+from _fusion_dumps import dumping_to
 
 torch = pytest.importorskip("torch")
 
@@ -46,16 +47,8 @@ def run_lazy(program, arrays, executor):
 
 def dumped_sources(tmp_path, program, arrays):
     """The C++ and CUDA sources of the modules the fused executor builds for program."""
-    dump = tmp_path / "dump"
-    old = os.environ.get("LOOM_DUMP_DIR")
-    os.environ["LOOM_DUMP_DIR"] = str(dump)
-    try:
+    with dumping_to(tmp_path / "dump") as dump:
         run_lazy(program, arrays, "fused")
-    finally:
-        if old is None:
-            del os.environ["LOOM_DUMP_DIR"]
-        else:
-            os.environ["LOOM_DUMP_DIR"] = old
     cpp = "".join(p.read_text() for p in dump.glob("*.cpp"))
     cu = "".join(p.read_text() for p in dump.glob("*.cu"))
     return cpp, cu
@@ -276,16 +269,8 @@ def test_column_results_do_not_depend_on_the_thread_count(tmp_path):
 
 def kernel_loads(tmp_path, program, arrays):
     """The node ids each fused kernel loads (from the dumped kernel groups), and the results."""
-    dump = tmp_path / "dump"
-    old = os.environ.get("LOOM_DUMP_DIR")
-    os.environ["LOOM_DUMP_DIR"] = str(dump)
-    try:
+    with dumping_to(tmp_path / "dump") as dump:
         outs = run_lazy(program, arrays, "fused")
-    finally:
-        if old is None:
-            del os.environ["LOOM_DUMP_DIR"]
-        else:
-            os.environ["LOOM_DUMP_DIR"] = old
     (groups,) = [p.read_text() for p in dump.glob("*.groups")]
     kernels = [line for line in groups.splitlines() if line.startswith("kernel")]
     return [set(k.split("loads")[1].split()) for k in kernels], outs

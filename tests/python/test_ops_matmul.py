@@ -93,6 +93,35 @@ def test_matmul_larger_sizes(device, dtype):
     sub.finish()
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32"])
+def test_matmul_many_small_products(device, dtype):
+    """Batches of many small products (attention's per-head ones), which are spread over the
+    thread pool: every product of the batch lands in its place, for each operand layout, batch
+    dims broadcast from either side, and views of one base as attention takes them."""
+    a = _operand((4, 8, 32, 16), dtype, 11)
+    b = _operand((4, 8, 16, 32), dtype, 12)
+    t = tol(dtype, 32)
+    sub = SubChecks()
+    for la in LAYOUTS:
+        for lb in LAYOUTS:
+            with sub(f"{la} @ {lb}"):
+                check(device, lambda m, x, y: x @ y, a, b, layouts=[la, lb], **t)
+    with sub("batch dims broadcast"):
+        check(device, lambda m, x, y: x[:, :1] @ y, a, b, **t)
+        check(device, lambda m, x, y: x @ y[:1], a, b, **t)
+        check(device, lambda m, x, y: x[:1, :, None] @ y[:, None, :1], a, b, **t)
+        check(device, lambda m, x, y: x @ y[0, 0], a, b, **t)
+    with sub("heads sliced from one base"):
+        # q, k, v as gpt takes them: views of one [batch, time, 3, heads, dim] tensor.
+        qkv = _operand((4, 32, 3, 8, 16), dtype, 13)
+
+        def attention(m, x):
+            p = x.permute(2, 0, 3, 1, 4)
+            return (p[0] @ p[1].transpose(-2, -1)) @ p[2]
+        check(device, attention, qkv, **tol(dtype, 512))
+    sub.finish()
+
+
 @pytest.mark.parametrize("shapes", [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0)), ((0,), (0,)),
                                     ((0, 3, 4), (4, 2)), ((2, 0, 4), (2, 4, 3)), ((2, 3, 0), (0, 2)),
                                     ((0,), (0, 3)), ((3, 0), (0,))], ids=str)
@@ -115,6 +144,9 @@ def test_matmul_special_values(device):
     a = np.array([[np.inf, 1.0], [np.nan, 0.0], [1.0, 2.0]])
     b = np.array([[0.0, 1.0], [1.0, -np.inf]])
     check(device, lambda m, x, y: x @ y, a, b)
+    # float32 products this small run loom's own kernel: the same IEEE results.
+    check(device, lambda m, x, y: x @ y, a.astype(np.float32), b.astype(np.float32))
+    check(device, lambda m, x, y: x @ y, a.astype(np.float32), b.astype(np.float32), layouts=["transposed", "transposed"])
 
 
 def test_matmul_uint8(device):
