@@ -831,21 +831,22 @@ class KernelWriter {
     out_ << "    const i64 i0 = blk * " << k_.split_block << ", i1 = N - i0 < " << k_.split_block << " ? N : i0 + "
          << k_.split_block << ";\n";
     std::string pragma = "#pragma omp simd";
+    bool simd = true;
     for (size_t s = 0; s < k_.stages.size(); ++s) {
       const Stage& st = k_.stages[s];
       std::string a = "a" + std::to_string(s);
       declare_acc(st, s, "    ");
       if (st.kind == ReduceKind::Sum) pragma += " reduction(+:" + a + ")";
       else if (st.kind == ReduceKind::Prod) pragma += " reduction(*:" + a + ")";
-      else if (st.input_type == DType::Bool) pragma.clear();  // no bool max in OpenMP: a plain loop
+      else if (st.input_type == DType::Bool) simd = false;  // no bool max in OpenMP: a plain loop
       else pragma += std::string(" reduction(") + (st.kind == ReduceKind::Max ? "max:" : "min:") + a + ")";
       bool flagged = (st.kind == ReduceKind::Max || st.kind == ReduceKind::Min) && is_floating(st.input_type);
       if (flagged) {
         out_ << "    int " << a << "n = 0;\n";
-        if (!pragma.empty()) pragma += " reduction(|:" + a + "n)";
+        pragma += " reduction(|:" + a + "n)";
       }
     }
-    if (!pragma.empty()) out_ << "    " << pragma << "\n";
+    if (simd) out_ << "    " << pragma << "\n";
     out_ << "    for (i64 i = i0; i < i1; ++i) {\n";
     split_element("      ", true);
     out_ << "    }\n";
