@@ -254,3 +254,23 @@ def test_split_results_do_not_depend_on_the_thread_count(tmp_path):
         assert done.returncode == 0, done.stderr
         outs.add(done.stdout)
     assert len(outs) == 1
+
+
+def test_in_place_updates_beside_a_split_reduction():
+    """An in-place update of the reduced tensor and of a 0-d accumulator in the same trace: the
+    first pass reads each element before writing it, the second reads the accumulator's old value."""
+    x = RNG.standard_normal(80_000).astype(np.float32)
+    for executor in EXECUTORS:
+        loom._C._set_executor(executor)
+        try:
+            t = loom.tensor(x, device="lazy")
+            acc = loom.tensor(np.float32(5.0), device="lazy")
+            before = (t * 3).sum()
+            t.mul_(2)
+            acc += t.sum() + before
+            got_t, got_acc = t.numpy(), acc.numpy()
+        finally:
+            loom._C._set_executor("compiled")
+        x64 = x.astype(np.float64)
+        np.testing.assert_array_equal(got_t, x * 2, err_msg=executor)
+        np.testing.assert_allclose(got_acc, 5 + (2 * x64).sum() + (3 * x64).sum(), rtol=1e-5, err_msg=executor)
