@@ -261,14 +261,14 @@ AutogradMeta& autograd(TensorImpl& t) {
 // (Every op asks of every argument: only views pay for the question.)
 bool requires_grad(const TensorImpl& t) noexcept {
   if (t.is_view())
-    if (TensorImpl* base = stale_view_base(t)) return requires_grad(*base);
+    if (StaleBase base = stale_view_base(t)) return base.requires_grad();
   const AutogradMeta* m = t.autograd_meta();
   return m && (m->requires_grad || m->grad_fn);
 }
 
 bool is_leaf(const TensorImpl& t) noexcept {
   if (t.is_view())
-    if (TensorImpl* base = stale_view_base(t)) return !requires_grad(*base);
+    if (StaleBase base = stale_view_base(t)) return !base.requires_grad();
   const AutogradMeta* m = t.autograd_meta();
   return !m || !m->grad_fn;
 }
@@ -296,6 +296,13 @@ void set_history(TensorImpl& output, Ref<GradFn> fn) {
   AutogradMeta& m = autograd(output);
   m.grad_fn = std::move(fn);
   m.requires_grad = true;
+}
+
+void set_history(BaseHistory& dead_base, Ref<GradFn> fn) {
+  fn->sequence = next_sequence++;
+  dead_base.grad_fn = fn;
+  dead_base.edge = {std::move(fn), 0};
+  dead_base.requires_grad = true;
 }
 
 void retain_grad(TensorImpl& t) {

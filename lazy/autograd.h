@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -265,16 +266,37 @@ uint64_t next_function_sequence() noexcept;
 
 // ---- views and in-place writes (lazy/autograd_inplace.cpp) ----
 
+// A base's autograd history as it died (WeakTensor::last_history): a pending base is held weakly
+// by its views, and one written through a view, then dropped (a function returning a slice of a
+// local tensor it scaled in place), must still give those views the write's history.
+struct BaseHistory {
+  Dims sizes;
+  bool requires_grad = false;
+  Ref<GradFn> grad_fn;  // null for a leaf
+  Edge edge;            // what a view of it passes its gradient to
+};
+// `base`'s, for the weak reference that outlives it (TensorImpl's destructor).
+std::unique_ptr<BaseHistory> last_history_of(TensorImpl& base);
+// A write through a view of a dead base: `fn` (its CopySlices) is the base's history now.
+void set_history(BaseHistory& dead_base, Ref<GradFn> fn);
+
+// The base a view re-derives its history from: alive, or its history as it died.
+struct StaleBase {
+  TensorImpl* alive = nullptr;
+  const BaseHistory* dead = nullptr;
+  explicit operator bool() const noexcept { return alive || dead; }
+  bool requires_grad() const noexcept;
+};
 // The base of a view whose grad_fn is out of date and that current_grad_fn() will re-derive from
 // the base's (PyTorch's AsStridedBackward0): their shared version counter moved since the view's
 // grad_fn was made (a write into the base, another view of it, or this view), or the view never
-// had a history and its base now has one. Null for views made in no_grad mode, of integer dtype,
-// and whose base is gone.
-TensorImpl* stale_view_base(const TensorImpl& t) noexcept;
+// had a history and its base now has one. Empty for views made in no_grad mode, of integer dtype,
+// and whose base died without a history.
+StaleBase stale_view_base(const TensorImpl& t) noexcept;
 // Where t lies in its base, as a layout over the base's elements in row-major order, from their
 // layouts (or, for a pending view, the functionalized layout it was derived with); all of t when
-// t is not a view; none when not known (runtime/layout.h region_within's exceptions, a base that
-// is gone, a pending view derived from another tensor than its base).
+// t is not a view; none when not known (runtime/layout.h region_within's exceptions, a
+// materialized view whose base is gone, a pending view derived from another tensor than its base).
 std::optional<Layout> region_in_base(const TensorImpl& t);
 // A view op made `view` of a tensor that requires grad, in grad mode.
 void record_view(TensorImpl& view);
@@ -320,6 +342,7 @@ class InplaceWrite {
   Kind kind_;
   bool tracked_ = false;
   std::optional<Layout> region_;  // self's place in its base (views)
+  BaseHistory* dead_base_ = nullptr;  // the history a dead base left its views (WeakTensor)
   // Read by before():
   uint64_t version_before_ = 0;
   Edge old_;          // self's history

@@ -29,7 +29,8 @@ namespace {
 
 // When region_in_base knows nothing, for the errors that say so.
 constexpr const char* kUnknownRegion =
-    "a view merging dims that its base orders otherwise, or a lazy view of a view written in place since it was taken";
+    "a view merging dims that its base orders otherwise, a lazy view of a view written in place since it was taken, "
+    "or a lazy view computed after its base was dropped";
 
 // Zeros of `shape`, in the dtype and placement of a gradient.
 Tensor zeros(IntSpan shape, const Tensor& grad) {
@@ -40,7 +41,7 @@ Tensor zeros(IntSpan shape, const Tensor& grad) {
 // of the base's shape.
 class AsStridedBackward final : public GradFn {
  public:
-  AsStridedBackward(const TensorImpl& base, Layout region) : shape_(base.sizes()), region_(std::move(region)) {}
+  AsStridedBackward(IntSpan base_shape, Layout region) : shape_(base_shape), region_(std::move(region)) {}
   std::string name() const override { return "AsStridedBackward0"; }
   std::vector<Tensor> apply(const Tensor& grad) override { return {ops::view_scatter(zeros(shape_, grad), region_, grad)}; }
 
@@ -100,9 +101,9 @@ class OverwriteBackward final : public GradFn {
 std::optional<Layout> region_in_base(const TensorImpl& t) {
   if (!t.is_view()) return Layout::contiguous(t.sizes());
   const TensorImpl* base = t.view_base();
+  // A pending view functionalized over this very base knows its place (also once it died).
+  if (const auto& info = t.view_info(); info && info->base.get() == t.weak_base()) return info->relative;
   if (!base) return std::nullopt;
-  // A pending view functionalized over this very base knows its place.
-  if (const auto& info = t.view_info(); info && info->base->target == base) return info->relative;
   // Else both must have storage: their array, or the array a pending write will go into.
   auto array_of = [](const TensorImpl& x) -> const Array* {
     const Array* a = x.is_pending() ? (x.destination() ? &*x.destination() : nullptr) : &x.array();
@@ -114,33 +115,50 @@ std::optional<Layout> region_in_base(const TensorImpl& t) {
   return region_within(whole->layout, view->layout);
 }
 
-TensorImpl* stale_view_base(const TensorImpl& t) noexcept {
-  if (!t.is_view() || t.made_in_no_grad_mode() || !is_floating(t.dtype())) return nullptr;
-  TensorImpl* base = t.view_base();
-  if (!base) return nullptr;
+std::unique_ptr<BaseHistory> last_history_of(TensorImpl& base) {
+  auto h = std::make_unique<BaseHistory>();
+  h->sizes = Dims(base.sizes());
+  h->requires_grad = requires_grad(base);
+  if (const AutogradMeta* m = base.autograd_meta()) h->grad_fn = m->grad_fn;
+  if (h->requires_grad) h->edge = gradient_edge(base);
+  return h;
+}
+
+bool StaleBase::requires_grad() const noexcept { return alive ? loom::requires_grad(*alive) : dead->requires_grad; }
+
+StaleBase stale_view_base(const TensorImpl& t) noexcept {
+  if (!t.is_view() || t.made_in_no_grad_mode() || !is_floating(t.dtype())) return {};
+  StaleBase base{t.view_base(), nullptr};
+  if (!base.alive) {
+    const WeakTensor* weak = t.weak_base();
+    if (!weak || !weak->last_history) return {};
+    base.dead = weak->last_history.get();
+  }
   const AutogradMeta* m = t.autograd_meta();
-  if (m && m->view) return m->view->version != t.version() ? base : nullptr;
+  if (m && m->view) return m->view->version != t.version() ? base : StaleBase{};
   // Never had a history: its base did not require grad when it was made. Only a write gives the
   // base a grad_fn later.
-  const AutogradMeta* bm = base->autograd_meta();
-  return bm && bm->grad_fn ? base : nullptr;
+  const AutogradMeta* bm = base.alive ? base.alive->autograd_meta() : nullptr;
+  bool has_history = base.alive ? bm && bm->grad_fn : static_cast<bool>(base.dead->grad_fn);
+  return has_history ? base : StaleBase{};
 }
 
 const Ref<GradFn>& current_grad_fn(TensorImpl& t) {
   static const Ref<GradFn> none;
-  TensorImpl* base = stale_view_base(t);
+  StaleBase base = stale_view_base(t);
   if (!base) {
     const AutogradMeta* m = t.autograd_meta();
     return m ? m->grad_fn : none;
   }
   AutogradMeta& m = autograd(t);
-  if (requires_grad(*base)) {
+  if (base.requires_grad()) {
+    IntSpan base_shape = base.alive ? base.alive->sizes() : IntSpan(base.dead->sizes);
     std::optional<Layout> region = region_in_base(t);
     LOOM_CHECK(region, NotImplemented, "a view of shape ", format_dims(t.sizes()), " is used after its base of shape ",
-               format_dims(base->sizes()), " was modified in place, and autograd cannot tell where its elements lie in "
+               format_dims(base_shape), " was modified in place, and autograd cannot tell where its elements lie in "
                "the base (", kUnknownRegion, "); clone() the view before the write, or use the base");
-    auto fn = make_ref<AsStridedBackward>(*base, *region);
-    fn->next.push_back(gradient_edge(*base));
+    auto fn = make_ref<AsStridedBackward>(base_shape, *region);
+    fn->next.push_back(base.alive ? gradient_edge(*base.alive) : base.dead->edge);
     set_history(t, std::move(fn));
   } else {
     m.grad_fn.reset();
@@ -158,7 +176,12 @@ InplaceWrite::InplaceWrite(TensorImpl& self, Tensor value, Kind kind)
     : self_(self), source_(std::move(value)), kind_(kind) {
   if (!grad_enabled() || !is_floating(self.dtype())) return;
   TensorImpl* base = self.is_view() ? self.view_base() : nullptr;
-  tracked_ = requires_grad(self) || (source_ && requires_grad(*source_)) || (base && requires_grad(*base));
+  // A write through a view of a base that died goes into what the base left its views
+  // (dispatch.cpp write_into), and so into the history it left them.
+  if (!base && self.is_view() && self.weak_base() && self.weak_base()->last_node)
+    dead_base_ = self.weak_base()->last_history.get();
+  tracked_ = requires_grad(self) || (source_ && requires_grad(*source_)) || (base && requires_grad(*base)) ||
+             (dead_base_ && dead_base_->requires_grad);
   if (!tracked_) return;
   LOOM_CHECK(!(self.is_view() && self.made_in_no_grad_mode()), Runtime,
              "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
@@ -167,9 +190,9 @@ InplaceWrite::InplaceWrite(TensorImpl& self, Tensor value, Kind kind)
              "tracked) or both outside (if you want the inplace to be tracked).");
   LOOM_CHECK(!(is_leaf(self) && requires_grad(self)), Runtime,
              "a leaf Variable that requires grad is being used in an in-place operation.");
-  if (!base) return;
-  LOOM_CHECK(!(is_leaf(*base) && requires_grad(*base)), Runtime,
-             "a view of a leaf Variable that requires grad is being used in an in-place operation.");
+  if (!base && !dead_base_) return;
+  LOOM_CHECK(base ? !(is_leaf(*base) && requires_grad(*base)) : !(!dead_base_->grad_fn && dead_base_->requires_grad),
+             Runtime, "a view of a leaf Variable that requires grad is being used in an in-place operation.");
   region_ = region_in_base(self);
   LOOM_CHECK(region_, NotImplemented, "in-place write through a view of shape ", format_dims(self.sizes()),
              ": autograd cannot tell where its elements lie in its base of shape ", format_dims(base->sizes()), " (",
@@ -221,14 +244,22 @@ void InplaceWrite::after() {
     if (!kind_.overwrite || kind_.lists_value) fn->next.push_back(value_edge_);
   }
   TensorImpl* base = self_.is_view() ? self_.view_base() : nullptr;
-  if (base && region_) {
+  if ((base || dead_base_) && region_) {
     auto slices = make_ref<CopySlices>(*region_, fn);
-    slices->next.push_back(requires_grad(*base) ? gradient_edge(*base) : Edge{});
+    if (base) slices->next.push_back(requires_grad(*base) ? gradient_edge(*base) : Edge{});
+    else slices->next.push_back(dead_base_->requires_grad ? dead_base_->edge : Edge{});
     slices->next.insert(slices->next.end(), fn->next.begin() + 1, fn->next.end());
-    set_history(*base, std::move(slices));
-    // self shows the base's new value: its grad_fn is re-derived from the base's, now stale.
+    if (base) {
+      set_history(*base, std::move(slices));
+    } else {
+      set_history(*dead_base_, std::move(slices));
+    }
+    // self shows the base's new value: its grad_fn is re-derived from the base's now, while
+    // self's place in the base is known (a sync may materialize self apart from a base that
+    // dies, lazy/sync.h).
     AutogradMeta& m = autograd(self_);
     if (!m.view) m.view = ViewHistory{version_before_};
+    current_grad_fn(self_);
     return;
   }
   if (adopt_) {

@@ -50,18 +50,22 @@ void note_synced(Device device) noexcept { recorded_since_sync[slot_of(device)] 
 
 // A view of a pending base whose base changed since the view was taken re-derives its node, so
 // it reads the base's current value (functionalization of views).
+// A base that died leaves its last value for its views (WeakTensor::last_node).
 void refresh_view(TensorImpl& t) {
   const auto& info = t.view_info();
-  if (!info || !info->base->target || info->base->target->generation() == info->base_generation) return;
-  TensorImpl& base = *info->base->target;
-  Ref<Node> base_node = base.read_node();
+  if (!info) return;
+  const WeakTensor& weak = *info->base;
+  uint64_t generation = weak.target ? weak.target->generation() : weak.last_generation;
+  if (generation == info->base_generation || (!weak.target && !weak.last_node)) return;
+  Ref<Node> base_node = weak.target ? weak.target->read_node() : weak.last_node;
   Attrs attrs;
   attrs.push_back(info->relative.offset);
   for (int64_t s : info->relative.strides) attrs.push_back(s);
   Node* in = base_node.get();
-  Ref<Node> node = Node::make(OpId::View, {base.dtype(), Dims(info->relative.sizes)}, std::move(attrs), {&in, 1});
+  Ref<Node> node =
+      Node::make(OpId::View, {base_node->dtype(), Dims(info->relative.sizes)}, std::move(attrs), {&in, 1});
   ViewInfo fresh = *info;
-  fresh.base_generation = base.generation();
+  fresh.base_generation = generation;
   t.rebind(std::move(node), /*write=*/false);
   t.set_view_info(std::move(fresh));
 }
@@ -260,6 +264,17 @@ void write_into(TensorImpl& self, const Tensor& value, const InplaceWrite::Kind&
       ViewInfo fresh = *info;
       self.rebind(std::move(n));
       fresh.base_generation = base.generation();  // self already holds the value the base now shows
+      self.set_view_info(std::move(fresh));
+    } else if (info && info->base->last_node) {
+      // The base died: the write goes into what its views share of it, as into a live base.
+      WeakTensor& weak = *info->base;
+      Ref<Node> n = v->read_node();
+      Node* ins[2] = {weak.last_node.get(), n.get()};
+      weak.last_node = Node::make(OpId::ViewScatter, {weak.last_node->dtype(), Dims(weak.last_node->shape())},
+                                  view_attrs(info->relative), {ins, 2});
+      ViewInfo fresh = *info;
+      self.rebind(std::move(n));
+      fresh.base_generation = ++weak.last_generation;
       self.set_view_info(std::move(fresh));
     } else {
       self.rebind(v->read_node());

@@ -458,8 +458,19 @@ Tensor var(const Tensor& x, const DimList& dims, double correction, bool keepdim
   return div(ss, Scalar(std::max(0.0, static_cast<double>(n) - correction)));
 }
 
+// sum ** (1 / p) for the p-norm. With autograd its gradient is 0 where the sum is 0 (an all-zero
+// slice), as PyTorch's norm backward: the root's derivative there is infinite, and inf times the
+// sum's zero gradient nan. The where()s keep the value exact (the root of 0 is 0).
+static Tensor root_of_sum(const Tensor& sum, double p) {
+  auto root = [p](const Tensor& v) { return p == 2 ? unary(OpId::Sqrt, v) : pow(v, Scalar(1.0 / p)); };
+  if (!grad_enabled() || !requires_grad(*sum)) return root(sum);
+  Tensor zero = binary(OpId::Eq, sum, Scalar(int64_t{0}));
+  return where(zero, Scalar(int64_t{0}), root(where(zero, Scalar(int64_t{1}), sum)));
+}
+
+// Where the variance is 0, PyTorch's std_backward gives 0, not sqrt's infinite slope times 0.
 Tensor std(const Tensor& x, const DimList& dims, double correction, bool keepdim) {
-  return unary(OpId::Sqrt, var(x, dims, correction, keepdim));
+  return root_of_sum(var(x, dims, correction, keepdim), 2);
 }
 
 Tensor logsumexp(const Tensor& x0, const DimList& dims, bool keepdim) {
@@ -489,15 +500,6 @@ Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
   return cast(reduce(OpId::Amax, cast(x, DType::Bool), dims, keepdim), out);
 }
 
-// sum ** (1 / p) for the p-norm. With autograd its gradient is 0 where the sum is 0 (an all-zero
-// slice), as PyTorch's norm backward: the root's derivative there is infinite, and inf times the
-// sum's zero gradient nan. The where()s keep the value exact (the root of 0 is 0).
-static Tensor root_of_sum(const Tensor& sum, double p) {
-  auto root = [p](const Tensor& v) { return p == 2 ? unary(OpId::Sqrt, v) : pow(v, Scalar(1.0 / p)); };
-  if (!grad_enabled() || !requires_grad(*sum)) return root(sum);
-  Tensor zero = binary(OpId::Eq, sum, Scalar(int64_t{0}));
-  return where(zero, Scalar(int64_t{0}), root(where(zero, Scalar(int64_t{1}), sum)));
-}
 
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   require_floating(x, "linalg.vector_norm");

@@ -21,8 +21,19 @@ TensorImpl::TensorImpl(Ref<Node> node, Device device) : node_(std::move(node)), 
 void* TensorImpl::operator new(size_t size) { return FreeList<TensorImpl>::allocate(size); }
 void TensorImpl::operator delete(void* p, size_t size) noexcept { FreeList<TensorImpl>::release(p, size); }
 
+WeakTensor::WeakTensor() = default;
+WeakTensor::~WeakTensor() = default;
+
 TensorImpl::~TensorImpl() {
-  if (weak_) weak_->target = nullptr;
+  if (weak_) {
+    // Views outlive this base: they keep what they share of it (WeakTensor).
+    if (node_ && !is_view() && weak_->use_count() > 1) {
+      weak_->last_node = node_;
+      weak_->last_generation = generation_;
+      weak_->last_history = last_history_of(*this);
+    }
+    weak_->target = nullptr;
+  }
   // An in-place result nobody can see through this tensor may still be visible through other
   // views of the destination storage: it must be written anyway, in its program order (with the
   // registry it was recorded in).
@@ -94,6 +105,14 @@ void TensorImpl::materialize(Array value) {
   value_ = std::move(value);
   node_.reset();
   input_leaf_.reset();
+  // A view of a base that died is computed apart from it (with the base's other views: a sync
+  // computes every pending tensor), so the base's last value is not needed anymore, and would
+  // keep alive every input it was computed from; a history a write made stale is re-derived
+  // while the view's place in the base is known (lazy/autograd_inplace.cpp).
+  if (view_ && !view_->base->target) {
+    view_->base->last_node.reset();
+    if (autograd_) current_grad_fn(*this);
+  }
   view_.reset();  // a materialized view aliases its base's storage: no bookkeeping needed anymore
   if (written_) *written_ = BeforeWrites{};
   if (registry) unregister_pending(this);

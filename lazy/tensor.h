@@ -45,11 +45,24 @@ struct Registry;  // lazy/sync.cpp
 
 // A reference to a TensorImpl that does not keep it alive (views of pending tensors hold one to
 // their base). The impl clears `target` when it dies.
+struct BaseHistory;  // lazy/autograd.h
+
 struct WeakTensor final : RefCounted {
+  WeakTensor();
+  ~WeakTensor();
   TensorImpl* target = nullptr;
   // target's version counter once it has one, kept after target dies: the views holding this
   // reference share it (TensorImpl::version_counter).
   Ref<VersionCounter> counter;
+  // When target dies while something else holds this reference (its views), what they keep of
+  // it so that target stays one value for them, as a live base is: its last value, which they
+  // re-derive themselves from after a write through one of them (refresh_view) and which such a
+  // write goes into (write_into), with its generation; and its autograd history, which such a
+  // write extends and a stale view's history is re-derived from (lazy/autograd_inplace.cpp).
+  // Kept until a sync: the views then materialize apart from one another (lazy/sync.h).
+  Ref<Node> last_node;
+  uint64_t last_generation = 0;
+  std::unique_ptr<BaseHistory> last_history;
 };
 
 struct ViewInfo {
@@ -124,9 +137,12 @@ class TensorImpl final : public RefCounted {
   // tensor the chain of views started from (PyTorch's Tensor._base), never itself a view. A view
   // of a tensor that was not pending keeps its base alive, as in PyTorch. A view of a pending
   // tensor holds it weakly (a pending tensor kept alive would be computed by every sync, lazy/
-  // sync.h): view_base() is null once such a base died, and the view then stands alone.
+  // sync.h): view_base() is null once such a base died; its views then share what it left in
+  // the weak reference (WeakTensor::last_node) until they are computed.
   bool is_view() const noexcept { return base_ || weak_base_; }
   TensorImpl* view_base() const noexcept { return base_ ? base_.get() : weak_base_ ? weak_base_->target : nullptr; }
+  // The weak reference to a pending base (null for other tensors): what it leaves once it died.
+  const WeakTensor* weak_base() const noexcept { return weak_base_.get(); }
   // Makes this tensor a view of t (of t's base when t is a view).
   void mark_view_of(TensorImpl& t);
   // Autograd refuses to record writes through views made in no_grad mode, as PyTorch does (the

@@ -746,6 +746,35 @@ def test_a_view_of_a_view_written_in_place(device):
     _assert_same_in_torch(device, program)
 
 
+def _scaled_slice_of_a_local(lib, x, scale_first):
+    """A function scales a slice of a tensor it made, in place, and returns the slice: the local
+    base is gone when the slice is used (attention code's q *= scale on a slice of qkv)."""
+    def attention_like(h):
+        qkv = h * 1
+        q, k = qkv[:, :2], qkv[:, 1:3]  # overlapping: k sees q's write while qkv lives
+        if scale_first:
+            q.mul_(0.5)
+            return q, k
+        k.add_(1.0)
+        return q.transpose(0, 1), k
+    return attention_like(x)
+
+
+@pytest.mark.parametrize("scale_first", [True, False])
+@pytest.mark.parametrize("sync", [False, True])
+def test_views_written_through_then_their_base_dropped(device, scale_first, sync):
+    """A pending base held only weakly by its views dies after a write through one of them: the
+    views' histories still follow the write (the base's last history, kept for them)."""
+    def program(lib, x, make):
+        q, k = _scaled_slice_of_a_local(lib, x, scale_first)
+        if sync:
+            _sync(lib)
+        names = [q.grad_fn.name(), k.grad_fn.name()]
+        ((q * q).sum() + (k * k * 3).sum()).backward()
+        return names, x.grad, q.detach(), k.detach()
+    _assert_same_in_torch(device, program)
+
+
 def test_writing_values_that_require_grad_into_a_constant(device):
     """out = zeros(...); out[i] = f(x): out starts requiring grad, with a CopySlices history."""
     def program(lib, x, make):

@@ -345,6 +345,31 @@ def test_inplace_on_view_shows_in_sibling_views(device):
     sub.finish()
 
 
+@pytest.mark.parametrize("drop_base", ["before_writes", "between_writes", "after_writes"])
+def test_sibling_views_of_a_dropped_base(device, drop_base):
+    """Overlapping views of a computed base that the program drops (a function returning two
+    slices of a local tensor): writes through either view, before or after the base is gone, are
+    seen through the other, as while the base lives (a lazy view holds a computed base weakly)."""
+    values = np.arange(24.0).reshape(4, 6)
+    results = []
+    for mod in (loom, torch):
+        x = make(values, device)[0] if mod is loom else torch.from_numpy(values.copy())
+        base = x * 1
+        a, b = base[1:3], base[:, ::2]
+        if drop_base == "before_writes":
+            del base
+        a.mul_(-1)
+        if drop_base == "between_writes":
+            del base
+        b.add_(100)
+        if drop_base == "after_writes":
+            del base
+        a.add_(b[1:3].sum(1, keepdim=True))
+        results.append([a, b, a * 1, b.sum(0)])
+    for o, r in zip(*results):
+        assert_close(o, r)
+
+
 def test_inplace_view_of_view_chain(device):
     values = np.arange(60.0).reshape(3, 4, 5)
     results = []
