@@ -37,6 +37,13 @@ constexpr size_t kMaxKernelStores = 256;
 // unrolled over 35 steps summed one bias gradient per step: one kernel of 70 column stages,
 // 40 s to compile; in kernels of at most 16, the whole model compiled in 6 s).
 constexpr size_t kMaxKernelStages = 16;
+// A full reduction (sum, prod, amax, amin over every dim) of at least kSplitMinElements elements
+// is a split reduction (program.h, Kernel::split_block): the pointwise kernel of its input's
+// shape computes its input and per-block partials in parallel, a second pass combines them.
+// Below this size a serial row is as fast (the executor runs smaller kernels on one thread).
+// Blocks are a multiple of 64 elements, so each is vectorized as a whole (render.h, Split).
+constexpr int64_t kSplitMinElements = int64_t{1} << 15;
+constexpr int64_t kSplitBlock = 4096;
 // A value read by several consumers is stored once it would be recomputed from this many
 // full-size loads in each (initial_materialization).
 constexpr int64_t kMaxRecomputedLoads = 3;
@@ -76,6 +83,30 @@ ReduceKind reduce_kind(OpId op) {
     case OpId::Argmax: return ReduceKind::ArgMax;
     default: return ReduceKind::ArgMin;
   }
+}
+
+// Whether reduction node n (of input `in`) is a split reduction (kSplitMinElements).
+bool is_split_reduction(const Node& n, const Node& in) {
+  bool arg = n.op() == OpId::Argmax || n.op() == OpId::Argmin;
+  auto every_dim = in.ndim() >= 64 ? ~uint64_t{0} : (uint64_t{1} << in.ndim()) - 1;
+  auto mask = static_cast<uint64_t>(n.attrs()[0]);
+  return !arg && in.ndim() > 0 && (mask & every_dim) == every_dim && numel_of(in.shape()) >= kSplitMinElements;
+}
+
+// Whether expression e reads a reduction stage's result.
+bool reads_reduced(const std::vector<Expr>& exprs, int32_t e) {
+  std::vector<bool> seen(exprs.size(), false);
+  std::vector<int32_t> stack{e};
+  while (!stack.empty()) {
+    int32_t x = stack.back();
+    stack.pop_back();
+    if (x < 0 || seen[static_cast<size_t>(x)]) continue;
+    seen[static_cast<size_t>(x)] = true;
+    const Expr& ex = exprs[static_cast<size_t>(x)];
+    if (ex.op == ExprOp::Reduced) return true;
+    stack.insert(stack.end(), {ex.a, ex.b, ex.c});
+  }
+  return false;
 }
 
 // The kernel a reduction node belongs to is keyed by its input's shape and its reduced dims.
@@ -190,6 +221,12 @@ AffineMap Partitioner::element_map(const KernelState& k, int64_t ndim) const {
 // The map from a kernel's domain to the value a root computes.
 AffineMap Partitioner::root_map(const KernelState& k, int32_t i) const {
   const Node& n = node(i);
+  if (!k.row && k.k.split_block > 0 && Dims(n.shape()) != k.pointwise_shape) {
+    // A split reduction's result, or a value computed from results: one element for the domain.
+    AffineMap m = AffineMap::select_dims(static_cast<int64_t>(k.k.outer.size()), Dims(n.ndim(), -1));
+    normalize(m, n.shape());
+    return m;
+  }
   if (!k.row) return AffineMap::identity(n.ndim());
   if (cls(n) != OpClass::Reduction && Dims(n.shape()) == k.row->shape) return element_map(k, n.ndim());
   // Row kernels: the domain is (kept dims, reduced dims) of the reduction input; a reduction
@@ -421,8 +458,10 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
     int32_t in = t_.inputs[i][0];
     const Node& x = node(in);
     // The input is read over the whole domain: kept dims from the outer loop, reduced dims from
-    // the inner one.
-    int32_t input = value(k, in, element_map(k, x.ndim()));
+    // the inner one (a split reduction's domain is its input's shape).
+    int32_t input = value(k, in, k.row ? element_map(k, x.ndim()) : AffineMap::identity(x.ndim()));
+    // A split kernel's first pass cannot read a result of its second (x - x.mean()).
+    if (!k.row && reads_reduced(k.b.exprs(), input)) throw CannotJoin{};
     DType type = k.b.exprs()[input].type;
     Stage stage{reduce_kind(n.op()), type, input, i};
     if (stage.kind == ReduceKind::Sum || stage.kind == ReduceKind::Prod) {
@@ -438,6 +477,8 @@ void Partitioner::add_root(KernelState& k, int32_t i) {
     e = rounded_to(k.b, k.b.add(r), n.dtype());
   } else {
     e = compute(k, i, m);
+    if (k.k.split_block > 0 && Dims(n.shape()) == k.pointwise_shape && reads_reduced(k.b.exprs(), e))
+      throw CannotJoin{};  // an element of the domain that reads a result of the second pass
   }
   k.roots[i] = {e, m};
   Access a{i, Space::Outer, {}, 0, false};
@@ -473,34 +514,45 @@ void Partitioner::place(int32_t i) {
   bool reduction = cls(n) == OpClass::Reduction;
   std::optional<RowKey> key;
   if (reduction) key = RowKey{Dims(node(t_.inputs[i][0]).shape()), static_cast<uint64_t>(n.attrs()[0])};
+  bool split = reduction && is_split_reduction(n, node(t_.inputs[i][0]));
   if (opt_.fuse) {
     // The most recent kernel of the same domain: a row kernel of the same key for reductions;
     // for other values a pointwise kernel of their shape, or a row kernel whose results have it.
     for (auto it = kernels_.rbegin(); it != kernels_.rend(); ++it) {
       KernelState& k = *it;
       bool fits = false;
-      if (reduction) {
+      if (split) {
+        fits = !k.row && k.pointwise_shape == key->shape;  // the kernel computing its input
+      } else if (reduction) {
         fits = k.row && *k.row == *key;
       } else if (k.row) {
         for (const Stage& s : k.k.stages) fits = fits || Dims(node(s.node).shape()) == Dims(n.shape());
         fits = fits || (k.row->reduces_trailing_dims() && Dims(n.shape()) == k.row->shape);
       } else {
         fits = k.pointwise_shape == Dims(n.shape());
+        for (const Stage& s : k.k.stages) fits = fits || Dims(node(s.node).shape()) == Dims(n.shape());
       }
       if (fits) {
         bool full = k.b.exprs().size() >= kMaxKernelExprs || k.k.stores.size() >= kMaxKernelStores ||
                     (reduction && k.k.stages.size() >= kMaxKernelStages);
+        int64_t block = k.k.split_block;
+        if (split) k.k.split_block = kSplitBlock;  // root_map maps the result as split
         if (!full && try_join(k, i)) {
           producer_step_[i] = k.step;
           return;
         }
+        k.k.split_block = block;
         break;
       }
     }
   }
   KernelState k;
   k.step = static_cast<int32_t>(steps_.size());
-  if (reduction) {
+  if (split) {
+    k.pointwise_shape = key->shape;
+    k.k.outer = key->shape;
+    k.k.split_block = kSplitBlock;
+  } else if (reduction) {
     k.row = key;
     for (int64_t d = 0; d < static_cast<int64_t>(key->shape.size()); ++d)
       ((key->mask >> d & 1) ? k.k.inner : k.k.outer).push_back(key->shape[d]);
@@ -681,7 +733,8 @@ std::string describe(const Program& p, const Trace& t) {
       continue;
     }
     const Kernel& k = p.kernels[s.kernel];
-    out << "kernel " << k.name << (k.row ? " (row)" : "") << " outer " << format_dims(k.outer);
+    out << "kernel " << k.name << (k.row ? " (row)" : "") << (k.split_block ? " (split)" : "") << " outer "
+        << format_dims(k.outer);
     if (k.row) out << " inner " << format_dims(k.inner);
     out << ": " << k.exprs.size() << " exprs; stores";
     for (const Store& st : k.stores) out << " %" << st.access.value;

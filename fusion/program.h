@@ -65,6 +65,16 @@ struct Load {
 struct Kernel {
   std::string name;
   bool row = false;
+  // A split reduction (pointwise kernels only): its stages reduce the whole domain, which is
+  // walked in blocks of `split_block` elements (in row-major order of the domain). Pass 1 is the
+  // pointwise kernel, run in parallel over blocks: it writes its element stores and, per block
+  // and stage, one partial (the block's reduction in the stage's accumulator type) to the
+  // kernel's scratch (split_scratch_bytes); pass 2 (the combine function, RenderedModule::
+  // combine_symbols) reduces each stage's partials in block order and writes the stores that
+  // read the stages' results: those whose access has no nonzero stride (the reductions' results,
+  // shaped like one element, and what is computed from them, such as a mean's division). Blocks
+  // are fixed by the domain's size, so results do not depend on the thread count or the grid.
+  int64_t split_block = 0;
   Dims outer;  // domain sizes (pointwise: all of it)
   Dims inner;  // row kernels: the reduced sizes
   std::vector<Load> loads;
@@ -85,6 +95,12 @@ struct Kernel {
 // so the results do not depend on how channels are grouped. The renderer and the CUDA launch
 // geometry both read it.
 bool reduces_columns(const Kernel& k);
+
+// Split reductions (Kernel::split_block): a store written by the combine pass, and the bytes of
+// scratch a kernel's passes share (8 per block and stage; 0 for other kernels). Every executor
+// gives a split kernel this much scratch after its loads' and stores' pointers (render.h).
+bool written_after_reduction(const Store& s);
+int64_t split_scratch_bytes(const Kernel& k);
 
 // Where a materialized value lives.
 enum class BufferKind : uint8_t {

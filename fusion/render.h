@@ -40,6 +40,8 @@ struct RenderedModule {
   std::vector<std::string> function_symbols;       // the name each of them defines
   std::vector<std::string> symbols;                // per kernel: the function it runs (kernels
                                                    // whose text is the same share one)
+  std::vector<std::string> combine_symbols;        // per kernel: a split reduction's second pass
+                                                   // (program.h, Kernel::split_block), or empty
   std::vector<std::vector<int64_t>> int_params;    // per kernel: the ip[] array of its launch
   std::vector<Split> splits;                       // per kernel (CPU)
 };
@@ -52,7 +54,8 @@ RenderedModule render(const Program& program, TargetKind target);
 //   ip    sizes, strides and offsets (RenderedModule::int_params of the kernel)
 //   sp    the kernel's scalar parameters, in Kernel::params order, as 64-bit patterns: a double's
 //         bits for float scalars, the value for integer and bool ones (no precision is lost)
-//   bufs  one pointer per load, then one per store, each the address of its buffer's element 0
+//   bufs  one pointer per load, then one per store, each the address of its buffer's element 0;
+//         a split reduction's two passes take one more, to split_scratch_bytes(kernel) of scratch
 //
 // Rows of a CUDA row kernel are reduced by a block of kCudaBlock threads.
 inline constexpr int kCudaBlock = 256;

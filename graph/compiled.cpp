@@ -54,6 +54,9 @@ struct CompiledExecutor::Plan : CachedPlan {
   std::vector<bool> take_aside;  // per output: write back a copy of its old value (binding.h)
   std::vector<std::shared_ptr<rtc::HostModule>> units;  // where its kernels live (rtc/kernel_units.h)
   std::vector<KernelFn> kernels;
+  std::vector<KernelFn> combines;      // per kernel: a split reduction's second pass, or null
+  std::vector<int64_t> scratch_bytes;  // per kernel: where its split passes' scratch starts in
+                                       // the arena (after every buffer), or -1
   std::vector<std::vector<int64_t>> int_params;
   std::vector<fusion::Split> splits;
   MemoryPlan memory;  // where intermediates live in the arena
@@ -321,6 +324,13 @@ PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
   plan->take_aside = write_backs_to_take_aside(p, t);
   mark_outputs(p, t);
   plan->memory = plan_memory(p);
+  // Split reductions' partials (fusion/program.h, Kernel::split_block): after every buffer.
+  for (const fusion::Kernel& k : p.kernels) {
+    int64_t bytes = fusion::split_scratch_bytes(k);
+    int64_t at = (plan->memory.arena_bytes + 63) / 64 * 64;
+    plan->scratch_bytes.push_back(bytes > 0 ? at : -1);
+    if (bytes > 0) plan->memory.arena_bytes = at + bytes;
+  }
   plan->pool.emplace(t.device);
   plan->arenas.push_back(plan->pool->allocate(Dims{plan->memory.arena_bytes}, DType::UInt8));
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
@@ -344,6 +354,8 @@ PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
       std::unordered_map<std::string, void*> address;
       for (size_t f = 0; f < cpu.function_symbols.size(); ++f) address[cpu.function_symbols[f]] = compiled.functions[f];
       for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(address.at(s)));
+      for (const std::string& s : cpu.combine_symbols)
+        plan->combines.push_back(s.empty() ? nullptr : reinterpret_cast<KernelFn>(address.at(s)));
     } catch (const Error&) {
       check_interrupt();  // Ctrl-C reaches the compiler too: then the interrupt is the failure
       throw;
@@ -434,6 +446,8 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
       bufs.clear();
       for (const fusion::Load& l : k.loads) bufs.push_back(array_of(l.access.value).data());
       for (const fusion::Store& s : k.stores) bufs.push_back(array_of(s.access.value).data());
+      int64_t scratch = plan.scratch_bytes[step.kernel];
+      if (scratch >= 0) bufs.push_back(static_cast<char*>(arena.data()) + scratch);
       scalars.clear();
       for (int32_t node : k.params) {
         const Scalar& v = t.nodes[node]->scalar();
@@ -446,6 +460,10 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
       run_kernel(plan.kernels[step.kernel], plan.int_params[step.kernel].data(), scalars.data(), bufs.data(),
                  plan.splits[step.kernel], interruptible);
       count(metrics().kernel_launches);
+      if (KernelFn combine = plan.combines[step.kernel]) {  // after every block's partial
+        combine(plan.int_params[step.kernel].data(), scalars.data(), bufs.data(), 0, 1);
+        count(metrics().kernel_launches);
+      }
       continue;
     }
     if (step.kind == fusion::Step::RunOp) {

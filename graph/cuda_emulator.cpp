@@ -162,7 +162,7 @@ class CudaEmulator final : public Executor {
         LOOM_CHECK(it != kernel_named.end(), Runtime, "internal: a launch of an unknown kernel ", l.what);
         size_t k = it->second;
         p.kernel_of.push_back(k);
-        p.functions.push_back(p.fused->symbol(p.cpu.symbols[k]));
+        p.functions.push_back(p.fused->symbol(l.second_pass ? p.cpu.combine_symbols[k] : p.cpu.symbols[k]));
       } else {
         p.kernel_of.push_back(0);
         p.functions.push_back(kernels()->symbol(l.kernel));
@@ -198,7 +198,7 @@ class CudaEmulator final : public Executor {
     void* fn = plan.functions[static_cast<size_t>(step.index)];
     if (l.module == CudaModule::Fused) {
       size_t k = plan.kernel_of[static_cast<size_t>(step.index)];
-      reinterpret_cast<CpuAbi>(fn)(ip, sp, bufs, 0, plan.cpu.splits[k].extent);
+      reinterpret_cast<CpuAbi>(fn)(ip, sp, bufs, 0, l.second_pass ? 1 : plan.cpu.splits[k].extent);
     } else {
       reinterpret_cast<CudaAbi>(fn)(ip, sp, bufs);
     }

@@ -200,7 +200,7 @@ class Lowering {
   void fused(int32_t k, const fusion::RenderedModule& rendered) {
     const fusion::Kernel& kernel = p_.kernels[k];
     int64_t rows = numel_of(kernel.outer), inner = numel_of(kernel.inner);
-    if (rows == 0) return;  // nothing to store (a row kernel over empty rows still stores per row)
+    if (rows == 0 && kernel.split_block == 0) return;  // nothing to store (a row kernel over empty rows still stores per row)
     std::vector<Word> sp;
     for (int32_t n : kernel.params) sp.push_back(scalar(n, Patch::ScalarAbi));
     std::vector<Address> bufs;
@@ -208,6 +208,17 @@ class Lowering {
     for (const fusion::Store& s : kernel.stores) bufs.push_back(stored(s.access.value).address);
     std::vector<int64_t> ip = rendered.int_params[k];
     if (ip.empty()) ip.push_back(0);
+    if (kernel.split_block > 0) {
+      // A split reduction: a block per split block, then one block combining the partials.
+      bufs.push_back({Address::Scratch, scratch(fusion::split_scratch_bytes(kernel)), 0});
+      int64_t blocks = (rows + kernel.split_block - 1) / kernel.split_block;
+      if (blocks > 0) launch(CudaModule::Fused, rendered.symbols[k], blocks, ip, sp, bufs, kernel.name).row_inner =
+          kernel.split_block;
+      Launch& second = launch(CudaModule::Fused, rendered.combine_symbols[k], 1, ip, sp, bufs, kernel.name);
+      second.row_inner = blocks;
+      second.second_pass = true;
+      return;
+    }
     Launch& l = launch(CudaModule::Fused, rendered.symbols[k], rows, ip, sp, bufs, kernel.name);
     // A row per block; a column reduction walks its rows a thread each (fusion/program.h).
     if (kernel.row && !fusion::reduces_columns(kernel)) l.row_inner = inner;

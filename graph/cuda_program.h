@@ -73,6 +73,7 @@ struct Launch {
   int64_t row_inner = -1;   // row kernels: elements reduced per row (one block per row); else -1
   int64_t ip = 0, sp = 0, bufs = 0;  // table words where its three arrays start
   std::string what;         // names it in errors: the fused kernel, or the op and its trace node
+  bool second_pass = false; // a split reduction's combine (fusion/program.h, Kernel::split_block)
   // A data error the kernel can report, and the table word that takes its code (in ip).
   std::optional<std::pair<ErrorKind, std::string>> data_error;
   int64_t error_code_word = -1;

@@ -290,6 +290,8 @@ SIZES = {
     "chain 1e3": ((7, 1000), (3, 200)),
     "chain 1e5": ((7, 200), (3, 40)),
     "chain 1e7": ((5, 3), (3, 1)),
+    "chain+sum 1e5": ((7, 200), (3, 40)),
+    "chain+sum 1e7": ((5, 3), (3, 1)),
     "softmax 256x512": ((7, 100), (3, 20)),
     "softmax 4096x1024": ((5, 5), (3, 1)),
     "mlp": ((5, 40), (3, 10)),
@@ -297,10 +299,10 @@ SIZES = {
 }
 
 
-def _chain_case(label, n):
+def _chain_case(label, n, fn=W.chain, numpy_fn=W.chain_numpy):
     rng = np.random.default_rng(1)
     x = rng.uniform(-2, 2, int(n)).astype(np.float32)
-    build = lambda mode, device: _function_runner(mode, device, W.chain, [x], W.chain_numpy)  # noqa: E731
+    build = lambda mode, device: _function_runner(mode, device, fn, [x], numpy_fn)  # noqa: E731
     return label, build
 
 
@@ -319,6 +321,9 @@ def cases(quick):
                         *SIZES["ops"][pick], unit="op", note="loom-lazy: recording only (no sync), as BENCH.md"))
     for label, n in [("chain 1e3", 1e3), ("chain 1e5", 1e5), ("chain 1e7", 1e7)]:
         name, build = _chain_case(label, n)
+        out.append(Case("chain", name, LOOM_AND_TORCH + ["numpy"], build, *SIZES[label][pick]))
+    for label, n in [("chain+sum 1e5", 1e5), ("chain+sum 1e7", 1e7)]:
+        name, build = _chain_case(label, n, W.chain_sum, W.chain_sum_numpy)
         out.append(Case("chain", name, LOOM_AND_TORCH + ["numpy"], build, *SIZES[label][pick]))
     for rows, cols in [(256, 512), (4096, 1024)]:
         label = f"softmax {rows}x{cols}"

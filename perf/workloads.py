@@ -131,6 +131,15 @@ def chain_numpy(x):
     return np.log(y) * np.float32(0.7)
 
 
+def chain_sum(m, x):
+    """The chain, then a full sum (issue 15: a split reduction, two kernels)."""
+    return chain(m, x).sum()
+
+
+def chain_sum_numpy(x):
+    return chain_numpy(x).sum(dtype=np.float64).astype(np.float32)
+
+
 def softmax_layer_norm(m, x, weight, bias):
     """Row softmax and layer norm of the same input (forward only)."""
     F = m.nn.functional
