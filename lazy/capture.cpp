@@ -56,6 +56,13 @@ void StepRecording::note_first_write(TensorImpl& t) {
   if (TensorImpl* base = t.view_base()) written_.emplace_back(base);
 }
 
+Generator& generator_for_draw(Device device, bool lazy) {
+  Generator& g = current_generator(device);
+  if (lazy && generator_overridden())
+    if (StepRecording* r = recording()) r->note_sync_point(device, "draws from a loom.Generator (generator=)");
+  return g;
+}
+
 void StepRecording::note_sync_point(Device device, const char* what) {
   if (phase_ != Phase::Running) return;
   std::string where = where_ ? where_() : std::string();

@@ -58,6 +58,7 @@
 #include "lazy/autograd.h"
 #include "lazy/executor.h"
 #include "lazy/tensor.h"
+#include "runtime/random.h"
 
 namespace loom {
 
@@ -188,5 +189,11 @@ extern thread_local StepRecording* active_recording;
 
 // The calling thread's recording, or null (the hooks' cheap test).
 inline StepRecording* recording() noexcept { return detail::active_recording; }
+
+// The generator a random op on `device` draws from (runtime/random.h current_generator). A lazy
+// draw from a loom.Generator (a `generator=` argument) inside a recorded step is noted as a point
+// the step cannot be replayed at: a replay takes its random ops' offsets from the device's default
+// generator (graph/captured_step.h), so it would not advance the one the step drew from.
+Generator& generator_for_draw(Device device, bool lazy);
 
 }  // namespace loom

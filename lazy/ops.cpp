@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "lazy/autograd.h"
+#include "lazy/capture.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 
@@ -1099,7 +1100,7 @@ Tensor arange(int64_t n, Scalar start, Scalar step, DType dtype, Placement where
 Tensor rand(IntSpan sizes, DType dtype, Placement where, double low, double high) {
   require_floating_dtype(dtype, "rand");
   check_sizes(sizes);
-  Generator& gen = default_generator(where.device);
+  Generator& gen = generator_for_draw(where.device, where.lazy);
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
     uniform_(a, low, high, gen);
@@ -1114,7 +1115,7 @@ Tensor rand(IntSpan sizes, DType dtype, Placement where, double low, double high
 Tensor randn(IntSpan sizes, DType dtype, Placement where, double mean, double std) {
   require_floating_dtype(dtype, "randn");
   check_sizes(sizes);
-  Generator& gen = default_generator(where.device);
+  Generator& gen = generator_for_draw(where.device, where.lazy);
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
     normal_(a, mean, std, gen);
@@ -1129,7 +1130,7 @@ Tensor randn(IntSpan sizes, DType dtype, Placement where, double mean, double st
 Tensor randint(IntSpan sizes, int64_t low, int64_t high, DType dtype, Placement where) {
   LOOM_CHECK(low < high, Runtime, "random_ expects 'from' to be less than 'to', but got from=", low, " >= to=", high);
   check_sizes(sizes);
-  Generator& gen = default_generator(where.device);
+  Generator& gen = generator_for_draw(where.device, where.lazy);
   if (!where.lazy) {
     Array a = empty(sizes, dtype, where.device);
     random_int_(a, low, high, gen);

@@ -64,6 +64,9 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
   LOOM_CHECK(is_floating(input->dtype()), Runtime, "\"log_softmax_lastdim_kernel_impl\" not implemented for '",
              dtype_info(input->dtype()).scalar_type_name, "'");
   LOOM_CHECK(input->ndim() >= 1, Runtime, "input tensor should be 1D or 2D");
+  LOOM_CHECK(!weight || !grad_enabled() || !requires_grad(**weight), Runtime,
+             "The function 'nll_loss_forward' is not differentiable with respect to argument 'weight'. This input "
+             "cannot have requires_grad True.");
   Dims in_shape(input->sizes());
   int64_t classes = input->ndim() == 1 ? in_shape[0] : in_shape[1];
   DType dtype = input->dtype();
@@ -113,7 +116,11 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
   const char* name = smoothing > 0 ? "AddBackward0" : input->ndim() > 2 ? "NllLoss2DBackward0" : "NllLossBackward0";
   bool per_row = reduction == "none";
   record_composite(
-      {name, {input.get()}, 0b1u, false, {max, sum_exp, denom, terms.target, terms.a, terms.valid, terms.b}}, *loss,
+      // The target and weight are saved as PyTorch's nll_loss saves them: written in place before
+      // the backward, they make it raise (their version moved), though only copies are read.
+      {name, {input.get(), target.get(), weight ? weight->get() : nullptr}, 0b111u, false,
+       {max, sum_exp, denom, terms.target, terms.a, terms.valid, terms.b}},
+      *loss,
       [per_row, in_shape, classes](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
         const Tensor &max = s.extras[0], &sum_exp = s.extras[1], &denom = s.extras[2], &target = s.extras[3],
                      &a = s.extras[4], &valid = s.extras[5], &b = s.extras[6];
@@ -131,7 +138,7 @@ Tensor cross_entropy(const Tensor& input, const Tensor& target, const Tensor* we
         Tensor c = per_row ? unsqueeze(coef, 1) : coef;
         Tensor p = s.recompute() ? softmax(x, 1) : div(unary(OpId::Exp, sub(x, max)), sum_exp);
         Tensor dx = mul(c, sub(dlogp, mul(p, unsqueeze(row_sum, 1))));
-        return {classes_back(dx, in_shape)};
+        return {classes_back(dx, in_shape), Tensor(), Tensor()};
       });
   if (per_row && !target_shaped) loss = view(loss, target->sizes());
   return loss;

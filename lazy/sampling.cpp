@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "lazy/autograd.h"
+#include "lazy/capture.h"
 #include "lazy/sorting.h"
 #include "runtime/error.h"
 
@@ -90,7 +91,7 @@ Tensor normal(const Arg& mean, const Arg& std) {
 }
 
 Tensor poisson(const Tensor& rates) {
-  PhiloxState s = default_generator(rates->device()).draw();
+  PhiloxState s = generator_for_draw(rates->device(), rates->is_lazy()).draw();
   Tensor value;
   {
     GradModeGuard no_grad(false);

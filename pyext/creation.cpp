@@ -74,7 +74,8 @@ Result filled(const Parsed& p) {
 
 template <bool normal>  // rand / randn
 Result random(const Parsed& p) {
-  Options o = options_of(p, 1);
+  GeneratorScope generator = generator_scope(p.object(1));
+  Options o = options_of(p, 2);
   DType dtype = floating_dtype(o.dtype, normal ? "randn" : "rand");
   return created(normal ? ops::randn(sizes_of(p), dtype, o.where) : ops::rand(sizes_of(p), dtype, o.where),
                  o.requires_grad);
@@ -132,7 +133,8 @@ Result eye(const Parsed& p) {
 Result randint(const Parsed& p) {
   // randint(high, size) or randint(low, high, size).
   int k = p.index;  // the parameters after `low`
-  Options o = options_of(p, 2 + k);
+  GeneratorScope generator = generator_scope(p.object(2 + k));
+  Options o = options_of(p, 3 + k);
   return created(ops::randint(p.int_list(1 + k), k ? p.int64(0) : 0, p.int64(k), o.dtype.value_or(DType::Int64),
                               o.where),
                  o.requires_grad);
@@ -243,6 +245,7 @@ Result tri_indices(const Parsed& p) {
 }
 
 #define LOOM_OPTIONS "*, ScalarType? dtype=None, Device? device=None, bool? requires_grad=False"
+#define LOOM_RANDOM_OPTIONS "*, PyObject* generator=None, ScalarType? dtype=None, Device? device=None, bool? requires_grad=False"
 
 const Row kRows[] = {
     {{"tensor(PyObject* data, " LOOM_OPTIONS ")"}, kFunction, [](const Parsed& p) -> Result {
@@ -268,9 +271,10 @@ const Row kRows[] = {
        value.check_fits(dtype);
        return created(ops::full(p.int_list(0), value, dtype, o.where), o.requires_grad);
      }},
-    {{"rand(int[] size, " LOOM_OPTIONS ")"}, kFunction, random<false>, "Uniform on [0, 1)."},
-    {{"randn(int[] size, " LOOM_OPTIONS ")"}, kFunction, random<true>, "Standard normal."},
-    {{"randint(int high, int[] size, " LOOM_OPTIONS ")", "randint(int low, int high, int[] size, " LOOM_OPTIONS ")"},
+    {{"rand(int[] size, " LOOM_RANDOM_OPTIONS ")"}, kFunction, random<false>, "Uniform on [0, 1)."},
+    {{"randn(int[] size, " LOOM_RANDOM_OPTIONS ")"}, kFunction, random<true>, "Standard normal."},
+    {{"randint(int high, int[] size, " LOOM_RANDOM_OPTIONS ")",
+      "randint(int low, int high, int[] size, " LOOM_RANDOM_OPTIONS ")"},
      kFunction, randint, "Uniform integers in [low, high) (int64 unless dtype says otherwise)."},
     {{"arange(Scalar end, " LOOM_OPTIONS ")", "arange(Scalar start, Scalar end, Scalar step=1, " LOOM_OPTIONS ")"},
      kFunction, arange},
@@ -315,6 +319,7 @@ const Row kRows[] = {
 };
 
 #undef LOOM_OPTIONS
+#undef LOOM_RANDOM_OPTIONS
 
 // loom.from_numpy(array): a CPU tensor sharing the array's memory. Like PyTorch, a read-only
 // array is shared anyway, with a warning: writing through the tensor is then undefined.

@@ -49,6 +49,7 @@ PyObject* init() {
   register_device_type(module.get());
   register_size_type(module.get());
   register_tensor_type(module.get());
+  register_generator_type(module.get());
   check_status(PyModule_AddFunctions(module.get(), creation_functions));
   check_status(PyModule_AddFunctions(module.get(), memory_functions));
   check_status(PyModule_AddFunctions(module.get(), cuda_functions));

@@ -9,6 +9,7 @@
 #include "pyext/common.h"
 #include "runtime/device.h"
 #include "runtime/dtype.h"
+#include "runtime/random.h"
 
 namespace loom::py {
 
@@ -51,9 +52,16 @@ inline Device device_from_py(PyObject* obj) { return device_name_from_py(obj).pl
 extern PyTypeObject SizeType;
 PyObject* size_object(IntSpan sizes);  // new reference
 
+// loom.Generator (pyext/generator_object.cpp) and loom.default_generator.
+extern PyTypeObject GeneratorType;
+// A random op's `generator=` argument: while the result lives, the op's draws come from that
+// generator; None (or nullptr) leaves the device's default one. Raises TypeError for another type.
+GeneratorScope generator_scope(PyObject* obj);
+
 // Each readies its type and adds it (and, for dtypes, the instances) to the module.
 void register_dtype_type(PyObject* module);
 void register_device_type(PyObject* module);
 void register_size_type(PyObject* module);
+void register_generator_type(PyObject* module);
 
 }  // namespace loom::py

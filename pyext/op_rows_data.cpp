@@ -91,8 +91,16 @@ Result tensor_type(const Parsed& p) {
   PyObject* arg = p.object(1);
   DType dtype = self.dtype();
   Device device = self.device();
-  if (PyUnicode_Check(arg)) {
-    std::string name = p.string(1);
+  // A legacy class (loom.FloatTensor, loom.cuda.FloatTensor: loom/_legacy_tensor.py) by its name.
+  std::string name;
+  if (PyType_Check(arg) && PyObject_HasAttrString(arg, "is_cuda")) {
+    PyRef is_cuda = PyRef::checked(PyObject_GetAttrString(arg, "is_cuda"));
+    name = std::string(PyObject_IsTrue(is_cuda.get()) ? "torch.cuda." : "torch.") +
+           reinterpret_cast<PyTypeObject*>(arg)->tp_name;
+  } else if (PyUnicode_Check(arg)) {
+    name = p.string(1);
+  }
+  if (!name.empty()) {
     bool cuda = name.rfind("torch.cuda.", 0) == 0;
     std::string base = cuda ? name.substr(11) : name.rfind("torch.", 0) == 0 ? name.substr(6) : "";
     bool found = false;

@@ -42,13 +42,6 @@ PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const ch
   return result.release();
 }
 
-// loom has one generator per device (loom.manual_seed): a `generator=` other than None is refused.
-void no_generator(const Parsed& p, int i) {
-  LOOM_CHECK(!p.has(i), NotImplemented,
-             "loom has no torch.Generator objects: random ops draw from the device's generator (loom.manual_seed); "
-             "pass generator=None");
-}
-
 // var_mean / std_mean: (dim, unbiased, keepdim), (dim, *, correction, keepdim) or (unbiased).
 template <auto fn>
 Result with_mean(const Parsed& p) {
@@ -116,12 +109,12 @@ Tensor created(Tensor t, bool requires_grad) {
 }
 
 Result normal(const Parsed& p) {
+  GeneratorScope generator = generator_scope(p.object(p.index == 3 ? 3 : 2));
   switch (p.index) {
-    case 0: no_generator(p, 2); return ops::normal(p.tensor(0), p.tensor(1));
-    case 1: no_generator(p, 2); return ops::normal(p.tensor(0), Scalar(p.real(1)));
-    case 2: no_generator(p, 2); return ops::normal(Scalar(p.real(0)), p.tensor(1));
+    case 0: return ops::normal(p.tensor(0), p.tensor(1));
+    case 1: return ops::normal(p.tensor(0), Scalar(p.real(1)));
+    case 2: return ops::normal(Scalar(p.real(0)), p.tensor(1));
     default: {
-      no_generator(p, 3);
       double std = p.real(1);
       LOOM_CHECK(std >= 0, Runtime, "normal expects std >= 0.0, but found std ", std);
       DType dtype = p.optional_dtype(4).value_or(default_float_dtype());
@@ -135,7 +128,7 @@ Result random_(const Parsed& p) {
   std::optional<int64_t> from, to;
   if (p.index == 1) to = p.int64(1);
   if (p.index == 2) from = p.int64(1), to = p.optional_int64(2);
-  no_generator(p, p.index == 0 ? 1 : p.index == 1 ? 2 : 3);
+  GeneratorScope generator = generator_scope(p.object(p.index == 0 ? 1 : p.index == 1 ? 2 : 3));
   ops::random_(impl_of(p.self), from, to);
   return Py_NewRef(p.self);
 }
@@ -143,13 +136,13 @@ Result random_(const Parsed& p) {
 // An in-place random fill: fn(self, the two float parameters), generator= third.
 template <void (*fn)(TensorImpl&, double, double)>
 Result fill2(const Parsed& p) {
-  no_generator(p, 3);
+  GeneratorScope generator = generator_scope(p.object(3));
   fn(impl_of(p.self), p.real(1), p.real(2));
   return Py_NewRef(p.self);
 }
 template <void (*fn)(TensorImpl&, double)>
 Result fill1(const Parsed& p) {
-  no_generator(p, 2);
+  GeneratorScope generator = generator_scope(p.object(2));
   fn(impl_of(p.self), p.real(1));
   return Py_NewRef(p.self);
 }
@@ -229,12 +222,12 @@ const Row kRows[] = {
     // ---- random sampling ----
     {{"bernoulli(Tensor input, " LOOM_GENERATOR ")", "bernoulli(Tensor input, float p, " LOOM_GENERATOR ")"}, kBoth,
      [](const Parsed& p) -> Result {
-       no_generator(p, p.index == 0 ? 1 : 2);
+       GeneratorScope generator = generator_scope(p.object(p.index == 0 ? 1 : 2));
        return p.index == 0 ? ops::bernoulli(p.tensor(0)) : ops::bernoulli(p.tensor(0), p.real(1));
      }},
     {{"bernoulli_(Tensor input, float p=0.5, " LOOM_GENERATOR ")", "bernoulli_(Tensor input, Tensor p, " LOOM_GENERATOR ")"},
      kMethod, [](const Parsed& p) -> Result {
-       no_generator(p, 2);
+       GeneratorScope generator = generator_scope(p.object(2));
        ops::bernoulli_(impl_of(p.self), p.index == 0 ? Arg(Scalar(p.real(1))) : Arg(p.tensor(1)));
        return Py_NewRef(p.self);
      }},
@@ -243,16 +236,16 @@ const Row kRows[] = {
       "normal(float mean, float std, SymInt[] size, " LOOM_GENERATOR ", " LOOM_OPTIONS ")"},
      kFunction, normal},
     {{"poisson(Tensor input, PyObject* generator=None)"}, kFunction, [](const Parsed& p) -> Result {
-       no_generator(p, 1);
+       GeneratorScope generator = generator_scope(p.object(1));
        return ops::poisson(p.tensor(0));
      }},
     {{"multinomial(Tensor input, int num_samples, bool replacement=False, " LOOM_GENERATOR ")"}, kBoth,
      [](const Parsed& p) -> Result {
-       no_generator(p, 3);
+       GeneratorScope generator = generator_scope(p.object(3));
        return ops::multinomial(p.tensor(0), p.int64(1), p.boolean(2));
      }},
     {{"randperm(int n, " LOOM_GENERATOR ", " LOOM_OPTIONS ")"}, kFunction, [](const Parsed& p) -> Result {
-       no_generator(p, 1);
+       GeneratorScope generator = generator_scope(p.object(1));
        return created(ops::randperm(p.int64(0), p.optional_dtype(2).value_or(DType::Int64), p.placement(3)),
                       p.boolean(4));
      }},

@@ -33,6 +33,11 @@ PyObject* get_device(PyObject* self, void*) {
 }
 PyObject* get_ndim(PyObject* self, void*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(impl_of(self).device().is_cuda()); }
+// The backends and layouts loom has not (sparse, quantized, meta, XPU, MPS, ...): PyTorch's
+// attributes asking for them are False, so programs that test for them run.
+PyObject* get_false(PyObject*, void*) { Py_RETURN_FALSE; }
+PyObject* m_is_complex(PyObject*, PyObject*) { Py_RETURN_FALSE; }  // loom has no complex dtypes
+
 PyObject* get_is_cpu(PyObject* self, void*) {
   return PyBool_FromLong(impl_of(self).device().is_cpu() && !impl_of(self).is_lazy());
 }
@@ -63,6 +68,16 @@ PyObject* get_mT(PyObject* self, void*) {
 int64_t dim_of(int64_t ndim, int64_t d) {
   LOOM_CHECK(ndim > 0, Index, "Dimension specified as ", d, " but tensor has no dimensions");
   return wrap_dim(d, ndim);
+}
+
+// Tensor.new(...): the legacy constructor in self's dtype and device.
+PyObject* m_legacy_new(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return call_python_with("loom._legacy_tensor", "new_like", self, args, kwargs);
+}
+
+// Tensor.new_empty_strided(size, stride, ...) (loom/_creation.py).
+PyObject* m_new_empty_strided(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return call_python_with("loom._creation", "new_empty_strided_method", self, args, kwargs);
 }
 
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
@@ -289,7 +304,12 @@ PyObject* tensor_dlpack_device(PyObject* self, PyObject*);
 PyObject* tensor_cuda_array_interface(PyObject* self, void*);
 
 PyMethodDef tensor_methods[] = {
+    {"new", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_legacy_new)), METH_VARARGS | METH_KEYWORDS,
+     "new(*sizes), new(data), new(other): the legacy constructor, in this tensor's dtype and device"},
+    {"new_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_new_empty_strided)),
+     METH_VARARGS | METH_KEYWORDS, "new_empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)"},
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
+    {"is_complex", m_is_complex, METH_NOARGS, "False: loom has no complex dtypes"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},
     {"numel", m_numel, METH_NOARGS, "the number of elements"},
     {"nelement", m_numel, METH_NOARGS, "the number of elements"},
@@ -319,6 +339,18 @@ PyGetSetDef tensor_getset[] = {
     {"mT", get_mT, nullptr, "the last two dimensions swapped (a view)", nullptr},
     {"is_cuda", get_is_cuda, nullptr, "True when the tensor is in GPU memory", nullptr},
     {"is_cpu", get_is_cpu, nullptr, "True when the tensor is in host memory", nullptr},
+    {"is_sparse", get_false, nullptr, "False: loom tensors are strided", nullptr},
+    {"is_sparse_csr", get_false, nullptr, "False: loom tensors are strided", nullptr},
+    {"is_mkldnn", get_false, nullptr, "False: loom tensors are strided", nullptr},
+    {"is_nested", get_false, nullptr, "False: loom has no nested tensors", nullptr},
+    {"is_quantized", get_false, nullptr, "False: loom has no quantized tensors", nullptr},
+    {"is_meta", get_false, nullptr, "False: loom has no meta device", nullptr},
+    {"is_xpu", get_false, nullptr, "False: loom has no XPU backend", nullptr},
+    {"is_mps", get_false, nullptr, "False: loom has no MPS backend", nullptr},
+    {"is_ipu", get_false, nullptr, "False: loom has no IPU backend", nullptr},
+    {"is_hpu", get_false, nullptr, "False: loom has no HPU backend", nullptr},
+    {"is_vulkan", get_false, nullptr, "False: loom has no Vulkan backend", nullptr},
+    {"is_ort", get_false, nullptr, "False: loom has no ORT backend", nullptr},
     {"itemsize", get_itemsize, nullptr, "bytes per element", nullptr},
     {"nbytes", get_nbytes, nullptr, "bytes of the elements (numel * itemsize)", nullptr},
     {"is_lazy", get_is_lazy, nullptr, "True for lazy tensors (device 'lazy:...'); not in PyTorch", nullptr},

@@ -17,11 +17,8 @@ void tensor_dealloc(PyObject* self) {
   Py_TYPE(self)->tp_free(self);
 }
 
-PyObject* tensor_new(PyTypeObject*, PyObject*, PyObject*) {
-  PyErr_SetString(PyExc_TypeError,
-                  "loom.Tensor cannot be constructed directly: use loom.tensor(data), loom.empty(*size) or "
-                  "another creation function");
-  return nullptr;
+PyObject* tensor_new(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  return call_python_with("loom._legacy_tensor", "tensor_new", reinterpret_cast<PyObject*>(type), args, kwargs);
 }
 
 // Python's conversions of a one-element tensor: bool(t), float(t), int(t), operator.index(t).
@@ -113,6 +110,17 @@ PyNumberMethods tensor_number = [] {
 PyMappingMethods tensor_mapping = {tensor_len, tensor_getitem, tensor_setitem};
 
 }  // namespace
+
+PyObject* call_python_with(const char* module_name, const char* function, PyObject* first, PyObject* args,
+                           PyObject* kwargs) {
+  PyRef module = PyRef::steal(PyImport_ImportModule(module_name));
+  if (!module) return nullptr;
+  PyRef fn = PyRef::steal(PyObject_GetAttrString(module.get(), function));
+  if (!fn) return nullptr;
+  PyRef keywords = PyRef::steal(kwargs ? Py_NewRef(kwargs) : PyDict_New());
+  if (!keywords) return nullptr;
+  return PyObject_CallFunctionObjArgs(fn.get(), first, args, keywords.get(), nullptr);
+}
 
 PyTypeObject TensorType = [] {
   PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};

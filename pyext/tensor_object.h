@@ -35,6 +35,12 @@ inline PyObject* wrap(Array a) { return wrap(make_tensor(std::move(a))); }
 // The tensor argument `what` of a call, or TypeError.
 const Array& array_arg(PyObject* obj, const char* what);
 
+// module_name.function(first, args, kwargs) for type slots and methods written in Python (the
+// legacy constructors of loom/_legacy_tensor.py: tp_new with first = the type, Tensor.new with
+// first = self). A new reference, or null (raised).
+PyObject* call_python_with(const char* module_name, const char* function, PyObject* first, PyObject* args,
+                           PyObject* kwargs);
+
 // Slots implemented in other files.
 extern PyMethodDef tensor_methods[];
 extern PyGetSetDef tensor_getset[];

@@ -109,6 +109,11 @@ class Generator {
   PhiloxState draw(uint64_t count) noexcept {
     return {seed_.load(std::memory_order_relaxed), offset_.fetch_add(count, std::memory_order_relaxed)};
   }
+  // Generator.set_state: the generator continues exactly where the one `s` was read from was.
+  void set_state(PhiloxState s) noexcept {
+    seed_.store(s.seed, std::memory_order_relaxed);
+    offset_.store(s.offset, std::memory_order_relaxed);
+  }
 
  private:
   std::atomic<uint64_t> seed_;
@@ -119,5 +124,27 @@ class Generator {
 Generator& default_generator(Device device);
 // loom.manual_seed: reseeds every device's generator.
 void manual_seed_all(uint64_t seed);
+
+// A random op's `generator=` argument (a loom.Generator): while a GeneratorScope lives, random
+// ops of this thread on `device` draw from `generator` instead of the device's default one, so
+// its stream is independent of the global one. A random op on another device raises, as
+// PyTorch's do ("Expected a 'cuda' device type for generator but found 'cpu'").
+class GeneratorScope {
+ public:
+  GeneratorScope(Generator* generator, Device device) noexcept;  // null: no override
+  ~GeneratorScope();
+  GeneratorScope(const GeneratorScope&) = delete;
+  GeneratorScope& operator=(const GeneratorScope&) = delete;
+
+ private:
+  Generator* previous_;
+  Device previous_device_;
+};
+
+// The generator a random op on `device` draws from: the innermost GeneratorScope's, else the
+// device's default.
+Generator& current_generator(Device device);
+// Whether a GeneratorScope is active on this thread (its draws are not the default generator's).
+bool generator_overridden() noexcept;
 
 }  // namespace loom

@@ -11,7 +11,7 @@ from loom._tensor_str import set_printoptions
 from loom import accelerator, autograd, backends, cuda, linalg, onnx, version
 del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,  # noqa: F401
-                              chain_matmul, einsum, meshgrid, tensordot)
+                              chain_matmul, einsum, meshgrid, spmm, tensordot)
 from loom._config import show_config
 from loom._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
@@ -77,6 +77,13 @@ from loom.amp.autocast_mode import (autocast, autocast_decrement_nesting, autoca
 from loom._compile import compile  # noqa: E402,A001  (loom.compile, as torch.compile)
 from loom import compiler  # noqa: E402
 from loom import _aliasing  # noqa: E402
+from loom import random  # noqa: E402
+from loom.random import (fork_rng, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401,F811
+                         set_rng_state)
+from loom._creation import empty_strided, logspace, range, scalar_tensor  # noqa: E402,A001
+from loom._legacy_tensor import cpu_classes as _legacy_classes  # noqa: E402
+
+globals().update(_legacy_classes)  # loom.FloatTensor, loom.LongTensor, ... (legacy constructors)
 
 _aliasing.install()  # `sys.modules["torch"] = loom` then `import torch.nn` gives loom.nn itself
 

@@ -73,6 +73,12 @@ def tensordot(a, b, dims=2, out=None):
     raise RuntimeError(f"tensordot expects dims to be an int or a pair of lists, got {dims!r}")
 
 
+def spmm(input, mat2):
+    """torch.spmm: the matrix product of a sparse (in PyTorch) and a dense matrix. loom's tensors are
+    all strided, so it is mm: programs that pass dense matrices (PyTorch takes them too) run."""
+    return _C.mm(input, mat2)
+
+
 def chain_matmul(*matrices):
     """The product of the matrices, in the cheapest order (as linalg.multi_dot)."""
     return _C.chain_matmul(_tensors("chain_matmul", matrices))

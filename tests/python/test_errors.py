@@ -96,7 +96,7 @@ CASES = [
     ("rand_int_dtype", lambda m: m.rand(2, dtype=m.int64), TypeError, "floating", False),
     ("randn_int_dtype", lambda m: m.randn(2, dtype=m.int32), TypeError, "floating", False),
     ("rand_like_bool", lambda m: m.rand_like(m.zeros(2, dtype=m.bool)), TypeError, "floating", False),
-    ("tensor_direct", lambda m: m.Tensor([1.0]), TypeError, "", False),
+    ("tensor_legacy_str", lambda m: m.Tensor("a"), TypeError, "invalid data type 'str'", True),
     ("size_from_floats", lambda m: m.Size([1.5]), TypeError, "", True),
     ("bfloat16_numpy", lambda m: m.ones(2, dtype=m.bfloat16).numpy(), TypeError, "", True),
     ("like_of_non_tensor", lambda m: m.zeros_like([1, 2]), TypeError, "", True),

@@ -88,11 +88,13 @@ def test_initial_seed():
     assert loom.initial_seed() == 2**63 + 5
 
 
-def test_manual_seed_rejects_non_ints():
+def test_manual_seed_takes_what_int_takes_as_pytorchs():
+    # torch.manual_seed calls int(seed): 1.5 and "1" seed with 1; "a" and None raise int()'s errors
+    assert loom.manual_seed(1.5).initial_seed() == 1 and loom.manual_seed("1").initial_seed() == 1
+    with pytest.raises(ValueError):
+        loom.manual_seed("a")
     with pytest.raises(TypeError):
-        loom.manual_seed(1.5)
-    with pytest.raises(TypeError):
-        loom.manual_seed("1")
+        loom.manual_seed(None)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=repr)

@@ -138,6 +138,48 @@ def manual_seed_all(seed):
         _C._manual_seed_device(f"cuda:{index}", int(seed))
 
 
+def _generators(device):
+    indices = range(max(1, device_count())) if device == "all" else [_C.device(_device(device)).index or 0]
+    return [_C._default_generator(f"cuda:{i}") for i in indices]
+
+
+def get_rng_state(device="cuda"):
+    """The state of a GPU's default generator (loom.Generator.get_state: seed and offset)."""
+    return _generators(device)[0].get_state()
+
+
+def get_rng_state_all():
+    return [g.get_state() for g in _generators("all")]
+
+
+def set_rng_state(new_state, device="cuda"):
+    _generators(device)[0].set_state(new_state)
+
+
+def set_rng_state_all(new_states):
+    for g, state in zip(_generators("all"), new_states):
+        g.set_state(state)
+
+
+def seed():
+    """Reseeds the current GPU's generator from the system's entropy."""
+    manual_seed(_generators("cuda")[0].seed())
+
+
+def seed_all():
+    s = _generators("cuda")[0].seed()
+    manual_seed_all(s)
+
+
+def initial_seed():
+    return _generators("cuda")[0].initial_seed()
+
+
 def is_bf16_supported():
     """True where a GPU is present: loom computes bfloat16 on any GPU (through float32 arithmetic)."""
     return is_available()
+
+
+from loom._legacy_tensor import cuda_classes as _legacy_classes  # noqa: E402
+
+globals().update(_legacy_classes)  # loom.cuda.FloatTensor, ... (legacy constructors on a GPU)

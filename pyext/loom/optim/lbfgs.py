@@ -159,7 +159,6 @@ class LBFGS(Optimizer):
         if closure is None:
             raise RuntimeError("LBFGS requires a closure: step(closure), the closure computing the loss and its "
                                "gradients")
-        self._step_count = getattr(self, "_step_count", 0) + 1
         group = self.param_groups[0]
         lr, max_iter, max_eval = group["lr"], group["max_iter"], group["max_eval"]
         tolerance_grad, tolerance_change = group["tolerance_grad"], group["tolerance_change"]
@@ -179,7 +178,6 @@ class LBFGS(Optimizer):
         state["func_evals"] += 1
         flat_grad = self._flat_grad()
         if float(flat_grad.abs().max()) <= tolerance_grad:  # already optimal
-            self._finish_step()
             return first_loss
 
         d, t = state.get("d"), state.get("t")
@@ -252,5 +250,4 @@ class LBFGS(Optimizer):
 
         state.update(d=d, t=t, old_dirs=old_dirs, old_stps=old_steps, ro=ro, H_diag=h_diag,
                      prev_flat_grad=prev_flat_grad, prev_loss=prev_loss)
-        self._finish_step()
         return first_loss

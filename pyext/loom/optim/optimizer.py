@@ -14,6 +14,7 @@ nesterov, maximize.
 
 import contextlib
 import copy
+import functools
 import threading
 import warnings
 from collections import defaultdict
@@ -46,6 +47,33 @@ def deferred_step_end():
         yield
     finally:
         _step_end.deferred -= 1
+
+
+def _ending_the_step(step):
+    """step() of an optimizer class, made to count the step (schedulers check the call order) and
+    to end it (_finish_step) when the outermost step() call of this thread returns, whatever the
+    class's step does: a subclass that overrides step() without calling the base's (as PyTorch's
+    own optimizers and many users' do) still ends its step, as PyTorch wraps every step() for its
+    hooks. A step() calling super().step() ends the step once, after all of its own work."""
+    if getattr(step, "_ends_the_step", False):
+        return step
+
+    @functools.wraps(step)
+    def wrapped(self, *args, **kwargs):
+        depth = getattr(_step_end, "depth", 0)
+        if depth == 0:
+            self._step_count = getattr(self, "_step_count", 0) + 1
+        _step_end.depth = depth + 1
+        try:
+            result = step(self, *args, **kwargs)
+        finally:
+            _step_end.depth = depth
+        if depth == 0:
+            self._finish_step()
+        return result
+
+    wrapped._ends_the_step = True
+    return wrapped
 
 
 def _rebuild(sequence, items):
@@ -95,6 +123,11 @@ class Optimizer:
     into numbers, because reading a lazy tensor's value would sync every step."""
 
     _scalar_state = ("step",)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "step" in cls.__dict__:
+            cls.step = _ending_the_step(cls.__dict__["step"])
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -150,7 +183,6 @@ class Optimizer:
     def step(self, closure=None):
         """One update of every parameter that has a gradient (closure, if given, recomputes the
         loss first and its value is returned)."""
-        self._step_count = getattr(self, "_step_count", 0) + 1  # schedulers check the call order
         loss = None
         if closure is not None:
             with loom.enable_grad():
@@ -160,13 +192,14 @@ class Optimizer:
                 params = [p for p in group["params"] if p.grad is not None]
                 if params:
                     self._step_group(group, params)
-        self._finish_step()
-        return loss
+        return loss  # the step ends in _ending_the_step's wrapper
 
     def _finish_step(self):
         """The end of a step: a sync point on lazy devices, unless deferred (see _step_end)."""
         if not getattr(_step_end, "deferred", 0):
             loom._C._end_of_step()
+
+    step = _ending_the_step(step)
 
     def _step_group(self, group, params):
         raise NotImplementedError

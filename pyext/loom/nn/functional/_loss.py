@@ -122,22 +122,15 @@ def _picked(logp, target):
     return loom.arange(logp.shape[1], device=logp.device) == target.unsqueeze(1)
 
 
-def _weighted_mean(loss, target, weight, ignore_index, classes, device):
-    """PyTorch's mean of a class-index loss: the sum over the batch divided by the summed weight
-    of the targets that are not ignored (their count without weights)."""
-    valid = (target != ignore_index).to(loss.dtype)
-    if weight is None:
-        return loss.sum() / valid.sum()
-    picked = (loom.arange(classes, device=device) == target.unsqueeze(1)) * weight
-    return loss.sum() / (picked.sum(1) * valid).sum()
-
-
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """The negative log-likelihood of class indices, given log-probabilities (N, C), (C,) or
     (N, C, d1, ...)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_class_target(input, target, weight)
+    if weight is not None and weight.requires_grad and loom.is_grad_enabled():
+        raise RuntimeError("The function 'nll_loss_forward' is not differentiable with respect to argument 'weight'. "
+                           "This input cannot have requires_grad True.")
     shape = tuple(target.shape)
     logp, target = _classes_last(input, target)
     picked_mask = _picked(logp, target)
@@ -181,22 +174,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if tuple(target.shape) == tuple(input.shape):
         return _cross_entropy_probabilities(input, target, weight, ignore_index, reduction, label_smoothing)
     _check_class_target(input, target, weight)
-    if weight is None or not weight.requires_grad:
-        # One op with its own derivative (softmax - the scaled one-hot, lazy/ops_loss.cpp); a
-        # weight that requires grad takes the composition below, which differentiates it.
-        return _C._cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
-    shape = tuple(target.shape)
-    logits, target = _classes_last(input, target)
-    logp = logits.log_softmax(-1)
-    loss = nll_loss(logp, target, weight=weight, ignore_index=ignore_index, reduction="none")
-    classes = logp.shape[1]
-    if label_smoothing > 0.0:
-        valid = (target != ignore_index).to(logp.dtype)
-        smooth = -((logp * weight) if weight is not None else logp).sum(1) * valid
-        loss = (1.0 - label_smoothing) * loss + (label_smoothing / classes) * smooth
-    if reduction == "mean":
-        return _weighted_mean(loss, target, weight, ignore_index, classes, logp.device)
-    return _unflatten(_reduce(loss, reduction), shape, reduction)
+    # One op with its own derivative (softmax - the scaled one-hot, lazy/ops_loss.cpp), which saves
+    # the target and weight as PyTorch's does (written in place before backward, they raise) and
+    # refuses a weight that requires grad, as PyTorch's nll_loss does.
+    return _C._cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
 
 
 # ---- binary targets ----

@@ -11,7 +11,8 @@ from loom.nn.modules.channelshuffle import ChannelShuffle
 from loom.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from loom.nn.modules.container import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from loom.nn.modules.distance import CosineSimilarity, PairwiseDistance
-from loom.nn.modules.dropout import Dropout
+from loom.nn.modules.dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d,  # noqa: F401
+                                     FeatureAlphaDropout)
 from loom.nn.modules.flatten import Flatten, Unflatten
 from loom.nn.modules.fold import Fold, Unfold
 from loom.nn.modules.instancenorm import InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
@@ -39,7 +40,8 @@ from loom.nn.modules.transformer import (Transformer, TransformerDecoder, Transf
 __all__ = [
     "Module", "Identity", "Linear", "Bilinear", "Embedding", "EmbeddingBag", "LayerNorm", "GroupNorm", "RMSNorm",
     "LocalResponseNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "InstanceNorm1d", "InstanceNorm2d",
-    "InstanceNorm3d", "Dropout", "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Flatten",
+    "InstanceNorm3d", "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "ReLU", "GELU", "SiLU", "Tanh", "Sigmoid", "Softmax", "LogSoftmax", "Flatten",
     "Unflatten", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "RNNBase", "RNN",
     "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "MultiheadAttention", "Transformer",
     "TransformerEncoder", "TransformerDecoder", "TransformerEncoderLayer", "TransformerDecoderLayer",
