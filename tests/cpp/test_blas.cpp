@@ -56,7 +56,7 @@ void check(const Case& c, Product&& product) {
 std::vector<Case> cases() {
   std::vector<Case> all;
   for (int64_t m : {1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 19, 32})
-    for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 47, 48, 50, 64})
+    for (int64_t n : {1, 5, 15, 16, 17, 31, 32, 33, 47, 48, 50, 64, 65, 97, 127, 128})
       for (int64_t k : {1, 3, 16, 32, 128})
         for (int layout = 0; layout < 4; ++layout) all.push_back({m, n, k, (layout & 1) != 0, (layout & 2) != 0});
   return all;
@@ -78,9 +78,10 @@ BOOST_AUTO_TEST_CASE(small_kernel_matches_a_double_loop) {
 }
 
 BOOST_AUTO_TEST_CASE(small_kernel_bounds) {
-  BOOST_TEST(!loom::blas::small_sgemm_serves(32, 65, 16));   // wider than its packed block
+  BOOST_TEST(!loom::blas::small_sgemm_serves(32, 129, 16));  // wider than its packed block
   BOOST_TEST(!loom::blas::small_sgemm_serves(32, 16, 129));  // deeper
   BOOST_TEST(!loom::blas::small_sgemm_serves(512, 64, 64));  // OpenBLAS's own size
+  BOOST_TEST(loom::blas::small_sgemm_serves(32, 128, 128));   // BENCH mlp's largest
   BOOST_TEST(!loom::blas::small_sgemm_serves(32, 16, 0));
 }
 
