@@ -177,12 +177,19 @@ InplaceWrite::InplaceWrite(TensorImpl& self, Tensor value, Kind kind)
   if (!grad_enabled() || !is_floating(self.dtype())) return;
   TensorImpl* base = self.is_view() ? self.view_base() : nullptr;
   // A write through a view of a base that died goes into what the base left its views
-  // (dispatch.cpp write_into), and so into the history it left them.
-  if (!base && self.is_view() && self.weak_base() && self.weak_base()->last_node)
-    dead_base_ = self.weak_base()->last_history.get();
+  // (dispatch.cpp write_into), and so into the history it left them: made here when the base
+  // died outside autograd and the write is the first that autograd tracks.
+  WeakTensor* dead = !base && self.is_view() && self.weak_base() && self.weak_base()->last_node ? self.weak_base()
+                                                                                                 : nullptr;
+  dead_base_ = dead ? dead->last_history.get() : nullptr;
   tracked_ = requires_grad(self) || (source_ && requires_grad(*source_)) || (base && requires_grad(*base)) ||
              (dead_base_ && dead_base_->requires_grad);
   if (!tracked_) return;
+  if (dead && !dead_base_) {
+    dead->last_history = std::make_unique<BaseHistory>();
+    dead->last_history->sizes = Dims(dead->last_node->shape());
+    dead_base_ = dead->last_history.get();
+  }
   LOOM_CHECK(!(self.is_view() && self.made_in_no_grad_mode()), Runtime,
              "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
              "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
@@ -195,7 +202,8 @@ InplaceWrite::InplaceWrite(TensorImpl& self, Tensor value, Kind kind)
              Runtime, "a view of a leaf Variable that requires grad is being used in an in-place operation.");
   region_ = region_in_base(self);
   LOOM_CHECK(region_, NotImplemented, "in-place write through a view of shape ", format_dims(self.sizes()),
-             ": autograd cannot tell where its elements lie in its base of shape ", format_dims(base->sizes()), " (",
+             ": autograd cannot tell where its elements lie in its base of shape ",
+             format_dims(base ? base->sizes() : IntSpan(dead_base_->sizes)), " (",
              kUnknownRegion, "); write into the base, or clone() the view first");
 }
 

@@ -26,11 +26,12 @@ WeakTensor::~WeakTensor() = default;
 
 TensorImpl::~TensorImpl() {
   if (weak_) {
-    // Views outlive this base: they keep what they share of it (WeakTensor).
+    // Views outlive this base: they keep what they share of it (WeakTensor). A base without
+    // autograd state leaves no history (a write through a view makes one: InplaceWrite).
     if (node_ && !is_view() && weak_->use_count() > 1) {
       weak_->last_node = node_;
       weak_->last_generation = generation_;
-      weak_->last_history = last_history_of(*this);
+      if (autograd_) weak_->last_history = last_history_of(*this);
     }
     weak_->target = nullptr;
   }

@@ -143,6 +143,7 @@ class TensorImpl final : public RefCounted {
   TensorImpl* view_base() const noexcept { return base_ ? base_.get() : weak_base_ ? weak_base_->target : nullptr; }
   // The weak reference to a pending base (null for other tensors): what it leaves once it died.
   const WeakTensor* weak_base() const noexcept { return weak_base_.get(); }
+  WeakTensor* weak_base() noexcept { return weak_base_.get(); }
   // Makes this tensor a view of t (of t's base when t is a view).
   void mark_view_of(TensorImpl& t);
   // Autograd refuses to record writes through views made in no_grad mode, as PyTorch does (the

@@ -775,6 +775,20 @@ def test_views_written_through_then_their_base_dropped(device, scale_first, sync
     _assert_same_in_torch(device, program)
 
 
+def test_values_that_require_grad_written_into_a_view_of_a_dropped_constant(device):
+    """A base that never took part in autograd dies; a value that requires grad is then written
+    through one of its views: the other views' histories follow the write."""
+    def program(lib, x, make):
+        base = make(np.zeros((2, 3))) * 1
+        row, whole = base[0], base[:, 1:]
+        del base
+        row.copy_(x[1] * 2)
+        names = [whole.grad_fn.name(), whole.requires_grad]
+        (whole * whole).sum().backward()
+        return names, x.grad, whole.detach()
+    _assert_same_in_torch(device, program)
+
+
 def test_writing_values_that_require_grad_into_a_constant(device):
     """out = zeros(...); out[i] = f(x): out starts requiring grad, with a CopySlices history."""
     def program(lib, x, make):
