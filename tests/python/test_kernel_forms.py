@@ -23,26 +23,15 @@
   in-place destinations, dims of size 1, against the unfused executor, eager loom and PyTorch.
 """
 
-import os
-
 import numpy as np
 import pytest
 
 import loom
-from _fusion_dumps import dumping_to
+from _fusion_helpers import dumping_to, outputs_by_thread_count, run_lazy
 
 torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(15)
-
-
-def run_lazy(program, arrays, executor):
-    loom._C._set_executor(executor)
-    try:
-        outs = program(*[loom.tensor(a, device="lazy") for a in arrays])
-        return [o.numpy() if o.dtype != loom.bfloat16 else o.float().numpy() for o in outs]
-    finally:
-        loom._C._set_executor("compiled")
 
 
 def dumped_sources(tmp_path, program, arrays):
@@ -246,22 +235,12 @@ def test_column_reductions_take_the_column_form_on_both_targets(tmp_path):
 
 
 def test_column_results_do_not_depend_on_the_thread_count(tmp_path):
-    import subprocess
-    import sys
-    import textwrap
-
-    code = textwrap.dedent("""
+    outs = outputs_by_thread_count(tmp_path, """
         import numpy as np, loom
         x = np.random.default_rng(3).standard_normal((300, 1000)).astype(np.float32)
         t = loom.tensor(x, device="lazy")
         print((t.sum(0) * 1.0).numpy().tobytes().hex())
     """)
-    outs = set()
-    for threads in ("1", "2", "3"):
-        env = dict(os.environ, LOOM_NUM_THREADS=threads, LOOM_CACHE_DIR=str(tmp_path / "cache"))
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
-        outs.add(done.stdout)
     assert len(outs) == 1
 
 

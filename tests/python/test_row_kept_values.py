@@ -17,20 +17,11 @@ import numpy as np
 import pytest
 
 import loom
-from _fusion_dumps import dumping_to
+from _fusion_helpers import dumping_to, run_lazy
 
 torch = pytest.importorskip("torch")
 
 RNG = np.random.default_rng(151)
-
-
-def run_lazy(program, arrays, executor):
-    loom._C._set_executor(executor)
-    try:
-        outs = program(*[loom.tensor(a, device="lazy") for a in arrays])
-        return [o.float().numpy() if o.dtype in (loom.float16, loom.bfloat16) else o.numpy() for o in outs]
-    finally:
-        loom._C._set_executor("compiled")
 
 
 def dumped(tmp_path, program, arrays):

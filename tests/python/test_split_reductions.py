@@ -12,14 +12,13 @@ both renderings take the split form, and results do not depend on the thread cou
 """
 
 import os
-import subprocess
 import sys
-import textwrap
 
 import numpy as np
 import pytest
 
 import loom
+from _fusion_helpers import outputs_by_thread_count, run_lazy
 
 torch = pytest.importorskip("torch")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "perf"))
@@ -30,15 +29,6 @@ EXECUTORS = ["fused", "unfused", "cuda-emulated", "cuda-emulated-unfused"]
 THRESHOLD, BLOCK = 1 << 15, 4096
 # Around the threshold, a whole number of blocks, and a partial last block.
 SPLIT_SIZES = [THRESHOLD, THRESHOLD + 1, 9 * BLOCK, 100_003]
-
-
-def run(executor, program, arrays):
-    loom._C._set_executor(executor)
-    try:
-        outs = program(*[loom.tensor(a, device="lazy") for a in arrays])
-        return [o.float().numpy() if o.dtype in (loom.bfloat16, loom.float16) else o.numpy() for o in outs]
-    finally:
-        loom._C._set_executor("compiled")
 
 
 def data(dtype, n):
@@ -104,7 +94,7 @@ def test_split_reductions_equal_unfused_emulated_and_float64(dtype):
             t = as_loom(t, dtype)
             return [f(t) for _, f, _ in progs]
 
-        results = {e: run(e, program, [x]) for e in EXECUTORS}
+        results = {e: run_lazy(program, [x], e) for e in EXECUTORS}
         if dtype in ("float16", "bfloat16"):
             x64 = torch.tensor(x).to(getattr(torch, dtype)).double().numpy()
         else:
@@ -129,7 +119,7 @@ def test_empty_and_tiny_inputs(n):
         return outs + ([t.amax(), t.amin()] if n else [])
 
     for executor in EXECUTORS:
-        got = run(executor, program, [x])
+        got = run_lazy(program, [x], executor)
         tx = torch.tensor(x, dtype=torch.float64)
         want = [(tx * 2).sum(), (tx + 1).prod(), tx.mean()] + ([tx.amax(), tx.amin()] if n else [])
         for g, w in zip(got, want):
@@ -152,7 +142,7 @@ def test_nan_and_infinities_reach_the_result(special, dtype):
     tx = torch.tensor(x, dtype=torch.float64)
     want = [tx.sum(), tx.amax(), tx.amin(), (tx * 0.5).mean(), (tx * 1e-6 + 1).prod()]
     for executor in EXECUTORS:
-        got = run(executor, program, [x])
+        got = run_lazy(program, [x], executor)
         for g, w in zip(got, want):
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, equal_nan=True, err_msg=f"{executor} {special}")
 
@@ -167,7 +157,7 @@ def test_strided_and_multi_dim_inputs():
     tx = torch.tensor(x, dtype=torch.float64)
     want = [(tx.t() * 2).sum(), tx.t().exp().amax(), (tx[:, ::2] + 1).mean(), tx.sum((0, 1), keepdim=True)]
     for executor in EXECUTORS:
-        got = run(executor, program, [x])
+        got = run_lazy(program, [x], executor)
         for g, w in zip(got, want):
             assert g.shape == tuple(w.shape), executor
             np.testing.assert_allclose(g, w.numpy(), rtol=1e-5, err_msg=executor)
@@ -181,7 +171,7 @@ def groups(tmp_path, program, arrays):
     try:
         loom.sync()
         before = loom.metrics()["kernel_launches"]
-        outs = run("fused", program, arrays)
+        outs = run_lazy(program, arrays, "fused")
         launches = loom.metrics()["kernel_launches"] - before
     finally:
         if old is None:
@@ -240,19 +230,13 @@ def test_the_backward_of_a_chain_then_a_sum():
 
 
 def test_split_results_do_not_depend_on_the_thread_count(tmp_path):
-    code = textwrap.dedent("""
+    outs = outputs_by_thread_count(tmp_path, """
         import numpy as np, loom
         x = np.random.default_rng(3).standard_normal(1_000_003).astype(np.float32)
         t = loom.tensor(x, device="lazy")
         outs = [(t * 1.5).sum(), (t * t).mean(), t.exp().amax()]
         print(b"".join(o.numpy().tobytes() for o in outs).hex())
     """)
-    outs = set()
-    for threads in ("1", "2", "3"):
-        env = dict(os.environ, LOOM_NUM_THREADS=threads, LOOM_CACHE_DIR=str(tmp_path / "cache"))
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-        assert done.returncode == 0, done.stderr
-        outs.add(done.stdout)
     assert len(outs) == 1
 
 
