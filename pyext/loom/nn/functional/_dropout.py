@@ -29,8 +29,9 @@ def _dropped(input, p, training, inplace, feature, alpha):
         out = input * 0.0
     else:
         shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2) if feature else tuple(input.shape)
-        keep = (loom.rand(shape, dtype=input.dtype, device=input.device) >= p).to(input.dtype)
+        keep = loom.rand(shape, dtype=input.dtype, device=input.device) >= p
         if alpha:
+            keep = keep.to(input.dtype)
             a = 1.0 / ((_SELU_SATURATION ** 2 * p + 1) * (1 - p)) ** 0.5
             out = input * (keep * a) + (keep - 1) * (_SELU_SATURATION * a) + _SELU_SATURATION * a * p
         else:
@@ -43,18 +44,7 @@ def _dropped(input, p, training, inplace, feature, alpha):
 
 def dropout(input, p=0.5, training=True, inplace=False):
     """Zeroes elements with probability p and scales the rest by 1 / (1 - p)."""
-    _check_p(p)
-    if not training or p == 0.0:
-        return input
-    if p == 1.0:
-        out = input * 0.0
-    else:
-        keep = loom.rand_like(input) >= p
-        out = input * keep * (1.0 / (1.0 - p))
-    if inplace:
-        input.copy_(out)
-        return input
-    return out
+    return _dropped(input, p, training, inplace, feature=False, alpha=False)
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
