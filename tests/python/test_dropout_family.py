@@ -19,6 +19,7 @@ DEVICES = ["cpu", "lazy"]
 @pytest.mark.parametrize("fn,shape", [("dropout1d", (4, 8, 50)), ("dropout1d", (8, 50)), ("dropout2d", (4, 8, 5, 6)),
                                       ("dropout3d", (2, 8, 3, 4, 5)), ("dropout3d", (8, 3, 4, 5))])
 def test_whole_channels_are_dropped_or_scaled(device, fn, shape):
+    loom.manual_seed(0)  # unseeded, a batch of 8 channels kept them all 1.7% of the time
     x = loom.ones(shape, device=device)
     y = getattr(F, fn)(x, p=0.4).cpu().numpy()
     batched = y if len(shape) in (3, 4, 5) and not (fn == "dropout1d" and len(shape) == 2) and \
