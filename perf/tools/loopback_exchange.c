@@ -1,11 +1,11 @@
 // What one step of a two-rank all-gather costs the transport alone on this machine: two
-// processes exchange N bytes each way over loopback TCP, as Gloo's synchronous pairs do (blocking
-// sockets). Prints each side's wall and CPU time
-// per exchange. The floor under the `ddp` workload's scaling (perf/RESULTS.md, issue 17).
-// One thread per side, sending what the socket takes and receiving what has arrived in turn
-// (poll between), so that no thread start or hand-off is counted.
+// processes exchange N bytes each way over loopback TCP, the bytes Gloo's pairs move for loom's
+// direct all-reduce. Each side is one thread on a non-blocking socket, sending what the socket
+// takes and receiving what has arrived in turn (poll between), so no thread start, hand-off or
+// sleeping read is counted: the floor under the `ddp` workload's scaling (perf/RESULTS.md, issue
+// 17). Prints each side's wall and CPU time per exchange.
 //
-//   cc -O2 -pthread -o /tmp/loopback_exchange perf/tools/loopback_exchange.c
+//   cc -O2 -o /tmp/loopback_exchange perf/tools/loopback_exchange.c
 //   /tmp/loopback_exchange 170496 3000     # BENCH mlp's gradients: 166.5 KiB
 #include <arpa/inet.h>
 #include <netinet/in.h>
