@@ -12,12 +12,12 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
-#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/tcp/address.h>
-#include <sched.h>
-#include <sys/socket.h>
+#include <gloo/transport/tcp/device.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -29,6 +29,7 @@
 #include "runtime/distributed/reduce.h"
 #include "runtime/distributed/store.h"
 #include "runtime/error.h"
+#include "runtime/metrics.h"
 
 namespace loom::distributed {
 namespace {
@@ -89,18 +90,20 @@ decltype(auto) by_width(DType dtype, F&& f) {
 // fallback: a peer that is late, dead or hung costs at most `spin` of polling, then the read
 // fails or times out as before. Spinning only pays where every rank has a core of its own: with
 // more ranks on this machine than CPUs this process may use, a spinning rank would take the
-// core the rank it waits for needs, so `spin` is zero there. LOOM_DIST_SPIN_US sets it (0: off).
+// core the rank it waits for needs, so by default `spin` is zero there. LOOM_DIST_SPIN_US sets
+// it whatever the count (0: off). loom.metrics() counts the reads served by polling and those
+// that went to a blocking read (exchange_reads_polled, exchange_reads_blocked).
 constexpr int kDefaultSpinUs = 100;
 
 std::chrono::microseconds spin_budget(int group_size) {
-  int us = kDefaultSpinUs;
-  if (const char* v = std::getenv("LOOM_DIST_SPIN_US"); v && *v) us = std::max(0, std::atoi(v));
+  if (const char* v = std::getenv("LOOM_DIST_SPIN_US"); v && *v)
+    return std::chrono::microseconds(std::max(0, std::atoi(v)));
   // Ranks sharing this machine: the launcher's count where it says, else the whole group.
   int local = group_size;
   if (const char* v = std::getenv("LOCAL_WORLD_SIZE"); v && *v) local = std::max(1, std::atoi(v));
   cpu_set_t cpus;
   int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return std::chrono::microseconds(local <= cores ? us : 0);
+  return std::chrono::microseconds(local <= cores ? kDefaultSpinUs : 0);
 }
 
 // The socket of each exchange pair by peer rank, for the polling above (-1 where none is found:
@@ -422,13 +425,16 @@ class GlooGroup final : public Group {
   // most spin_ (Note [Spinning before a blocking read]); the read that follows reads it.
   void await_message(int peer, size_t payload) const {
     int fd = sockets_[static_cast<size_t>(peer)];
-    if (spin_.count() == 0 || fd < 0) return;
-    size_t whole = kPreambleBytes + payload;
-    Clock::time_point until = Clock::now() + spin_;
-    do {
-      int ready = 0;
-      if (ioctl(fd, FIONREAD, &ready) != 0 || static_cast<size_t>(ready) >= whole) return;
-    } while (Clock::now() < until);
+    if (spin_.count() > 0 && fd >= 0) {
+      size_t whole = kPreambleBytes + payload;
+      Clock::time_point until = Clock::now() + spin_;
+      do {
+        int ready = 0;
+        if (ioctl(fd, FIONREAD, &ready) != 0) break;
+        if (static_cast<size_t>(ready) >= whole) return count(metrics().exchange_reads_polled);
+      } while (Clock::now() < until);
+    }
+    count(metrics().exchange_reads_blocked);
   }
 
   // The exchange context's slots: a message goes to the peer's buffer registered at its slot.
