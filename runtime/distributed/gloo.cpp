@@ -81,12 +81,12 @@ decltype(auto) by_width(DType dtype, F&& f) {
 
 // Note [Spinning before a blocking read]. A synchronous pair's read sleeps in the kernel until
 // the peer's message arrives, and a rank that arrives first at an exchange sleeps and is woken
-// once or twice per step. On this project's 2-core VM a sleep and wake-up cost far more than
-// the wait itself: in a C model of the mlp step's exchange (perf/RESULTS.md, ddp spin) each
-// rank's CPU time per step was ~90 us higher with sleeping reads than with polling ones, its
-// compute's share unchanged, and the step as much longer. So before
-// each blocking read the caller polls the socket (FIONREAD, without sleeping) until the whole
-// message is there or `spin` has passed, and only then reads. The blocking read stays the
+// once or twice per call. On this project's 2-core VM the sleep and wake-up cost far more than
+// the wait itself (perf/RESULTS.md, "ddp: polling before blocking reads"): an eager all-reduce
+// of BENCH mlp's 166.5 KiB bucket took 175-181 us with sleeping reads, 83-85 us with polling
+// ones, and 160 against 90 us of the caller's CPU time. So before each blocking read the
+// caller polls the socket (FIONREAD, without sleeping) until the whole message is there or
+// `spin` has passed, and only then reads. The blocking read stays the
 // fallback: a peer that is late, dead or hung costs at most `spin` of polling, then the read
 // fails or times out as before. Spinning only pays where every rank has a core of its own: with
 // more ranks on this machine than CPUs this process may use, a spinning rank would take the
