@@ -82,17 +82,18 @@ decltype(auto) by_width(DType dtype, F&& f) {
 // Note [Spinning before a blocking read]. A synchronous pair's read sleeps in the kernel until
 // the peer's message arrives, and a rank that arrives first at an exchange sleeps and is woken
 // once or twice per call. On this project's 2-core VM the sleep and wake-up cost far more than
-// the wait itself (perf/RESULTS.md, "ddp: polling before blocking reads"): an eager all-reduce
+// the wait itself (perf/RESULTS.md, "ddp, polling before blocking reads"): an eager all-reduce
 // of BENCH mlp's 166.5 KiB bucket took 175-181 us with sleeping reads, 83-85 us with polling
 // ones, and 160 against 90 us of the caller's CPU time. So before each blocking read the
 // caller polls the socket (FIONREAD, without sleeping) until the whole message is there or
-// `spin` has passed, and only then reads. The blocking read stays the
-// fallback: a peer that is late, dead or hung costs at most `spin` of polling, then the read
-// fails or times out as before. Spinning only pays where every rank has a core of its own: with
-// more ranks on this machine than CPUs this process may use, a spinning rank would take the
-// core the rank it waits for needs, so by default `spin` is zero there. LOOM_DIST_SPIN_US sets
-// it whatever the count (0: off). loom.metrics() counts the reads served by polling and those
-// that went to a blocking read (exchange_reads_polled, exchange_reads_blocked).
+// `spin` has passed, and only then reads. The blocking read stays the fallback: a peer that is
+// late, dead or hung costs at most `spin` of polling, then the read fails or times out as
+// before. Polling only pays where every rank has a core of its own: with more ranks on this
+// machine than CPUs this process may use, a polling rank would take the core the rank it waits
+// for needs, so by default `spin` is zero there. LOOM_DIST_SPIN_US sets it whatever the count
+// (0: off). Gloo's own busyPoll mode is not used: it polls until the group's timeout, with no
+// blocking fallback. loom.metrics() counts the reads served by polling and those that went to
+// a blocking read (exchange_reads_polled, exchange_reads_blocked).
 constexpr int kDefaultSpinUs = 100;
 
 std::chrono::microseconds spin_budget(int group_size) {
