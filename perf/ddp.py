@@ -125,7 +125,8 @@ def _child(framework, workload, device, repeats, steps):
         after = metrics()
         if before is not None:
             counters.append({k: after[k] - before[k] for k in ("traces", "collectives", "collective_bytes",
-                                                               "kernels_compiled", "graph_cache_misses")})
+                                                               "kernels_compiled", "graph_cache_misses",
+                                                               "exchange_reads_polled", "exchange_reads_blocked")})
     threads = _thread_use(threads_before, _threads(), steps * repeats)
     if framework == "torch":
         reduced = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
@@ -140,6 +141,10 @@ def _child(framework, workload, device, repeats, steps):
         out.update(traces_per_step=sum(c["traces"] for c in counters) / n,
                    collectives_per_step=sum(c["collectives"] for c in counters) / n,
                    compiled_after_warmup=sum(c["kernels_compiled"] for c in counters),
+                   # how rank 0's exchange reads waited (runtime/distributed/gloo.cpp, Note [Spinning
+                   # before a blocking read]): their message arrived while polling, or they blocked
+                   reads_polled_per_step=sum(c["exchange_reads_polled"] for c in counters) / n,
+                   reads_blocked_per_step=sum(c["exchange_reads_blocked"] for c in counters) / n,
                    lowered_after_warmup=sum(c["graph_cache_misses"] for c in counters))
     dist.destroy_process_group()
     print(f"THREADS {rank} " + json.dumps(threads), flush=True)
@@ -326,6 +331,9 @@ def pairs(argv):
                       flush=True)
                 print(f"    1 rank: {_thread_text(one['threads'])}", flush=True)
                 print(f"    2 ranks: {_thread_text(two['threads'])}", flush=True)
+                if "reads_polled_per_step" in two:
+                    print(f"    2 ranks, rank 0's exchange reads per step: {two['reads_polled_per_step']:.2f} polled, "
+                          f"{two['reads_blocked_per_step']:.2f} blocked", flush=True)
                 print(f"    two 1-rank jobs: {_thread_text([r['threads'][0] for r in alone])}", flush=True)
 
 

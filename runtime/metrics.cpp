@@ -21,6 +21,8 @@ std::span<const MetricField> metric_fields() noexcept {
       {"nodes_recorded", &Metrics::nodes_recorded},
       {"collectives", &Metrics::collectives},
       {"collective_bytes", &Metrics::collective_bytes},
+      {"exchange_reads_polled", &Metrics::exchange_reads_polled},
+      {"exchange_reads_blocked", &Metrics::exchange_reads_blocked},
       {"syncs", &Metrics::syncs},
 #define LOOM_SYNC_CAUSE_ROW(id, name) {"syncs_" #name, &Metrics::syncs_##name},
       LOOM_FOR_EACH_SYNC_CAUSE(LOOM_SYNC_CAUSE_ROW)

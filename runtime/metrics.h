@@ -45,6 +45,11 @@ struct Metrics {
 #undef LOOM_SYNC_CAUSE_FIELD
   std::atomic<int64_t> collectives{0};             // collectives run (runtime/distributed/collective.h)
   std::atomic<int64_t> collective_bytes{0};        // bytes they sent in (this rank's input)
+  // Reads of loom's own Gloo exchanges (runtime/distributed/gloo.cpp, Note [Spinning before a
+  // blocking read]): whose message arrived while the reader polled, and that went to a blocking
+  // read (the polling gave up, or is off).
+  std::atomic<int64_t> exchange_reads_polled{0};
+  std::atomic<int64_t> exchange_reads_blocked{0};
   // Gauges of the memory plan of the graph run last (BENCH.md `memory`): the size of its
   // intermediate arena, and the most bytes of intermediates alive at any one step, the floor
   // any plan must reach.

@@ -141,9 +141,16 @@ void all_reduce(Group& g, ReduceOp op, Span in, Span out, const Call* check = nu
   if (direct(g, in.bytes())) {
     char* all = gather_scratch(in.bytes() * static_cast<size_t>(g.size()));
     gather_all(g, in, Span{all, in.count * g.size(), in.dtype}, check);
-    if (g.rank() != 0 || out.data != in.data) std::memcpy(out.data, all, out.bytes());  // rank 0's in place: there
-    for (int r = 1; r < g.size(); ++r)
-      reduce_into(out.data, all + static_cast<size_t>(r) * in.bytes(), static_cast<size_t>(in.count), in.dtype, op);
+    auto part = [&](int r) { return all + static_cast<size_t>(r) * in.bytes(); };
+    auto n = static_cast<size_t>(in.count);
+    if (g.size() == 1) {
+      if (out.data != in.data) std::memcpy(out.data, part(0), out.bytes());
+    } else {
+      // In rank order on every rank, so every rank computes the same bits; the first two parts
+      // in one pass rather than a copy and a pass.
+      combine(out.data, part(0), part(1), n, in.dtype, op);
+      for (int r = 2; r < g.size(); ++r) reduce_into(out.data, part(r), n, in.dtype, op);
+    }
   } else {
     if (op != ReduceOp::Avg || g.has_avg()) return g.all_reduce(in, out, op);
     LOOM_CHECK(g.device().is_cpu(), Runtime, "internal: AVG composed from SUM on a ", g.backend(), " group");

@@ -12,15 +12,24 @@
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/tcp/device.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <string>
 
 #include "runtime/distributed/group.h"
 #include "runtime/distributed/reduce.h"
 #include "runtime/distributed/store.h"
 #include "runtime/error.h"
+#include "runtime/metrics.h"
 
 namespace loom::distributed {
 namespace {
@@ -54,14 +63,9 @@ class GlooStore final : public gloo::rendezvous::Store {
   std::chrono::milliseconds timeout_;
 };
 
-// Gloo's reduction function: c = a op b over n elements (c may be a or b: every op commutes).
+// Gloo's reduction function: c = a op b over n elements (c may be a or b).
 gloo::ReduceOptions::Func reduce_function(DType dtype, ReduceOp op) {
-  size_t width = itemsize(dtype);
-  return [dtype, op, width](void* c, const void* a, const void* b, size_t n) {
-    if (c == b) std::swap(a, b);
-    if (c != a) std::memcpy(c, a, n * width);
-    reduce_into(c, b, n, dtype, op);
-  };
+  return [dtype, op](void* c, const void* a, const void* b, size_t n) { combine(c, a, b, n, dtype, op); };
 }
 
 // Gloo sizes its messages by sizeof(T) of the pointer type it is given: one of these per width.
@@ -75,11 +79,117 @@ decltype(auto) by_width(DType dtype, F&& f) {
   }
 }
 
+// Note [Spinning before a blocking read]. A synchronous pair's read sleeps in the kernel until
+// the peer's message arrives, and a rank that arrives first at an exchange sleeps and is woken
+// once or twice per call. On this project's 2-core VM the sleep and wake-up cost far more than
+// the wait itself (perf/RESULTS.md, "ddp, polling before blocking reads"): an eager all-reduce
+// of BENCH mlp's 166.5 KiB bucket took 175-181 us with sleeping reads, 83-85 us with polling
+// ones, and 160 against 90 us of the caller's CPU time. So before each blocking read the
+// caller polls the socket (FIONREAD, without sleeping) until the whole message is there or
+// `spin` has passed, and only then reads. The blocking read stays the fallback: a peer that is
+// late, dead or hung costs at most `spin` of polling, then the read fails or times out as
+// before. Polling only pays where every rank has a core of its own: with more ranks on this
+// machine than CPUs this process may use, a polling rank would take the core the rank it waits
+// for needs, so by default `spin` is zero there. LOOM_DIST_SPIN_US sets it whatever the count
+// (0: off). Gloo's own busyPoll mode is not used: it polls until the group's timeout, with no
+// blocking fallback. loom.metrics() counts the reads served by polling and those that went to
+// a blocking read (exchange_reads_polled, exchange_reads_blocked).
+constexpr int kDefaultSpinUs = 100;
+
+std::chrono::microseconds spin_budget(int group_size) {
+  if (const char* v = std::getenv("LOOM_DIST_SPIN_US"); v && *v)
+    return std::chrono::microseconds(std::max(0, std::atoi(v)));
+  // Ranks sharing this machine: the launcher's count where it says, else the whole group.
+  int local = group_size;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE"); v && *v) local = std::max(1, std::atoi(v));
+  cpu_set_t cpus;
+  int cores = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  return std::chrono::microseconds(local <= cores ? kDefaultSpinUs : 0);
+}
+
+// The socket of each exchange pair by peer rank, for the polling above (-1 where none is found:
+// reads from that peer block at once, as before). Gloo does not hand out a pair's socket, but
+// it does its listening address, and every pair's connection was either accepted on this
+// rank's listening address (this end's local address) or made to the peer's (this end's
+// remote address). So the ranks publish their pairs' listening addresses through the store and
+// each matches its open sockets against them.
+bool same_endpoint(const sockaddr_storage& a, const sockaddr_storage& b) {
+  if (a.ss_family != b.ss_family) return false;
+  if (a.ss_family == AF_INET) {
+    const auto &x = reinterpret_cast<const sockaddr_in&>(a), &y = reinterpret_cast<const sockaddr_in&>(b);
+    return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto &x = reinterpret_cast<const sockaddr_in6&>(a), &y = reinterpret_cast<const sockaddr_in6&>(b);
+    return x.sin6_port == y.sin6_port && std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+  }
+  return false;
+}
+
+std::vector<int> pair_sockets(gloo::Context& context, distributed::Store& store, const std::string& prefix, int rank,
+                              int size, std::chrono::milliseconds timeout) {
+  constexpr size_t kAddr = sizeof(sockaddr_storage);
+  auto listening = [&](int peer) {
+    sockaddr_storage a{};
+    if (auto* tcp = dynamic_cast<const gloo::transport::tcp::Address*>(&context.getPair(peer)->address()))
+      a = tcp->getSockaddr();
+    return a;
+  };
+  std::string mine(kAddr * static_cast<size_t>(size), '\0');
+  for (int peer = 0; peer < size; ++peer)
+    if (peer != rank) {
+      sockaddr_storage a = listening(peer);
+      std::memcpy(mine.data() + kAddr * static_cast<size_t>(peer), &a, kAddr);
+    }
+  store.set(prefix + "listening/" + std::to_string(rank), mine);
+  std::vector<sockaddr_storage> local(static_cast<size_t>(size)), remote(static_cast<size_t>(size));
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    local[static_cast<size_t>(peer)] = listening(peer);
+    std::string theirs = store.get(prefix + "listening/" + std::to_string(peer), timeout);
+    if (theirs.size() == mine.size())
+      std::memcpy(&remote[static_cast<size_t>(peer)], theirs.data() + kAddr * static_cast<size_t>(rank), kAddr);
+  }
+  // A socket connected to a peer's listening address is that peer's pair. One whose local
+  // address is this rank's listening address for a peer is that pair's accepted end, unless it
+  // is connected to another listener (an outgoing connection can reuse a closed listener's port).
+  // A peer matched by two sockets gets none: its reads then just block.
+  std::vector<int> sockets(static_cast<size_t>(size), -1);
+  std::vector<int> matches(static_cast<size_t>(size), 0);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd", ec)) {
+    int fd = std::atoi(entry.path().filename().c_str());
+    sockaddr_storage here{}, there{};
+    socklen_t n = sizeof here, m = sizeof there;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&here), &n) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&there), &m) != 0)
+      continue;  // not a socket, or not connected
+    int by_remote = -1, by_local = -1;
+    for (int peer = 0; peer < size; ++peer) {
+      if (peer == rank) continue;
+      if (same_endpoint(there, remote[static_cast<size_t>(peer)])) by_remote = peer;
+      if (same_endpoint(here, local[static_cast<size_t>(peer)])) by_local = peer;
+    }
+    int peer = by_remote >= 0 ? by_remote : by_local;
+    if (peer < 0) continue;
+    sockets[static_cast<size_t>(peer)] = fd;
+    ++matches[static_cast<size_t>(peer)];
+  }
+  for (int peer = 0; peer < size; ++peer)
+    if (matches[static_cast<size_t>(peer)] != 1) sockets[static_cast<size_t>(peer)] = -1;
+  return sockets;
+}
+
+// Bytes of a message on a synchronous pair: Gloo's preamble (six size_t: gloo/transport/tcp/pair.h,
+// Op), then the payload.
+constexpr size_t kPreambleBytes = 6 * sizeof(size_t);
+
 class GlooGroup final : public Group {
  public:
-  GlooGroup(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> exchange, int rank, int size,
-            std::chrono::milliseconds timeout)
-      : Group(rank, size, kCPU, timeout), context_(std::move(context)), exchange_(std::move(exchange)) {}
+  GlooGroup(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> exchange, std::vector<int> sockets,
+            int rank, int size, std::chrono::milliseconds timeout)
+      : Group(rank, size, kCPU, timeout), context_(std::move(context)), exchange_(std::move(exchange)),
+        spin_(spin_budget(size)), sockets_(std::move(sockets)) {}
 
   const char* backend() const noexcept override { return "gloo"; }
 
@@ -276,7 +386,10 @@ class GlooGroup final : public Group {
       send_chunk(0);
     }
     if (header) {
-      for (Buffer& b : header_recvs) b->waitRecv();  // reads the peer's next message, on this thread
+      for (size_t i = 0; i < peers.size(); ++i) {
+        await_message(peers[i], mine_h.size());
+        header_recvs[i]->waitRecv();  // reads the peer's next message, on this thread
+      }
       bool agree = true;
       for (size_t i = 0; i < peers.size(); ++i) agree = agree && theirs_h.compare(i * mine_h.size(), mine_h.size(), mine_h) == 0;
       for (int r = 0, i = 0; r < size(); ++r)
@@ -297,13 +410,32 @@ class GlooGroup final : public Group {
       }
     }
     for (size_t offset = 0; offset < n; offset += kExchangeChunk) {
-      for (Buffer& b : recvs) b->waitRecv();
+      for (size_t i = 0; i < peers.size(); ++i) {
+        await_message(peers[i], std::min(kExchangeChunk, n - offset));
+        recvs[i]->waitRecv();
+      }
       if (offset + kExchangeChunk < n) send_chunk(offset + kExchangeChunk);
     }
     if (n > 0 && src != out + at) std::memcpy(out + at, src, n);
     // A buffer unregisters its slot from its pair when destroyed, and the sends share the
     // receives' slots: every transfer is done by now, so the order no longer matters.
     return headers;
+  }
+
+  // Polls the exchange pair of `peer` until a message of `payload` bytes has arrived whole, at
+  // most spin_ (Note [Spinning before a blocking read]); the read that follows reads it.
+  void await_message(int peer, size_t payload) const {
+    int fd = sockets_[static_cast<size_t>(peer)];
+    if (spin_.count() > 0 && fd >= 0) {
+      size_t whole = kPreambleBytes + payload;
+      Clock::time_point until = Clock::now() + spin_;
+      do {
+        int ready = 0;
+        if (ioctl(fd, FIONREAD, &ready) != 0) break;
+        if (static_cast<size_t>(ready) >= whole) return count(metrics().exchange_reads_polled);
+      } while (Clock::now() < until);
+    }
+    count(metrics().exchange_reads_blocked);
   }
 
   // The exchange context's slots: a message goes to the peer's buffer registered at its slot.
@@ -368,6 +500,8 @@ class GlooGroup final : public Group {
 
   std::shared_ptr<gloo::Context> context_;
   std::shared_ptr<gloo::Context> exchange_;  // Note [The exchange context]
+  std::chrono::microseconds spin_;           // Note [Spinning before a blocking read]
+  std::vector<int> sockets_;                 // of exchange_'s pairs, by rank (-1: this rank, or not found)
   std::unique_ptr<gloo::transport::UnboundBuffer> retired_;  // destroyed before the context
   uint32_t tag_ = 0;
 };
@@ -403,7 +537,8 @@ std::unique_ptr<Group> make_gloo_group(const Rendezvous& r, int rank, int size, 
   };
   auto context = connect(r.prefix, false);
   auto exchange = connect(r.prefix + "exchange/", true);
-  return std::make_unique<GlooGroup>(std::move(context), std::move(exchange), rank, size, timeout);
+  std::vector<int> sockets = pair_sockets(*exchange, *r.store, r.prefix + "exchange/", rank, size, timeout);
+  return std::make_unique<GlooGroup>(std::move(context), std::move(exchange), std::move(sockets), rank, size, timeout);
 }
 
 std::string gloo_unavailable_reason() { return ""; }

@@ -1,4 +1,5 @@
-// The elementwise reductions of collectives on host memory: acc[i] = acc[i] op x[i]. Gloo's
+// The elementwise reductions of collectives on host memory: out[i] = a[i] op b[i], and
+// reduce_into's acc[i] = acc[i] op x[i]. Gloo's
 // reduction functions (gloo.cpp) and the direct all-reduce (collective.cpp) both use them, so
 // every path reduces alike. Integers are exact in their own type; float16 and bfloat16 are
 // computed in float and rounded once; MIN and MAX propagate NaN; on bool, SUM and MAX are "or",
@@ -16,11 +17,11 @@ namespace loom::distributed {
 // One vectorized loop per op (a switch inside one loop kept it scalar: the direct all-reduce of
 // BENCH mlp's 41k float gradients spent 17 us of each step here).
 template <typename T>
-void reduce_into(T* acc, const T* x, size_t n, ReduceOp op) {
+void combine(T* out, const T* a, const T* b, size_t n, ReduceOp op) {
   auto each = [&](auto f) {
-    // acc and x are the same buffer or disjoint ones (CMakeLists.txt: -fopenmp-simd).
+    // out, a and b are each the same buffer as another or disjoint (CMakeLists.txt: -fopenmp-simd).
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) acc[i] = f(acc[i], x[i]);
+    for (size_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
   };
   if constexpr (std::is_same_v<T, bool>) {
     if (op == ReduceOp::Sum || op == ReduceOp::Max) each([](bool a, bool b) { return a || b; });
@@ -45,11 +46,20 @@ void reduce_into(T* acc, const T* x, size_t n, ReduceOp op) {
   }
 }
 
-inline void reduce_into(void* acc, const void* x, size_t n, DType dtype, ReduceOp op) {
+template <typename T>
+void reduce_into(T* acc, const T* x, size_t n, ReduceOp op) {
+  combine(acc, acc, x, n, op);
+}
+
+inline void combine(void* out, const void* a, const void* b, size_t n, DType dtype, ReduceOp op) {
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
-    reduce_into(static_cast<T*>(acc), static_cast<const T*>(x), n, op);
+    combine(static_cast<T*>(out), static_cast<const T*>(a), static_cast<const T*>(b), n, op);
   });
+}
+
+inline void reduce_into(void* acc, const void* x, size_t n, DType dtype, ReduceOp op) {
+  combine(acc, acc, x, n, dtype, op);
 }
 
 }  // namespace loom::distributed

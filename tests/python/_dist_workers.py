@@ -605,6 +605,22 @@ def case_unread_at_exit(how):
         dist.destroy_process_group()
 
 
+def case_exchange_reads(calls):
+    """`calls` eager all-reduces of a direct (one all-gather) size and lazy ones read at a sync,
+    right: the counts of loom.metrics() over them, for test_distributed's checks of how their
+    reads waited (runtime/distributed/gloo.cpp, Note [Spinning before a blocking read])."""
+    calls = int(calls)
+    n = 1000  # direct at 4 ranks too: 3 * 4000 bytes <= kDirectBytes
+    expected = np.sum([data(r, n, loom.float32) for r in range(WORLD)], axis=0)
+    before = loom.metrics()
+    for i in range(calls):
+        t = loom.tensor(data(RANK, n, loom.float32), device="lazy" if i % 2 else "cpu")
+        dist.all_reduce(t)
+        check(t, expected, f"all_reduce {i}")
+    after = loom.metrics()
+    report({k: after[k] - before[k] for k in ("collectives", "exchange_reads_polled", "exchange_reads_blocked")})
+
+
 def _thread_use():
     """{tid: (CPU seconds, voluntary switches, involuntary switches)} of this process's threads."""
     out = {}

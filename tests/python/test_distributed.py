@@ -391,6 +391,31 @@ def test_launcher_forwards_signals(tmp_path):
 
 
 @needs_gloo
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("spin", ["0", "200000", None])
+def test_exchange_reads_poll_before_blocking(world, spin):
+    """A read of loom's own exchanges polls its socket for the message up to LOOM_DIST_SPIN_US
+    before it blocks (runtime/distributed/gloo.cpp, Note [Spinning before a blocking read]);
+    every read is one or the other. A direct all-reduce of under 128 KiB reads a header and one
+    chunk from each peer. With a budget of 0.2 s (set explicitly, so ranks poll even where they
+    outnumber the cores), a peer's message arrives while polling unless the machine stops the
+    peer for that long: most reads are polled, which they can only be where the socket of every
+    peer's pair was found. By default, ranks that outnumber the cores do not poll at all."""
+    calls = 20
+    env = {} if spin is None else {"LOOM_DIST_SPIN_US": spin}
+    if spin is None and world <= len(os.sched_getaffinity(0)):
+        pytest.skip("the default polls here: whether a read gets its message in 100 us depends on the load")
+    for r in expect_success(run_job("exchange_reads", world, env=env, args=[str(calls)])):
+        reads = calls * 2 * (world - 1)
+        assert r["collectives"] == calls
+        assert r["exchange_reads_polled"] + r["exchange_reads_blocked"] == reads, r
+        if spin == "200000":
+            assert r["exchange_reads_polled"] >= reads // 2, r
+        else:
+            assert r["exchange_reads_polled"] == 0, r
+
+
+@needs_gloo
 def test_one_thread_per_rank_and_no_network_thread_in_loom_collectives():
     """A rank with LOOM_NUM_THREADS=1 computes on its one thread, OpenBLAS included (OMP_NUM_THREADS
     unset, so OpenBLAS started a worker per core), and Gloo's network thread takes no part in
