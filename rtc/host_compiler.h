@@ -2,12 +2,13 @@
 //
 // One module per graph (DESIGN decision 7), compiled by the system C++ compiler ($LOOM_CXX,
 // default `c++`; a command with arguments such as "ccache g++" is split into words, never given
-// to a shell: rtc/process.h) with -O3 -fPIC -shared for the native architecture, cached in
-// memory and on disk (rtc/disk_cache.h), loaded with dlopen. Two optimisation levels (OptLevel):
-// a kernel is first compiled at -O1, which takes about half the compiler's time of -O3 and runs
-// slower (perf/RESULTS.md, 2026-12-02 11:30), and a kernel that keeps running is compiled again
-// at -O3 in the background (rtc/kernel_units.h); the level is part of the flags, so of the key. A compile that takes longer than
-// LOOM_COMPILE_TIMEOUT seconds (default 300) is killed with everything it started, and raises.
+// to a shell: rtc/process.h) with -O1 or -O3 (OptLevel) -fPIC -shared for the native
+// architecture, cached in memory and on disk (rtc/disk_cache.h), loaded with dlopen. A kernel is
+// first compiled at -O1, which takes about half the compiler's time of -O3 and runs slower
+// (perf/RESULTS.md, 2026-12-02 11:25), and again at -O3 in the background once its plan keeps
+// running (rtc/kernel_units.h); the level is one of the flags, so part of the key. A compile
+// that takes longer than LOOM_COMPILE_TIMEOUT seconds (default 300) is killed with everything it
+// started, and raises.
 // Each module exports its full key as the string `loom_module_key`, checked right after dlopen,
 // before any kernel of it runs (DESIGN decision 15). A module stays loaded while someone holds it
 // (the plans that point into it: graph/plan_cache.h); the memory cache holds it weakly, so a
