@@ -1,6 +1,7 @@
 #include "graph/compiled.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include "rtc/disk_cache.h"
 #include "rtc/host_compiler.h"
 #include "rtc/kernel_units.h"
+#include "runtime/background.h"
 #include "runtime/blocking.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
@@ -48,13 +50,30 @@ struct Donation {
   std::vector<int32_t> same_start;
 };
 
+// A plan's compiled kernels, swapped as a whole: a run takes the current ones when it starts and
+// keeps them to its end (the units stay loaded while it runs), so a swap to the -O3 kernels
+// (below) never changes a run midway, and runs already going finish with the -O1 ones.
+struct PlanKernels {
+  rtc::HostKernels compiled;        // the units and each function's address (rtc/kernel_units.h)
+  std::vector<KernelFn> kernels;    // per kernel
+  std::vector<KernelFn> combines;   // per kernel: a split reduction's second pass, or null
+};
+
+// Kernels are compiled at -O1 first (rtc/kernel_units.h); a plan's kernels are compiled again at
+// -O3 in the background (runtime/background.h) when it runs for the kOptimizeAtRun-th time: a
+// plan run twice is a loop's body (a training step), one run once (a first step, a trace seen
+// once) never pays for -O3.
+constexpr int64_t kOptimizeAtRun = 2;
+
 struct CompiledExecutor::Plan : CachedPlan {
   fusion::Program program;
   std::vector<Donation> donations;
   std::vector<bool> take_aside;  // per output: write back a copy of its old value (binding.h)
-  std::vector<std::shared_ptr<rtc::HostModule>> units;  // where its kernels live (rtc/kernel_units.h)
-  std::vector<KernelFn> kernels;
-  std::vector<KernelFn> combines;      // per kernel: a split reduction's second pass, or null
+  std::atomic<std::shared_ptr<const PlanKernels>> code;  // null: no kernels
+  std::vector<std::string> function_symbols;  // the module's functions (RenderedModule), in order
+  std::vector<std::string> kernel_symbols;    // per kernel: its function, and its combine's or ""
+  std::vector<std::string> combine_symbols;
+  std::atomic<int64_t> runs{0};
   std::vector<int64_t> scratch_bytes;  // per kernel: where its split passes' scratch starts in
                                        // the arena (after every buffer), or -1
   std::vector<std::vector<int64_t>> int_params;
@@ -296,6 +315,34 @@ std::vector<Donation> plan_donations(fusion::Program& p, const Trace& t) {
 
 }  // namespace
 
+namespace {
+
+// The kernels and combines of `plan` at the addresses `compiled` gives its functions.
+std::shared_ptr<const PlanKernels> kernels_of(const CompiledExecutor::Plan& plan, rtc::HostKernels compiled) {
+  auto out = std::make_shared<PlanKernels>();
+  std::unordered_map<std::string, void*> address;
+  for (size_t f = 0; f < plan.function_symbols.size(); ++f) address[plan.function_symbols[f]] = compiled.functions[f];
+  for (const std::string& s : plan.kernel_symbols) out->kernels.push_back(reinterpret_cast<KernelFn>(address.at(s)));
+  for (const std::string& s : plan.combine_symbols)
+    out->combines.push_back(s.empty() ? nullptr : reinterpret_cast<KernelFn>(address.at(s)));
+  out->compiled = std::move(compiled);
+  return out;
+}
+
+// Queues the compile of `plan`'s -O1 kernels at -O3, and the swap once they are loaded. The job
+// holds the plan weakly: a plan evicted meanwhile is not kept alive for it (its kernels are still
+// compiled, for the next plan of the same program).
+void optimize_in_background(const std::shared_ptr<CompiledExecutor::Plan>& plan,
+                            std::shared_ptr<const PlanKernels> quick) {
+  std::weak_ptr<CompiledExecutor::Plan> weak = plan;
+  run_in_background([weak, quick = std::move(quick), symbols = plan->function_symbols](const std::function<bool()>& stop) {
+    rtc::HostKernels full = rtc::optimize_host_kernels(quick->compiled, symbols, stop);
+    if (std::shared_ptr<CompiledExecutor::Plan> p = weak.lock()) p->code.store(kernels_of(*p, std::move(full)));
+  });
+}
+
+}  // namespace
+
 CompiledOptions options_from_environment() {
   CompiledOptions o;
   if (const char* f = std::getenv("LOOM_FUSION"); f && std::string(f) == "0") o.fuse = false;
@@ -350,12 +397,10 @@ PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
     try {
       // Only kernels no earlier module compiled are compiled, in parallel units.
       rtc::HostKernels compiled = rtc::compile_host_kernels(cpu.prelude, cpu.functions, cpu.function_symbols);
-      plan->units = std::move(compiled.units);
-      std::unordered_map<std::string, void*> address;
-      for (size_t f = 0; f < cpu.function_symbols.size(); ++f) address[cpu.function_symbols[f]] = compiled.functions[f];
-      for (const std::string& s : cpu.symbols) plan->kernels.push_back(reinterpret_cast<KernelFn>(address.at(s)));
-      for (const std::string& s : cpu.combine_symbols)
-        plan->combines.push_back(s.empty() ? nullptr : reinterpret_cast<KernelFn>(address.at(s)));
+      plan->function_symbols = cpu.function_symbols;
+      plan->kernel_symbols = cpu.symbols;
+      plan->combine_symbols = cpu.combine_symbols;
+      plan->code.store(kernels_of(*plan, std::move(compiled)));
     } catch (const Error&) {
       check_interrupt();  // Ctrl-C reaches the compiler too: then the interrupt is the failure
       throw;
@@ -402,6 +447,10 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   Plan& plan = *pinned;
   const fusion::Program& p = plan.program;
   profiled.plan(p.steps.size());
+  // This run's kernels, whatever a swap does meanwhile (PlanKernels).
+  std::shared_ptr<const PlanKernels> code = plan.code.load();
+  if (plan.runs.fetch_add(1, std::memory_order_relaxed) + 1 == kOptimizeAtRun && code && !code->compiled.optimized())
+    optimize_in_background(pinned.shared(), code);
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
   Array arena = plan.take_arena();
   struct GiveBack {
@@ -457,10 +506,10 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
         else bits = v.as_int();
         scalars.push_back(bits);
       }
-      run_kernel(plan.kernels[step.kernel], plan.int_params[step.kernel].data(), scalars.data(), bufs.data(),
+      run_kernel(code->kernels[step.kernel], plan.int_params[step.kernel].data(), scalars.data(), bufs.data(),
                  plan.splits[step.kernel], interruptible);
       count(metrics().kernel_launches);
-      if (KernelFn combine = plan.combines[step.kernel]) {  // after every block's partial
+      if (KernelFn combine = code->combines[step.kernel]) {  // after every block's partial
         combine(plan.int_params[step.kernel].data(), scalars.data(), bufs.data(), 0, 1);
         count(metrics().kernel_launches);
       }

@@ -87,6 +87,8 @@ class Pin {
   }
   P& operator*() const noexcept { return *plan_; }
   P* operator->() const noexcept { return plan_.get(); }
+  // The plan itself, for work that outlives the run (a weak reference to it: graph/compiled.cpp).
+  const std::shared_ptr<P>& shared() const noexcept { return plan_; }
 
  private:
   std::shared_ptr<P> plan_;  // declared first: released after the lock, so the lock never outlives the plan

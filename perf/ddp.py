@@ -111,6 +111,8 @@ def _child(framework, workload, device, repeats, steps):
     opt = m.optim.AdamW(ddp.parameters(), lr=1e-3)
     x, y = (m.tensor(a, device=where) for a in DATA[workload](rank))
     losses = [W.train_step(m, ddp, opt, x, y).item() for _ in range(WARMUP)]
+    if framework == "loom-lazy":
+        m._C._wait_for_optimized_kernels()  # kernels at -O3 before timing (perf/modes.py Mode.settle)
     metrics = (lambda: m.metrics()) if framework == "loom-lazy" else (lambda: None)
     times, counters = [], []
     threads_before = _threads()
@@ -125,7 +127,8 @@ def _child(framework, workload, device, repeats, steps):
         after = metrics()
         if before is not None:
             counters.append({k: after[k] - before[k] for k in ("traces", "collectives", "collective_bytes",
-                                                               "kernels_compiled", "graph_cache_misses",
+                                                               "kernels_compiled", "kernels_optimized",
+                                                               "graph_cache_misses",
                                                                "exchange_reads_polled", "exchange_reads_blocked")})
     threads = _thread_use(threads_before, _threads(), steps * repeats)
     if framework == "torch":
@@ -140,7 +143,7 @@ def _child(framework, workload, device, repeats, steps):
         n = steps * repeats
         out.update(traces_per_step=sum(c["traces"] for c in counters) / n,
                    collectives_per_step=sum(c["collectives"] for c in counters) / n,
-                   compiled_after_warmup=sum(c["kernels_compiled"] for c in counters),
+                   compiled_after_warmup=sum(c["kernels_compiled"] + c["kernels_optimized"] for c in counters),
                    # how rank 0's exchange reads waited (runtime/distributed/gloo.cpp, Note [Spinning
                    # before a blocking read]): their message arrived while polling, or they blocked
                    reads_polled_per_step=sum(c["exchange_reads_polled"] for c in counters) / n,

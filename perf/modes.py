@@ -63,6 +63,12 @@ class Mode:
         elif self.lib == "torch" and device == "cuda":
             torch.cuda.synchronize()
 
+    def settle(self):
+        """After a warm-up: waits until loom's background work is done (kernels of plans that kept
+        running compiled again at -O3 and swapped in), so timed steps run the kernels a long run does."""
+        if self.lib == "loom":
+            loom._C._wait_for_optimized_kernels()
+
     def counters(self):
         """loom's counters now (None for other libraries)."""
         return loom.metrics() if self.lib == "loom" else None

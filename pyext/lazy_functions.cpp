@@ -13,6 +13,7 @@
 #include "pyext/objects.h"
 #include "rtc/disk_cache.h"
 #include "rtc/nvrtc.h"
+#include "runtime/background.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/thread_pool.h"
@@ -181,6 +182,13 @@ PyObject* f_nvrtc_compile(PyObject*, PyObject* args) {
 
 PyObject* f_nvrtc_available(PyObject*, PyObject*) { return PyBool_FromLong(rtc::nvrtc_available()); }
 
+PyObject* f_wait_for_optimized_kernels(PyObject*, PyObject*) {
+  LOOM_PY_BEGIN
+  wait_for_background();
+  return Py_NewRef(Py_None);
+  LOOM_PY_END(nullptr)
+}
+
 }  // namespace
 
 PyMethodDef lazy_functions[] = {
@@ -192,7 +200,8 @@ PyMethodDef lazy_functions[] = {
      "_end_of_step(): sync() at the end of an optimizer step (counted as syncs_step), except while loom.compile "
      "records a step"},
     {"metrics", f_metrics, METH_NOARGS,
-     "metrics(): counters of traces, graph cache hits and misses, kernels compiled, modules loaded from disk, "
+     "metrics(): counters of traces, graph cache hits and misses, kernels compiled (kernels_optimized: compiled again "
+     "at -O3 in the background), modules loaded from disk, "
      "kernel launches, graph replays, plans whose CUDA Graph capture failed, compile seconds and IR nodes recorded; arena_bytes and "
      "arena_live_peak_bytes describe the memory plan of the graph run last; plan_cache_entries and "
      "plan_cache_bytes what the plan cache holds now, plan_cache_evictions the plans it evicted for its bounds"},
@@ -212,6 +221,9 @@ PyMethodDef lazy_functions[] = {
      "direct launches; returns the previous setting"},
     {"_nvrtc_compile", f_nvrtc_compile, METH_VARARGS, "_nvrtc_compile(source, arch=90, name, ptx=False): size of the cubin (or PTX)"},
     {"_nvrtc_available", f_nvrtc_available, METH_NOARGS, "True when this build has NVRTC"},
+    {"_wait_for_optimized_kernels", f_wait_for_optimized_kernels, METH_NOARGS,
+     "_wait_for_optimized_kernels(): wait until the kernels being compiled again at -O3 in the background (for plans "
+     "that kept running: rtc/kernel_units.h) are compiled and swapped in"},
     {"_last_trace_key", f_last_trace_key, METH_NOARGS, "_last_trace_key(): the key of the last trace executed"},
     {"_pending_count", f_pending_count, METH_O,
      "_pending_count(device): live pending lazy tensors this thread recorded on a backend device"},

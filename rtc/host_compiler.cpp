@@ -24,10 +24,13 @@
 namespace loom::rtc {
 namespace {
 
-// -O3 for vectorization (with -fopenmp-simd for the reductions the renderer marks); no
-// -ffast-math: results must not depend on the compiler's reassociation elsewhere.
+// The optimisation level, then the rest: -O3 for vectorization (with -fopenmp-simd for the
+// loops the renderer marks, which GCC vectorizes at -O1 too); no -ffast-math: results must not
+// depend on the compiler's reassociation elsewhere.
 constexpr const char* kBaseFlags =
-    "-O3 -fPIC -shared -march=native -std=c++17 -fno-math-errno -ffp-contract=off -fopenmp-simd -w";
+    "-fPIC -shared -march=native -std=c++17 -fno-math-errno -ffp-contract=off -fopenmp-simd -w";
+
+const char* level_flag(OptLevel level) { return level == OptLevel::Quick ? "-O1" : "-O3"; }
 
 // The exported string every host module carries: its full key (rtc/disk_cache.h).
 constexpr const char* kKeySymbol = "loom_module_key";
@@ -43,9 +46,9 @@ bool have_libmvec() {
   return found;
 }
 
-const std::string& flags() {
+std::string flags(OptLevel level) {
   static const std::string f = std::string(kBaseFlags) + (have_libmvec() ? " -DLOOM_LIBMVEC" : "");
-  return f;
+  return std::string(level_flag(level)) + " " + f;
 }
 
 const char* libraries() { return have_libmvec() ? "-lmvec" : ""; }  // after the source, as ld needs
@@ -114,10 +117,10 @@ const std::string& cpu_identity() {
 }
 
 // Everything the module built from `source` depends on (rtc/disk_cache.h).
-std::string module_key(const std::string& source) {
+std::string module_key(const std::string& source, OptLevel level) {
   return "loom host module\nsource: fnv1a64 " + hex64(hash_text(source)) + ", " + std::to_string(source.size()) +
-         " bytes\n" + compiler().identity + "\nflags: " + flags() + " " + libraries() + "\ncpu: " + cpu_identity() +
-         "\n";
+         " bytes\n" + compiler().identity + "\nflags: " + flags(level) + " " + libraries() +
+         "\ncpu: " + cpu_identity() + "\n";
 }
 
 // `text` as a C string literal.
@@ -146,7 +149,8 @@ std::string with_key(const std::string& source, const std::string& key) {
 }
 
 // Loads a module and checks that it is the module of `key`; nullptr, with `why`, if it is not.
-std::shared_ptr<HostModule> load_checked(const std::string& path, const std::string& key, std::string& why) {
+std::shared_ptr<HostModule> load_checked(const std::string& path, const std::string& key, const std::string& source,
+                                         OptLevel level, int kernels, std::string& why) {
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!handle) {
     why = ::dlerror();
@@ -158,7 +162,7 @@ std::shared_ptr<HostModule> load_checked(const std::string& path, const std::str
     ::dlclose(handle);
     return nullptr;
   }
-  return std::make_shared<HostModule>(handle);
+  return std::make_shared<HostModule>(handle, source, level, kernels);
 }
 
 struct Caches {
@@ -182,14 +186,15 @@ Caches& caches() {
 }
 
 // Runs the compiler on `text` in the process's private folder and returns the binary.
-std::string compile(const std::string& text, const std::string& key, const DiskCache& disk) {
+std::string compile(const std::string& text, const std::string& key, OptLevel level, const DiskCache& disk,
+                    const std::function<void()>& while_waiting) {
   static std::atomic<uint64_t> counter{0};
   const TrustedDir& work = private_work_dir();
   // Unique across the processes a fork() may share the folder with.
   std::string name = DiskCache::name_of(key) + "." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   work.write(name + ".cpp", text);
   std::vector<std::string> argv = compiler().argv;
-  std::istringstream flag_words(flags());
+  std::istringstream flag_words(flags(level));
   for (std::string w; flag_words >> w;) argv.push_back(w);
   for (std::string w : {work.path_of(name + ".cpp"), std::string("-o"), work.path_of(name + ".so")}) argv.push_back(w);
   if (*libraries()) argv.push_back(libraries());
@@ -198,7 +203,7 @@ std::string compile(const std::string& text, const std::string& key, const DiskC
   try {
     // Ctrl-C stops a compile too (runtime/blocking.h): the compiler's group is killed and nothing
     // of it stays.
-    r = run_process(argv, limit, [] { check_interrupt(); });
+    r = run_process(argv, limit, while_waiting);
   } catch (...) {
     work.remove(name + ".cpp");
     work.remove(name + ".so");
@@ -237,17 +242,17 @@ void* HostModule::symbol(const std::string& name) const {
 
 const std::string& host_compiler_identity() { return compiler().identity; }
 
-std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels) {
-  std::string key = module_key(source);
-  Caches& c = caches();
-  std::unique_lock lock(c.mu);
+namespace {
+
+// The module of `key` if it is loaded, or in the disk cache (then loaded); else nullptr.
+// `lock` holds the caches' mutex.
+std::shared_ptr<HostModule> find_locked(const std::string& key, const std::string& source, OptLevel level,
+                                        int kernels, Caches& c, const DiskCache& disk) {
   if (auto it = c.memory.find(key); it != c.memory.end())
     if (std::shared_ptr<HostModule> m = it->second.lock()) return m;
-
-  const DiskCache& disk = DiskCache::of("cpu", ".so", ".cpp");
   std::string why;
   if (disk.find(key)) {
-    if (auto m = load_checked(disk.load_path(key), key, why)) {
+    if (auto m = load_checked(disk.load_path(key), key, source, level, kernels, why)) {
       count(metrics().modules_loaded_from_disk);
       c.remember(key, m);
       return m;
@@ -256,23 +261,58 @@ std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels)
                                          " is not the module it is filed as (" + why + "); rebuilding it");
     disk.remove(key);
   }
+  return nullptr;
+}
+
+// Finds or compiles the module of `source` at `level`; `optimizing`: a background recompile
+// (optimize_host), counted apart.
+std::shared_ptr<HostModule> build(const std::string& source, int kernels, OptLevel level, bool optimizing,
+                                  const std::function<void()>& while_waiting) {
+  std::string key = module_key(source, level);
+  Caches& c = caches();
+  const DiskCache& disk = DiskCache::of("cpu", ".so", ".cpp");
+  std::unique_lock lock(c.mu);
+  if (std::shared_ptr<HostModule> m = find_locked(key, source, level, kernels, c, disk)) return m;
   // The compile runs unlocked, so other threads compile other modules meanwhile
   // (rtc/kernel_units.h compiles a module's units in parallel).
   lock.unlock();
   auto start = std::chrono::steady_clock::now();
   std::string text = with_key(source, key);
-  disk.store(key, compile(text, key, disk), text);
-  auto m = load_checked(disk.load_path(key), key, why);
+  disk.store(key, compile(text, key, level, disk, while_waiting), text);
+  std::string why;
+  auto m = load_checked(disk.load_path(key), key, source, level, kernels, why);
   LOOM_CHECK(m, Runtime, "cannot load the compiled module ", disk.dir().path_of(DiskCache::name_of(key) + ".so"), ": ",
              why);
-  count(metrics().kernels_compiled, kernels);
-  count(metrics().compile_nanoseconds,
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  if (optimizing) {
+    count(metrics().kernels_optimized, kernels);
+  } else {
+    count(metrics().kernels_compiled, kernels);
+    count(metrics().compile_nanoseconds,
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+  }
   lock.lock();
   if (auto it = c.memory.find(key); it != c.memory.end())
     if (std::shared_ptr<HostModule> other = it->second.lock()) return other;  // another thread's, first
   c.remember(key, m);
   return m;
+}
+
+}  // namespace
+
+std::shared_ptr<HostModule> compile_host(const std::string& source, int kernels, OptLevel level) {
+  return build(source, kernels, level, false, [] { check_interrupt(); });
+}
+
+std::shared_ptr<HostModule> find_host(const std::string& source, OptLevel level, int kernels) {
+  Caches& c = caches();
+  std::lock_guard lock(c.mu);
+  return find_locked(module_key(source, level), source, level, kernels, c, DiskCache::of("cpu", ".so", ".cpp"));
+}
+
+std::shared_ptr<HostModule> optimize_host(const std::string& source, int kernels, const std::function<bool()>& stop) {
+  return build(source, kernels, OptLevel::Full, true, [&stop] {
+    LOOM_CHECK(!stop(), Interrupted, "a background compile was stopped");
+  });
 }
 
 }  // namespace loom::rtc

@@ -10,6 +10,13 @@
 // own: rtc/host_compiler.h), the units compiled in parallel. Units are deterministic for the
 // same missing functions and thread count, so a new process with a warm disk cache loads them.
 //
+// Two levels (rtc/host_compiler.h OptLevel): a unit is compiled at -O1 (Quick) unless its -O3
+// twin (the same source at Full) is loaded or on disk already, and optimize_host_kernels()
+// compiles the Quick units of kernels that keep running again at -O3, in the background
+// (graph/compiled.cpp): the index then finds the Full unit for those kernels, and a new process
+// with a warm disk cache loads the Full units at once. LOOM_QUICK_KERNELS=0 compiles every unit
+// at Full at once (no Quick level, nothing to optimize later).
+//
 // A kernel stays findable while some plan holds a unit containing it (the index holds units
 // weakly, as the module cache does). Thread safety: any thread may call; two threads needing the
 // same missing kernel at once may both compile it (the disk cache stores one).
@@ -26,11 +33,23 @@ namespace loom::rtc {
 struct HostKernels {
   std::vector<std::shared_ptr<HostModule>> units;  // every unit a kernel below lives in (hold them)
   std::vector<void*> functions;                    // per symbol asked for: its address
+  std::vector<int32_t> unit_of;                    // per symbol asked for: its unit in `units`
+  // Whether every unit is at OptLevel::Full (nothing for optimize_host_kernels to do).
+  bool optimized() const;
 };
 
 // `functions[i]` defines the function named `symbols[i]`, and needs only `prelude` before it.
 // Throws as compile_host() does; nothing is registered for a unit that failed.
 HostKernels compile_host_kernels(const std::string& prelude, const std::vector<std::string>& functions,
                                  const std::vector<std::string>& symbols);
+
+// The same kernels at OptLevel::Full: each Quick unit of `current` compiled again at Full (or
+// found loaded or on disk), one after the other; `symbols` are those `current` was made for.
+// Later lookups of those kernels find the Full units. Throws as optimize_host() does (`stop`).
+HostKernels optimize_host_kernels(const HostKernels& current, const std::vector<std::string>& symbols,
+                                  const std::function<bool()>& stop);
+
+// LOOM_QUICK_KERNELS: whether kernels are compiled at Quick first (default; "0" turns it off).
+bool quick_kernels_enabled();
 
 }  // namespace loom::rtc

@@ -13,6 +13,7 @@ std::span<const MetricField> metric_fields() noexcept {
       {"graph_cache_hits", &Metrics::graph_cache_hits},
       {"graph_cache_misses", &Metrics::graph_cache_misses},
       {"kernels_compiled", &Metrics::kernels_compiled},
+      {"kernels_optimized", &Metrics::kernels_optimized},
       {"modules_loaded_from_disk", &Metrics::modules_loaded_from_disk},
       {"kernel_launches", &Metrics::kernel_launches},
       {"graph_replays", &Metrics::graph_replays},

@@ -32,6 +32,10 @@ struct Metrics {
   std::atomic<int64_t> graph_cache_hits{0};        // traces whose executable graph was cached
   std::atomic<int64_t> graph_cache_misses{0};      // traces lowered anew
   std::atomic<int64_t> kernels_compiled{0};        // kernels produced by run-time compilation
+  // Kernels compiled again at the full optimisation level in the background, for plans that
+  // kept running (rtc/kernel_units.h): not in kernels_compiled, which counts the compiles a
+  // run waited for.
+  std::atomic<int64_t> kernels_optimized{0};
   std::atomic<int64_t> modules_loaded_from_disk{0};
   std::atomic<int64_t> kernel_launches{0};         // kernels run, eager and lazy
   std::atomic<int64_t> graph_replays{0};           // executable graphs launched
