@@ -1,13 +1,14 @@
-"""loom_erff, the float32 erf of CPU kernels (fusion/targets.cpp, coefficients from
-scripts/fit_erf.py), and GELU built on it.
+"""loom's own float32 erf and exp in CPU kernels (loom_erff, loom_expf_core: fusion/targets.cpp,
+coefficients from scripts/fit_cpu_math.py), and GELU built on them.
 
-- Accuracy: float32 inputs spread over the whole range (every 4099th bit pattern; LOOM_ERF_SWEEP=1
-  tries all 2^32, about two minutes), densely around the pieces' ends, through a compiled kernel,
-  against float64 erf: at most 1.31 ulp (the bound fusion/targets.cpp states, with FMA) or
-  2.27 ulp where the compiler targets a CPU without FMA.
-- Special values exactly: +-0 keep their sign, denormals, +-inf give +-1, NaN stays NaN, large
-  arguments give exactly +-1, and erf never leaves [-1, 1].
-- The CPU rendering calls loom_erff; the CUDA rendering keeps CUDA's erff.
+- Accuracy: float32 inputs spread over the whole range (every 4099th bit pattern;
+  LOOM_MATH_SWEEP=1 tries all 2^32, a few minutes), densely around the ends of erf's pieces and
+  exp's over- and underflow, through a compiled kernel, against float64: erf at most 1.31 ulp
+  (2.27 where the compiler targets a CPU without FMA), exp 1.011 ulp (0.99 without FMA): the
+  bounds fusion/targets.cpp states, measured over all inputs.
+- Special values exactly: erf keeps the sign of +-0, denormals, +-inf give +-1, NaN stays NaN,
+  large arguments give exactly +-1, and erf never leaves [-1, 1]; exp's are test_kernel_forms'.
+- The CPU rendering calls loom_erff and loom_expf_core; the CUDA rendering keeps CUDA's erff, expf.
 - GELU, both forms, float32 and float64: fused, unfused, the interpreter, eager loom and PyTorch
   against float64 (bounds that allow for the erf's error), and gradients against PyTorch's.
 """
@@ -23,39 +24,43 @@ from _fusion_helpers import dumping_to, run_lazy
 torch = pytest.importorskip("torch")
 
 FMA = "fma" in open("/proc/cpuinfo").read().split() if os.path.exists("/proc/cpuinfo") else True
-BOUND = 1.31 if FMA else 2.27  # ulp, measured over all inputs
+BOUNDS = {"erf": 1.31 if FMA else 2.27, "exp": 1.011}  # ulp, measured over all inputs
 
 
-def lazy_erf(x):
-    (got,) = run_lazy(lambda t: (t.erf(),), [x], "compiled")
+def lazy(fn, x):
+    (got,) = run_lazy(lambda t: (getattr(t, fn)(),), [x], "compiled")
     return got
 
 
-def ulp_errors(x, got):
-    """|got - erf(x)| in units of the float32 spacing at erf(x) (denormal spacing below 2^-126)."""
-    ref = torch.erf(torch.from_numpy(x.astype(np.float64))).numpy()
-    _, exponent = np.frexp(np.abs(ref).astype(np.float32).astype(np.float64))
+def ulp_errors(fn, x, got):
+    """|got - fn(x)| in units of the float32 spacing at fn(x) (denormal spacing below 2^-126)."""
+    with np.errstate(over="ignore"):
+        ref = getattr(torch, fn)(torch.from_numpy(x.astype(np.float64))).numpy()
+        exact = got.astype(np.float64) == ref.astype(np.float32)  # infinities and exact zeros
+        _, exponent = np.frexp(np.abs(ref).astype(np.float32).astype(np.float64))
     ulp = np.maximum(np.ldexp(1.0, exponent - 24), 2.0**-149)
-    return np.abs(got.astype(np.float64) - ref) / ulp
+    with np.errstate(invalid="ignore"):
+        return np.where(exact, 0.0, np.abs(got.astype(np.float64) - ref) / ulp)
 
 
 def floats(first_bits, last_bits, stride=1):
     return np.arange(first_bits, last_bits, stride, dtype=np.uint64).astype(np.uint32).view(np.float32)
 
 
-def check_bound(x):
+def check_bound(fn, x):
     x = x[~np.isnan(x)]
-    errors = ulp_errors(x, lazy_erf(x))
+    errors = ulp_errors(fn, x, lazy(fn, x))
     worst = int(np.argmax(errors))
-    assert errors[worst] <= BOUND, f"erf({x[worst]!r}) is {errors[worst]:.3f} ulp off"
+    assert errors[worst] <= BOUNDS[fn], f"{fn}({x[worst]!r}) is {errors[worst]:.3f} ulp off"
     return errors[worst]
 
 
-def test_erf_within_its_bound_over_the_whole_range():
-    if os.environ.get("LOOM_ERF_SWEEP") == "1":
-        worst = max(check_bound(floats(start, start + (1 << 24))) for start in range(0, 1 << 32, 1 << 24))
+@pytest.mark.parametrize("fn", ["erf", "exp"])
+def test_within_the_bound_over_the_whole_range(fn):
+    if os.environ.get("LOOM_MATH_SWEEP") == "1":
+        worst = max(check_bound(fn, floats(start, start + (1 << 24))) for start in range(0, 1 << 32, 1 << 24))
     else:
-        worst = check_bound(floats(0, 1 << 32, 4099))
+        worst = check_bound(fn, floats(0, 1 << 32, 4099))
     assert worst > 0.5  # the sweep did reach inputs a float32 evaluation cannot get exactly
 
 
@@ -63,9 +68,17 @@ def test_erf_within_its_bound_around_the_ends_of_its_pieces():
     for end in (1.0, 3.92):  # loom_erff's split points
         bits = int(np.float32(end).view(np.uint32))
         chunk = floats(bits - 100_000, bits + 100_000)
-        check_bound(np.concatenate([chunk, -chunk]))
-    check_bound(floats(0, 200_000))  # denormals and the smallest normals
-    check_bound(floats(0x80000000, 0x80000000 + 200_000))
+        check_bound("erf", np.concatenate([chunk, -chunk]))
+    check_bound("erf", floats(0, 200_000))  # denormals and the smallest normals
+    check_bound("erf", floats(0x80000000, 0x80000000 + 200_000))
+
+
+def test_exp_within_its_bound_where_it_overflows_and_underflows():
+    for end in (88.72, -87.3, -103.97):  # overflow; results turn denormal; the last nonzero results
+        bits = int(np.float32(end).view(np.uint32))
+        check_bound("exp", floats(bits - 200_000, bits + 200_000))
+    check_bound("exp", floats(0, 200_000))  # tiny arguments: e^x rounds to 1
+    check_bound("exp", floats(0x80000000, 0x80000000 + 200_000))
 
 
 def test_erf_special_values():
@@ -73,7 +86,7 @@ def test_erf_special_values():
     x = np.array([0.0, -0.0, tiny, -tiny, 1e-40, -1e-40, 1.1754942e-38, np.inf, -np.inf, np.nan, 3.9192, 3.92, 4.0,
                   -4.0, 10.0, 1e30, -1e30, np.finfo(np.float32).max, -np.finfo(np.float32).max], dtype=np.float32)
     x = np.concatenate([np.roll(x, k) for k in range(17)])  # every value in vector lanes and the scalar tail
-    got = lazy_erf(x)
+    got = lazy("erf", x)
     want = torch.erf(torch.from_numpy(x.astype(np.float64))).numpy().astype(np.float32)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(x))
     finite = ~np.isnan(x)
@@ -86,15 +99,17 @@ def test_erf_special_values():
     assert np.all(got[small & (x != 0)] != 0)
 
 
-def test_the_cpu_kernel_calls_loom_erff_and_cuda_its_own_erff(tmp_path):
+def test_cpu_kernels_call_loom_erff_and_expf_core_and_cuda_its_own(tmp_path):
     with dumping_to(tmp_path / "dump") as dump:
-        run_lazy(lambda t: (t.erf() * 2, t.double().erf()), [np.ones(100, np.float32)], "fused")
+        run_lazy(lambda t: (t.erf() * 2, t.double().erf(), t.exp() * 2), [np.ones(100, np.float32)], "fused")
     cpp = "".join(p.read_text() for p in dump.glob("*.cpp"))
     cu = "".join(p.read_text() for p in dump.glob("*.cu"))
-    assert "loom_erff(" in cpp.split("LOOM_FN float loom_erff", 1)[1]  # called by a kernel, not only defined
+    kernels = cpp.split("LOOM_FN float loom_erff", 1)[1]  # what follows the prelude's definitions
+    assert "loom_erff(" in kernels and "loom_expf(" in kernels
+    assert "#define LOOM_EXPF loom_expf_core" in cpp
     assert " erf(" in cpp  # float64 keeps the C library's
     if cu:
-        assert "loom_erff" not in cu and "erff(" in cu
+        assert "loom_erff" not in cu and "loom_expf_core" not in cu and "erff(" in cu and "#define LOOM_EXPF expf" in cu
 
 
 # ---- GELU ----

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""Fits the coefficients of loom_erff, the float32 erf of CPU kernels (fusion/targets.cpp), and
-prints the function as it stands there. Needs numpy and mpmath (Debian: python3-mpmath).
+"""Fits the coefficients of loom_erff and loom_expf_core, the float32 erf and exp of CPU kernels
+(fusion/targets.cpp), and prints the functions' polynomials as they stand there. Needs numpy and
+mpmath (Debian: python3-mpmath).
 
 loom_erff(x), a = |x|:
   a < 1          x * (c0 + s * P(s)), s = x * x: c0 = 2 / sqrt(pi) as a float pair hi + lo and P of
@@ -12,9 +13,12 @@ A fit is Lawson's iteratively reweighted least squares (it converges to the mini
 the coefficients are then rounded to float one at a time, from the constant term up, refitting
 the rest after each rounding so that the rounding of one is absorbed by the next.
 
-The error bound of the result (max 1.31 ulp over all 2^32 float32 inputs against double erf,
-with FMA) is measured, not derived: tests/python/test_erf_accuracy.py sweeps the inputs through
-a compiled kernel (LOOM_ERF_SWEEP=1 for all of them).
+loom_expf_core(x): e^x = 2^n e^r, r = x - n ln2, |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r) with P of
+degree 4 fitted to (e^r - 1 - r) / r^2 for least maximum relative error of e^r.
+
+The error bounds of the results (erf 1.31 ulp, exp 1.011 ulp over all 2^32 float32 inputs against
+double precision, with FMA) are measured, not derived: tests/python/test_cpu_math.py sweeps the
+inputs through a compiled kernel (LOOM_MATH_SWEEP=1 for all of them).
 """
 
 import mpmath as mp
@@ -49,7 +53,20 @@ def hexf(v):
     return float(np.float32(v)).hex().replace("0000000p", "p") + "f"
 
 
+def exp_polynomial():
+    half = float(mp.log(2) / 2) * 1.0001
+    r = np.linspace(-half, half, 8000)
+    r = r[r != 0]
+    target = np.array([float((mp.exp(v) - 1 - v) / mp.mpf(v) ** 2) for v in r])
+    p, err = rounded_to_float(np.stack([r**k for k in range(5)], 1), target, r * r / np.exp(r))
+    print(f"// loom_expf_core: e^r = 1 + r + r^2 P(r), relative error {err:.2e}")
+    print("  float p = " + hexf(p[-1]) + ";")
+    for c in p[-2::-1]:
+        print(f"  p = LOOM_FMAF(p, r, {hexf(c)});")
+
+
 def main():
+    exp_polynomial()
     c0 = 2 / mp.sqrt(mp.pi)
     # hi rounded toward zero, so lo > 0 and x * lo keeps the sign of x = -0.
     hi = np.float32(float(c0))
@@ -68,7 +85,7 @@ def main():
     erfc = np.array([float(mp.erfc(v)) for v in a])
     q, q_err = rounded_to_float(np.stack([(a - float(m))**k for k in range(15)], 1), erfc, np.ones_like(a))
 
-    print(f"// small form: relative error {p_err:.2e}; large form: absolute error {q_err:.2e}")
+    print(f"// loom_erff: small form: relative error {p_err:.2e}; large form: absolute error {q_err:.2e}")
     print("LOOM_FN float loom_erff(float x) {")
     print("  const float a = __builtin_fabsf(x), s = x * x;")
     print(f"  float p = {hexf(p[-1])};")
