@@ -87,8 +87,8 @@ LOOM_FN double loom_exp2(double x) { const u64 m = (u64)-(i64)!(x < -1075.0); re
 // beyond, erf rounds to +-1. NaN passes through. The coefficients are scripts/fit_cpu_math.py's
 // (minimax fits, relative error 1.5e-9 and absolute error 6.6e-9 before rounding); the result is
 // within 1.31 ulp of the exact erf for every float32 input (all 2^32 tried; 2.27 ulp where the
-// CPU has no FMA: tests/python/test_cpu_math.py). float64 keeps the C library's erf (correctly
-// rounded but for an ulp; libmvec vectorizes it). CUDA renders its own erff.
+// CPU has no FMA: tests/python/test_cpu_math.py). float64 keeps the C library's erf (libmvec
+// vectorizes it). CUDA renders its own erff.
 constexpr const char* kCpuErf = R"(
 LOOM_FN float loom_erff(float x) {
   const float a = __builtin_fabsf(x), s = x * x;
