@@ -2,8 +2,8 @@
 coefficients from scripts/fit_cpu_math.py), and GELU built on them.
 
 - Accuracy: float32 inputs spread over the whole range (every 4099th bit pattern;
-  LOOM_MATH_SWEEP=1 tries all 2^32 in 256 kernel runs: 12 minutes for erf here), densely around the ends of erf's
-  pieces and exp's over- and underflow, through a compiled kernel, against float64: erf at most
+  LOOM_MATH_SWEEP=1 tries all 2^32 in 256 kernel runs: 12 minutes for erf here), densely around
+  the ends of erf's pieces and exp's over- and underflow, through a compiled kernel, against float64: erf at most
   1.31 ulp (2.27 where the compiler targets a CPU without FMA), exp 1.011 ulp (0.99 without FMA):
   the bounds fusion/targets.cpp states, measured over all inputs with the functions' text in a C
   driver.
