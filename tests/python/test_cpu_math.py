@@ -3,10 +3,10 @@ coefficients from scripts/fit_cpu_math.py), and GELU built on them.
 
 - Accuracy: float32 inputs spread over the whole range (every 4099th bit pattern;
   LOOM_MATH_SWEEP=1 tries all 2^32 in 256 kernel runs: 12 minutes for erf here), densely around
-  the ends of erf's pieces and exp's over- and underflow, through a compiled kernel, against float64: erf at most
-  1.31 ulp (2.27 where the compiler targets a CPU without FMA), exp 1.011 ulp (0.99 without FMA):
-  the bounds fusion/targets.cpp states, measured over all inputs with the functions' text in a C
-  driver.
+  the ends of erf's pieces and exp's over- and underflow, through a compiled kernel, against
+  float64: erf at most 1.31 ulp (2.27 where the compiler targets a CPU without FMA), exp 1.011 ulp
+  (0.99 without FMA): the bounds fusion/targets.cpp states, measured over all inputs with the
+  functions' text in a C driver.
 - Special values exactly: erf keeps the sign of +-0, denormals, +-inf give +-1, NaN stays NaN,
   large arguments give exactly +-1, and erf never leaves [-1, 1]; exp's are test_kernel_forms'.
 - The CPU rendering calls loom_erff and loom_expf_core; the CUDA rendering keeps CUDA's erff, expf.
