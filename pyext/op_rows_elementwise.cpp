@@ -9,8 +9,6 @@
 namespace loom::py {
 namespace {
 
-constexpr unsigned kBoth = kFunction | kMethod;
-constexpr unsigned kAll = kFunction | kMethod | kInplace;
 
 template <OpId op>
 Result unary(const Parsed& p) {
@@ -79,25 +77,25 @@ Result threshold(const Parsed& p) { return ops::threshold(p.tensor(0), p.scalar(
 
 const Row kRows[] = {
     // ---- math ----
-    {{"trunc(Tensor input)"}, kAll, LOOM_BODY(ops::trunc(p.tensor(0)))},
-    {{"fix(Tensor input)"}, kAll, LOOM_BODY(ops::trunc(p.tensor(0))), "trunc()"},
-    {{"frac(Tensor input)"}, kAll, LOOM_BODY(ops::frac(p.tensor(0)))},
-    {{"log10(Tensor input)"}, kAll, unary<OpId::Log10>},
-    {{"asin(Tensor input)"}, kAll, unary<OpId::Asin>}, {{"arcsin(Tensor input)"}, kAll, unary<OpId::Asin>},
-    {{"acos(Tensor input)"}, kAll, unary<OpId::Acos>}, {{"arccos(Tensor input)"}, kAll, unary<OpId::Acos>},
-    {{"atan(Tensor input)"}, kAll, unary<OpId::Atan>}, {{"arctan(Tensor input)"}, kAll, unary<OpId::Atan>},
-    {{"sinh(Tensor input)"}, kAll, unary<OpId::Sinh>}, {{"cosh(Tensor input)"}, kAll, unary<OpId::Cosh>},
-    {{"asinh(Tensor input)"}, kAll, unary<OpId::Asinh>}, {{"arcsinh(Tensor input)"}, kAll, unary<OpId::Asinh>},
-    {{"acosh(Tensor input)"}, kAll, unary<OpId::Acosh>}, {{"arccosh(Tensor input)"}, kAll, unary<OpId::Acosh>},
-    {{"atanh(Tensor input)"}, kAll, unary<OpId::Atanh>}, {{"arctanh(Tensor input)"}, kAll, unary<OpId::Atanh>},
-    {{"erfc(Tensor input)"}, kAll, unary<OpId::Erfc>}, {{"erfinv(Tensor input)"}, kAll, unary<OpId::Erfinv>},
+    {{"trunc(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0)))},
+    {{"fix(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0))), "trunc()"},
+    {{"frac(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::frac(p.tensor(0)))},
+    {{"log10(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Log10>},
+    {{"asin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asin>}, {{"arcsin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asin>},
+    {{"acos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acos>}, {{"arccos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acos>},
+    {{"atan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atan>}, {{"arctan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atan>},
+    {{"sinh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Sinh>}, {{"cosh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Cosh>},
+    {{"asinh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asinh>}, {{"arcsinh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asinh>},
+    {{"acosh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acosh>}, {{"arccosh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acosh>},
+    {{"atanh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atanh>}, {{"arctanh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atanh>},
+    {{"erfc(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Erfc>}, {{"erfinv(Tensor input)"}, kAll, unary<OpId::Erfinv>},
     {{"absolute(Tensor input)"}, kAll, unary<OpId::Abs>, "abs()"},
     {{"sgn(Tensor input)"}, kAll, unary<OpId::Sign>, "sign() (loom has no complex dtypes)"},
     {{"positive(Tensor input)"}, kBoth, LOOM_BODY((ops::positive(p.tensor(0)), Py_NewRef(p.object(0))))},
-    {{"deg2rad(Tensor input)"}, kAll, LOOM_BODY(ops::deg2rad(p.tensor(0)))},
-    {{"rad2deg(Tensor input)"}, kAll, LOOM_BODY(ops::rad2deg(p.tensor(0)))},
-    {{"sinc(Tensor input)"}, kAll, LOOM_BODY(ops::sinc(p.tensor(0)))},
-    {{"logit(Tensor input, float? eps=None)"}, kAll, LOOM_BODY(ops::logit(p.tensor(0), p.optional_real(1)))},
+    {{"deg2rad(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::deg2rad(p.tensor(0)))},
+    {{"rad2deg(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::rad2deg(p.tensor(0)))},
+    {{"sinc(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::sinc(p.tensor(0)))},
+    {{"logit(Tensor input, float? eps=None)"}, kAll | kInplaceFunction, LOOM_BODY(ops::logit(p.tensor(0), p.optional_real(1)))},
     {{"fmod(Tensor input, Arg other)"}, kAll, LOOM_BODY(ops::fmod(p.tensor(0), p.arg(1)))},
     {{"copysign(Tensor input, Arg other)"}, kAll, LOOM_BODY(ops::copysign(p.tensor(0), p.arg(1)))},
     {{"atan2(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::atan2(p.tensor(0), p.tensor(1)))},
@@ -105,8 +103,8 @@ const Row kRows[] = {
     {{"hypot(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::hypot(p.tensor(0), p.tensor(1)))},
     {{"logaddexp(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logaddexp(p.tensor(0), p.tensor(1)))},
     {{"logaddexp2(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logaddexp2(p.tensor(0), p.tensor(1)))},
-    {{"xlogy(Tensor input, Arg other)", "xlogy(Scalar self, Tensor other)"}, kAll, tensor_or_scalar_first<ops::xlogy>},
-    {{"ldexp(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::ldexp(p.tensor(0), p.tensor(1)))},
+    {{"xlogy(Tensor input, Arg other)", "xlogy(Scalar self, Tensor other)"}, kAll | kInplaceFunction, tensor_or_scalar_first<ops::xlogy>},
+    {{"ldexp(Tensor input, Tensor other)"}, kAll | kInplaceFunction, LOOM_BODY(ops::ldexp(p.tensor(0), p.tensor(1)))},
     {{"float_power(Tensor input, Arg exponent)", "float_power(Scalar self, Tensor exponent)"}, kBoth,
      tensor_or_scalar_first<ops::float_power>},
     {{"float_power_(Tensor input, Arg exponent)"}, kMethod, float_power_,
@@ -114,8 +112,8 @@ const Row kRows[] = {
     {{"fmax(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::fmax(p.tensor(0), p.tensor(1)))},
     {{"fmin(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::fmin(p.tensor(0), p.tensor(1)))},
     {{"heaviside(Tensor input, Tensor values)"}, kAll, LOOM_BODY(ops::heaviside(p.tensor(0), p.tensor(1)))},
-    {{"clamp_min(Tensor input, Arg min)"}, kAll, LOOM_BODY(ops::clamp(p.tensor(0), p.arg(1), std::nullopt))},
-    {{"clamp_max(Tensor input, Arg max)"}, kAll, LOOM_BODY(ops::clamp(p.tensor(0), std::nullopt, p.arg(1)))},
+    {{"clamp_min(Tensor input, Arg min)"}, kAll | kInplaceFunction, LOOM_BODY(ops::clamp(p.tensor(0), p.arg(1), std::nullopt))},
+    {{"clamp_max(Tensor input, Arg max)"}, kAll | kInplaceFunction, LOOM_BODY(ops::clamp(p.tensor(0), std::nullopt, p.arg(1)))},
     {{"bitwise_left_shift(Tensor input, Arg other)", "bitwise_left_shift(Scalar self, Tensor other)"}, kAll,
      tensor_or_scalar_first<ops::shift_left>},
     {{"bitwise_right_shift(Tensor input, Arg other)", "bitwise_right_shift(Scalar self, Tensor other)"}, kAll,
