@@ -199,3 +199,68 @@ def _on_backward_end(callback):
     _backward_end_callbacks[handle.id] = callback
     _C._set_backward_end_hook(_run_backward_end_callbacks)
     return handle
+
+
+# ---- legacy and debugging names of torch.autograd ----
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The pre-0.4 wrapper, now the tensor itself (as in PyTorch): Variable(t) returns t,
+    Variable(t, requires_grad=True) sets t.requires_grad, and every tensor is a Variable."""
+
+    def __new__(cls, data=None, requires_grad=False, volatile=False):
+        if data is None:
+            return _C.tensor([])
+        if not isinstance(data, _C.Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        if requires_grad:
+            data.requires_grad_(True)
+        return data
+
+
+_anomaly_enabled = False
+
+
+def is_anomaly_enabled():
+    return _anomaly_enabled
+
+
+def set_detect_anomaly(mode):
+    """torch.autograd.set_detect_anomaly: sets the flag that is_anomaly_enabled() reads, as a
+    call or a context manager. loom records the flag only: its backward errors already name the
+    op (in PyTorch's words), and it does not check each gradient for NaN."""
+    return _AnomalyMode(mode, set_now=True)
+
+
+class _AnomalyMode:
+    """Sets the anomaly flag now (set_detect_anomaly) or on entering (detect_anomaly); leaving
+    a `with` block restores the value from before."""
+
+    def __init__(self, mode, set_now=False):
+        self._mode = bool(mode)
+        self._before = None
+        if set_now:
+            self._set()
+
+    def _set(self):
+        global _anomaly_enabled
+        self._before, _anomaly_enabled = _anomaly_enabled, self._mode
+
+    def __enter__(self):
+        if self._before is None:
+            self._set()
+        return self
+
+    def __exit__(self, *exc):
+        global _anomaly_enabled
+        _anomaly_enabled = self._before
+        return False
+
+
+def detect_anomaly(check_nan=True):
+    """torch.autograd.detect_anomaly(): set_detect_anomaly(True) for a `with` block."""
+    return _AnomalyMode(True)
