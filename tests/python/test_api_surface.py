@@ -1,0 +1,251 @@
+"""The commonly used PyTorch names a ported program or another project's op suite reaches for,
+checked by class against torch 1.13: every in-place function form torch has (torch.exp_) for an
+op loom has in place; the function forms of view and copy methods (torch.transpose); Tensor's
+in-place comparisons (eq_); queries (numel, is_nonzero, ...); composites (diff, tile, dist);
+Tensor.register_hook; dtype limits and promotion (finfo, iinfo, result_type, can_cast,
+broadcast_shapes); loom.testing.assert_close; scans with NaN."""
+
+import numpy as np
+import pytest
+
+import loom
+from _ops_helpers import device  # noqa: F401  (the cpu / lazy fixture)
+
+torch = pytest.importorskip("torch")
+
+DTYPES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
+
+
+def rows():
+    return {name: forms for name, forms, _ in loom._C._signatures()}
+
+
+def test_every_in_place_function_of_torch_exists_where_loom_has_the_method():
+    # torch.<op>_ exists for most ops with an in-place method: loom has each one whose method it has.
+    missing = [n for n in dir(torch) if n.endswith("_") and not n.startswith("_") and hasattr(loom.Tensor, n)
+               and not hasattr(loom, n)]
+    assert missing == []
+
+
+def test_every_function_form_of_a_method_torch_has():
+    missing = [n for n in dir(torch) if not n.startswith("_") and n in rows() and not hasattr(loom, n)]
+    assert missing == []
+
+
+def test_every_in_place_method_of_torch_exists_where_loom_has_the_row():
+    # The in-place views (t_, transpose_, squeeze_, unsqueeze_, swapaxes_) and detach_ are not done yet.
+    not_yet = {"t_", "transpose_", "squeeze_", "unsqueeze_", "swapaxes_", "swapdims_", "detach_"}
+    missing = [n for n in dir(torch.Tensor) if n.endswith("_") and not n.startswith("_") and n[:-1] in rows()
+               and not hasattr(loom.Tensor, n) and n not in not_yet]
+    assert missing == []
+
+
+@pytest.mark.parametrize("name", ["exp_", "sigmoid_", "clamp_", "neg_", "sqrt_", "round_", "zero_", "fill_"])
+def test_in_place_functions_write_their_input(device, name):
+    a = np.array([[0.25, 1.5], [2.0, 4.0]], np.float32)
+    extra = {"clamp_": (0.5, 2.0), "fill_": (3.0,)}.get(name, ())
+    mine, theirs = loom.tensor(a).to(device), torch.tensor(a)
+    result = getattr(loom, name)(mine, *extra)
+    getattr(torch, name)(theirs, *extra)
+    assert result is mine
+    np.testing.assert_allclose(mine.cpu().numpy(), theirs.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["eq_", "ne_", "lt_", "le_", "gt_", "ge_", "greater_", "less_equal_",
+                                  "logical_and_", "logical_xor_"])
+def test_in_place_comparisons_keep_the_dtype(device, name):
+    a = np.array([[1.0, 2.0, 3.0], [0.0, -1.0, 5.0]], np.float32)
+    b = np.array([2.0, 2.0, 0.0], np.float32)
+    mine, theirs = loom.tensor(a).to(device), torch.tensor(a)
+    getattr(mine, name)(loom.tensor(b).to(device))
+    getattr(theirs, name)(torch.tensor(b))
+    assert mine.dtype == loom.float32
+    np.testing.assert_array_equal(mine.cpu().numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x: m.transpose(x, 0, 1), lambda m, x: m.permute(x, (1, 0)), lambda m, x: m.reshape(x, (-1,)),
+    lambda m, x: m.squeeze(m.unsqueeze(x, 0)), lambda m, x: m.narrow(x, 1, 1, 2), lambda m, x: m.select(x, 0, 1),
+    lambda m, x: m.t(x), lambda m, x: m.clone(x), lambda m, x: m.broadcast_to(x[:1], (3, 3)),
+    lambda m, x: m.tile(x, (2,)), lambda m, x: m.tile(x, (2, 1, 2)), lambda m, x: m.ravel(x.t()),
+    lambda m, x: m.diff(x), lambda m, x: m.diff(x, n=2, dim=0), lambda m, x: m.diff(x, dim=0, prepend=x[:1]),
+    lambda m, x: m.diff(x > 0, append=x[:, :1] > 1), lambda m, x: m.diff(x, n=5),
+    lambda m, x: m.dist(x, x * 2), lambda m, x: m.dist(x, x.flip(0), 1), lambda m, x: x.adjoint(),
+    lambda m, x: x.mH, lambda m, x: x.H, lambda m, x: m.not_equal(x, 2.0), lambda m, x: m.greater_equal(x, 2.0),
+], ids=lambda c: None)
+def test_function_forms_and_composites_match_torch(device, call):
+    a = np.array([[1.0, -2.0, 4.0], [0.5, 3.0, -1.0], [2.0, 2.0, 7.0]])
+    mine, theirs = call(loom, loom.tensor(a).to(device)), call(torch, torch.tensor(a))
+    assert tuple(mine.shape) == tuple(theirs.shape) and str(mine.dtype)[5:] == str(theirs.dtype)[6:]
+    np.testing.assert_allclose(mine.cpu().numpy(), theirs.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("call", [lambda m, x: m.diff(x, dim=1), lambda m, x: m.dist(x, x.flip(0), 3),
+                                  lambda m, x: m.tile(x, (2, 2)), lambda m, x: m.ravel(x.t())])
+def test_composite_gradients_match_torch(call):
+    a = np.array([[1.0, -2.0, 4.0], [0.5, 3.0, -1.0]])
+    mine, theirs = loom.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    (call(loom, mine) * loom.arange(1.0, 1.0 + call(loom, mine).numel(), dtype=loom.float64).view(
+        call(loom, mine).shape)).sum().backward()
+    (call(torch, theirs) * torch.arange(1.0, 1.0 + call(torch, theirs).numel(), dtype=torch.float64).view(
+        call(torch, theirs).shape)).sum().backward()
+    np.testing.assert_allclose(mine.grad.numpy(), theirs.grad.numpy(), rtol=1e-12)
+
+
+def test_queries_match_torch():
+    for m in (loom, torch):
+        x = m.ones(2, 3, dtype=m.uint8)
+        assert (m.numel(x), m.is_floating_point(x), m.is_complex(x), m.is_signed(x), x.is_signed(),
+                m.is_same_size(x, m.zeros(2, 3)), m.is_same_size(x, m.zeros(3, 2)), x.get_device(),
+                m.is_nonzero(m.tensor([0.5])), m.equal(x, x.clone()), m.equal(x, x[:1])) == \
+            (6, False, False, False, False, True, False, -1, True, True, False)
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with more than one value is ambiguous"):
+        loom.is_nonzero(loom.ones(2))
+    with pytest.raises(RuntimeError, match="Boolean value of Tensor with no values is ambiguous"):
+        loom.is_nonzero(loom.ones(0))
+    with pytest.raises(RuntimeError, match="diff expects input to be at least one-dimensional"):
+        loom.diff(loom.tensor(1.0))
+
+
+# ---- Tensor.register_hook ----
+
+def test_register_hook_on_a_leaf_scales_its_gradient_until_removed(device):
+    w = loom.ones(3, device=device, requires_grad=True)
+    handle = w.register_hook(lambda g: g * 2)
+    (w * 3).sum().backward()
+    assert w.grad.tolist() == [6.0, 6.0, 6.0]
+    handle.remove()
+    w.grad = None
+    (w * 3).sum().backward()
+    assert w.grad.tolist() == [3.0, 3.0, 3.0]
+
+
+def test_register_hook_on_a_non_leaf_sees_and_replaces_its_gradient(device):
+    for m in (loom, torch):
+        w = m.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        if m is loom:
+            w = w.to(device).detach().requires_grad_(True)
+        seen = []
+        y = w * w
+        y.register_hook(lambda g: seen.append(g.tolist()))          # observes, returns None
+        y.register_hook(lambda g: g + 1)                           # replaces
+        y.retain_grad()
+        (y * 2).sum().backward()
+        assert seen == [[2.0, 2.0, 2.0]]
+        assert y.grad.tolist() == [3.0, 3.0, 3.0]
+        assert w.grad.tolist() == [6.0, 12.0, 18.0]
+
+
+def test_register_hook_errors_match_torch():
+    with pytest.raises(RuntimeError, match="cannot register a hook on a tensor that doesn't require gradient"):
+        loom.ones(2).register_hook(lambda g: g)
+    w = loom.ones(3, requires_grad=True)
+
+    def wrong(g):
+        return g[:2]
+    w.register_hook(wrong)
+    with pytest.raises(RuntimeError, match=r"hook 'wrong' has changed the size of value"):
+        (w * 2).sum().backward()
+
+
+def test_register_hook_runs_for_autograd_grad():
+    w = loom.ones(2, requires_grad=True)
+    y = w * 3
+    y.register_hook(lambda g: g * 10)
+    (g,) = loom.autograd.grad(y.sum(), w)
+    assert g.tolist() == [30.0, 30.0]
+
+
+# ---- dtypes ----
+
+@pytest.mark.parametrize("name", [d for d in DTYPES if d.startswith(("float", "bfloat"))])
+def test_finfo_matches_torch(name):
+    mine, theirs = loom.finfo(getattr(loom, name)), torch.finfo(getattr(torch, name))
+    for attr in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+        assert getattr(mine, attr) == getattr(theirs, attr), attr
+
+
+@pytest.mark.parametrize("name", [d for d in DTYPES if not d.startswith(("float", "bfloat"))])
+def test_iinfo_matches_torch(name):
+    if name == "bool":
+        pytest.skip("torch 1.13's iinfo refuses bool")
+    mine, theirs = loom.iinfo(getattr(loom, name)), torch.iinfo(getattr(torch, name))
+    assert (mine.bits, mine.min, mine.max) == (theirs.bits, theirs.min, theirs.max)
+    with pytest.raises(TypeError):
+        loom.finfo(getattr(loom, name))
+
+
+def test_result_type_and_can_cast_match_torch_for_every_pair():
+    numbers = [True, 3, 2.5]
+    for a in DTYPES:
+        for b in DTYPES:
+            assert loom.can_cast(getattr(loom, a), getattr(loom, b)) == torch.can_cast(getattr(torch, a),
+                                                                                      getattr(torch, b)), (a, b)
+            for shape_a, shape_b in [((2,), (2,)), ((), (2,)), ((2,), ())]:
+                mine = loom.result_type(loom.zeros(shape_a, dtype=getattr(loom, a)),
+                                        loom.zeros(shape_b, dtype=getattr(loom, b)))
+                theirs = torch.result_type(torch.zeros(shape_a, dtype=getattr(torch, a)),
+                                           torch.zeros(shape_b, dtype=getattr(torch, b)))
+                assert str(mine)[5:] == str(theirs)[6:], (a, b, shape_a, shape_b)
+        for n in numbers:
+            mine = loom.result_type(loom.zeros(2, dtype=getattr(loom, a)), n)
+            theirs = torch.result_type(torch.zeros(2, dtype=getattr(torch, a)), n)
+            assert str(mine)[5:] == str(theirs)[6:], (a, n)
+
+
+def test_broadcast_shapes_and_tensors_match_torch():
+    for shapes in [((3, 1), (4,)), ((2, 1, 3), (5, 1), ()), (3, (2, 3)), ((0, 1), (1, 4))]:
+        assert tuple(loom.broadcast_shapes(*shapes)) == tuple(torch.broadcast_shapes(*shapes))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        loom.broadcast_shapes((3,), (4,))
+    a, b = loom.broadcast_tensors(loom.ones(3, 1), loom.zeros(4))
+    assert a.shape == (3, 4) and b.shape == (3, 4)
+    assert (loom.pi, loom.e, loom.inf) == (torch.pi, torch.e, torch.inf) and loom.nan != loom.nan
+
+
+# ---- loom.testing ----
+
+@pytest.mark.parametrize("pair", [
+    ([1.0, 2.0], [1.0, 2.0 + 1e-7]), ([1.0, 2.0], [1.0, 2.1]), ([1.0, float("nan")], [1.0, float("nan")]),
+    ([1, 2], [1, 2]), ([1, 2], [1, 3]), ([[1.0]], [1.0]),
+], ids=["close", "far", "nan", "ints", "ints-off", "shape"])
+def test_assert_close_passes_and_fails_as_torch(pair):
+    def outcome(m):
+        try:
+            m.testing.assert_close(m.tensor(pair[0]), m.tensor(pair[1]))
+            return None
+        except AssertionError as e:
+            return str(e).split("\n")[0]
+    theirs = outcome(torch)
+    assert outcome(loom) == (theirs and theirs.replace("torch.", "loom."))
+
+
+def test_assert_close_checks_dtype_and_nests():
+    loom.testing.assert_close({"a": [loom.ones(2), 3]}, {"a": [loom.ones(2), 3]})
+    with pytest.raises(AssertionError, match="dtype"):
+        loom.testing.assert_close(loom.ones(2), loom.ones(2, dtype=loom.float64))
+    loom.testing.assert_close(loom.ones(2), loom.ones(2, dtype=loom.float64), check_dtype=False)
+    t = loom.testing.make_tensor(3, 4, dtype=loom.float32, device="cpu", low=-1, high=1, noncontiguous=True)
+    assert t.shape == (3, 4) and not t.is_contiguous() and float(t.abs().max()) <= 1
+
+
+# ---- scans with NaN: a NaN reaches only the rest of its own line ----
+
+def test_cumsum_nan_stays_in_its_line(device):
+    a = np.array([[np.nan, np.inf, -np.inf, 0.0], [-0.0, 1.0, -2.5, 3.0]], np.float32)
+    for dim in (0, 1):
+        mine = loom.cumsum(loom.tensor(a).to(device), dim)
+        np.testing.assert_array_equal(mine.cpu().numpy(), torch.cumsum(torch.tensor(a), dim).numpy())
+
+
+def test_autograd_variable_and_anomaly_mode():
+    x = loom.ones(2)
+    assert loom.autograd.Variable(x, requires_grad=True) is x and x.requires_grad
+    assert isinstance(x, loom.autograd.Variable)
+    assert not loom.autograd.is_anomaly_enabled()
+    with loom.autograd.detect_anomaly():
+        assert loom.autograd.is_anomaly_enabled()
+    assert not loom.autograd.is_anomaly_enabled()
+    loom.autograd.set_detect_anomaly(True)
+    assert loom.autograd.is_anomaly_enabled()
+    loom.autograd.set_detect_anomaly(False)
