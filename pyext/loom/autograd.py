@@ -8,7 +8,88 @@ import functools
 
 from loom import _C
 
-Function = _C._GradFn
+
+
+class FunctionCtx:
+    """The `ctx` of an autograd.Function: what forward keeps for backward."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors = ()
+        self.materialize_grads = True
+        self._non_differentiable = set()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors):
+        pass  # an input written in place by forward: its new value is the output, handled as any output
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+class _FunctionMeta(type):
+    # The grad_fn objects count as Functions too (loom's tests and some programs ask).
+    def __instancecheck__(cls, obj):
+        return type.__instancecheck__(cls, obj) or (cls is Function and isinstance(obj, _C._GradFn))
+
+
+class Function(metaclass=_FunctionMeta):
+    """A custom differentiable operation, as torch.autograd.Function: subclass it with static
+    forward(ctx, *args) and backward(ctx, *grad_outputs), and call Cls.apply(*args).
+
+    forward runs without recording (its ops are not differentiated); backward returns one
+    gradient per argument of forward (None for non-tensors or where none is wanted) and is itself
+    recorded, so it joins a lazy step's trace like any backward. An output with no gradient
+    reaches backward as zeros (ctx.set_materialize_grads(False): None)."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args):
+        needs = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        with no_grad():
+            result = cls.forward(ctx, *args)
+        if not (_C.is_grad_enabled() and any(needs)):
+            return result
+        single = isinstance(result, _C.Tensor)
+        outputs = [result] if single else list(result)
+        positions = [i for i, o in enumerate(outputs)
+                     if isinstance(o, _C.Tensor) and id(o) not in ctx._non_differentiable]
+        sources = [args[i] for i, n in enumerate(needs) if n]
+        source_positions = [i for i, n in enumerate(needs) if n]
+        tensors = [outputs[i] for i in positions]
+
+        def on_grads(grads):
+            grads = list(grads)
+            if ctx.materialize_grads:
+                grads = [g if g is not None else _C.zeros_like(t) for g, t in zip(grads, tensors)]
+            all_grads = [None] * len(outputs)
+            for p, g in zip(positions, grads):
+                all_grads[p] = g
+            got = cls.backward(ctx, *(all_grads if not single else all_grads[:1]))
+            got = (got,) if not isinstance(got, tuple) else got
+            if len(got) < len(args):
+                raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of gradients "
+                                   f"(expected {len(args)}, got {len(got)})")
+            return [got[i] for i in source_positions]
+
+        hooked = _C._backward_hook_function(tensors, on_grads, sources)
+        for p, h in zip(positions, hooked):
+            outputs[p] = h
+        return outputs[0] if single else type(result)(outputs)
 
 
 class _GradMode:

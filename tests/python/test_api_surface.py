@@ -249,3 +249,69 @@ def test_autograd_variable_and_anomaly_mode():
     loom.autograd.set_detect_anomaly(True)
     assert loom.autograd.is_anomaly_enabled()
     loom.autograd.set_detect_anomaly(False)
+
+
+# ---- custom autograd.Function ----
+
+def _functions(m):
+    class Cube(m.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x ** 3 * scale, (x > 0).to(x.dtype)
+
+        @staticmethod
+        def backward(ctx, g, g_mask):
+            (x,) = ctx.saved_tensors
+            return 3 * x ** 2 * ctx.scale * g + g_mask, None
+
+    class StraightThrough(m.autograd.Function):  # round forward, identity backward
+        @staticmethod
+        def forward(ctx, x):
+            return x.round()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    return Cube, StraightThrough
+
+
+def test_custom_function_gradients_match_torch(device):
+    a = np.array([[0.5, -1.5], [2.0, 1.25]])
+    results = []
+    for m, dev in ((loom, device), (torch, "cpu")):
+        cube, straight = _functions(m)
+        x = m.tensor(a, requires_grad=True) if m is torch else m.tensor(a).to(dev).requires_grad_(True)
+        y, mask = cube.apply(x, 2.0)
+        z = straight.apply(x * 1.7)
+        (y * z).sum().backward()
+        results.append((y.detach().cpu().numpy(), mask.detach().cpu().numpy(), x.grad.cpu().numpy()))
+    for mine, theirs in zip(*results):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12)
+
+
+def test_custom_function_passes_gradcheck_and_checks_its_gradient_count():
+    cube, _ = _functions(loom)
+    x = loom.tensor([0.3, -0.7, 1.1], dtype=loom.float64, requires_grad=True)
+    assert loom.autograd.gradcheck(lambda t: cube.apply(t, 1.5)[0], (x,))
+
+    class Wrong(loom.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x + y
+
+        @staticmethod
+        def backward(ctx, g):
+            return (g,)
+    with pytest.raises(RuntimeError, match=r"WrongBackward returned an incorrect number of gradients \(expected 2"):
+        Wrong.apply(x, x).sum().backward()
+
+
+def test_custom_function_outside_grad_mode_records_nothing():
+    cube, _ = _functions(loom)
+    x = loom.ones(2, requires_grad=True)
+    with loom.no_grad():
+        y, _ = cube.apply(x, 1.0)
+    assert not y.requires_grad
