@@ -315,3 +315,43 @@ def test_custom_function_outside_grad_mode_records_nothing():
     with loom.no_grad():
         y, _ = cube.apply(x, 1.0)
     assert not y.requires_grad
+
+
+# ---- lazy modules, DataParallel ----
+
+def test_lazy_linear_becomes_the_linear_the_same_seed_makes(device):
+    m = loom.nn.LazyLinear(3).to(device)
+    assert "uninitialized" in repr(m)
+    opt = loom.optim.SGD(m.parameters(), lr=0.1)
+    weight = m.weight
+    x = loom.randn(5, 4).to(device)
+    loom.manual_seed(1)
+    y = m(x)
+    loom.manual_seed(1)
+    ref = loom.nn.Linear(4, 3)
+    assert type(m) is loom.nn.Linear and m.in_features == 4 and m.weight is weight
+    np.testing.assert_array_equal(m.weight.detach().cpu().numpy(), ref.weight.detach().numpy())
+    y.sum().backward()
+    opt.step()  # the optimizer made before the first call updates the materialized weight
+    assert not np.array_equal(m.weight.detach().cpu().numpy(), ref.weight.detach().numpy())
+
+
+def test_lazy_conv_and_norm_layers_read_their_channels(device):
+    net = loom.nn.Sequential(loom.nn.LazyConv2d(8, 3), loom.nn.LazyBatchNorm2d(), loom.nn.ReLU(),
+                             loom.nn.LazyConvTranspose2d(4, 2), loom.nn.LazyInstanceNorm2d(affine=True),
+                             loom.nn.Flatten(), loom.nn.LazyLinear(2)).to(device)
+    out = net(loom.randn(2, 3, 6, 6).to(device))
+    assert out.shape == (2, 2)
+    assert [type(m).__name__ for m in net] == ["Conv2d", "BatchNorm2d", "ReLU", "ConvTranspose2d",
+                                               "InstanceNorm2d", "Flatten", "Linear"]
+    assert net[0].weight.shape == (8, 3, 3, 3) and net[1].running_mean.shape == (8,)
+    assert net[4].weight.shape == (4,) and net[6].in_features == 4 * 5 * 5
+
+
+def test_data_parallel_wraps_the_module_as_torch_does():
+    for m in (loom, torch):
+        inner = m.nn.Linear(2, 3)
+        dp = m.nn.DataParallel(inner)
+        assert dp.module is inner and list(dp.state_dict()) == ["module.weight", "module.bias"]
+        x = m.ones(4, 2)
+        assert m.equal(dp(x), inner(x))
