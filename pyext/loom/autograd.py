@@ -249,8 +249,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
 #
 # Callbacks run after every backward() (Tensor.backward, loom.autograd.backward), not after
 # grad(): where loom.nn.parallel.DistributedDataParallel reduces its gradients. PyTorch queues
-# such a callback on its autograd engine from a gradient hook; loom's autograd has no hooks, and
-# in lazy mode the backward pass only records ops, so its end is the moment.
+# such a callback on its autograd engine from a gradient hook; in lazy mode loom's backward pass
+# only records ops, so its end is the moment.
 
 _backward_end_callbacks = {}
 
