@@ -2,6 +2,7 @@
 // shapes, copies and conversions. Metadata never syncs a lazy tensor; strides, addresses and
 // values do. The op library's methods are in op_bindings.cpp.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "lazy/autograd.h"
@@ -235,6 +236,36 @@ Result is_nonzero(const Parsed& p) {
   return boolean(truth);
 }
 
+// The in-place views (t_, transpose_, squeeze_, unsqueeze_, swapaxes_): self becomes the view of
+// itself (the same storage, the new shape and strides). Autograd would have to record a view
+// of a view in place: for a tensor that requires grad loom asks for the out-of-place form.
+Result become_view(const Parsed& p, const char* name, Tensor (*view)(const Parsed&)) {
+  PyObject* self = p.object(0);
+  LOOM_CHECK(!requires_grad(impl_of(self)), Runtime, name, "() on a tensor that requires grad is not supported by loom: "
+             "use the out-of-place ", std::string(name, std::strlen(name) - 1), "()");
+  PyRef value = PyRef::checked(wrap(view(p)));
+  PyRef done = PyRef::checked(PyObject_CallMethod(self, "_set_data", "O", value.get()));
+  return Py_NewRef(self);
+}
+Tensor transposed(const Parsed& p) { return ops::transpose(p.tensor(0), p.int64(1), p.int64(2)); }
+Tensor t_view(const Parsed& p) { return ops::t(p.tensor(0)); }
+Tensor squeezed(const Parsed& p) { return p.index ? ops::squeeze(p.tensor(0), p.dims(1)) : ops::squeeze(p.tensor(0)); }
+Tensor unsqueezed(const Parsed& p) { return ops::unsqueeze(p.tensor(0), p.int64(1)); }
+
+// detach_: self leaves the graph (a leaf that does not require grad). A view cannot: its base
+// still carries the history, as PyTorch says.
+Result detach_(const Parsed& p) {
+  TensorImpl& t = impl_of(p.object(0));
+  LOOM_CHECK(!(t.is_view() && requires_grad(t)), Runtime, "Can't detach views in-place. Use detach() instead.");
+  if (t.autograd_meta()) {
+    AutogradMeta& m = autograd(t);
+    m.grad_fn.reset();
+    m.requires_grad = false;
+    m.retains_grad = false;
+  }
+  return Py_NewRef(p.object(0));
+}
+
 // tile: repeat with the dims padded with leading 1s to the tensor's rank.
 Result tile(const Parsed& p) {
   Tensor x = p.tensor(0);
@@ -320,6 +351,14 @@ const Row kRows[] = {
      "A view without that dimension."},
     {{"repeat(Tensor input, SymInt[] repeats)"}, kMethod,
      LOOM_BODY(ops::repeat(p.tensor(0), p.int_list(1))), "Tiles the tensor (a copy)."},
+    {{"t_(Tensor input)"}, kMethod, LOOM_BODY(become_view(p, "t_", t_view))},
+    {{"transpose_(Tensor input, int dim0, int dim1)"}, kMethod, LOOM_BODY(become_view(p, "transpose_", transposed))},
+    {{"swapaxes_(Tensor input, int axis0, int axis1)"}, kMethod, LOOM_BODY(become_view(p, "swapaxes_", transposed))},
+    {{"swapdims_(Tensor input, int dim0, int dim1)"}, kMethod, LOOM_BODY(become_view(p, "swapdims_", transposed))},
+    {{"squeeze_(Tensor input)", "squeeze_(Tensor input, int[1] dim)"}, kMethod,
+     LOOM_BODY(become_view(p, "squeeze_", squeezed))},
+    {{"unsqueeze_(Tensor input, int dim)"}, kMethod, LOOM_BODY(become_view(p, "unsqueeze_", unsqueezed))},
+    {{"detach_(Tensor input)"}, kBoth, detach_, "Makes this tensor a leaf that does not require grad."},
     {{"tile(Tensor input, int[] dims)"}, kBoth, tile, "repeat() with dims padded by leading 1s to the tensor's rank."},
     {{"ravel(Tensor input)"}, kBoth, LOOM_BODY(ops::reshape(p.tensor(0), Dims{-1})),
      "The elements in one dimension: a view when possible, else a copy."},

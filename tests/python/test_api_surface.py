@@ -33,10 +33,8 @@ def test_every_function_form_of_a_method_torch_has():
 
 
 def test_every_in_place_method_of_torch_exists_where_loom_has_the_row():
-    # The in-place views (t_, transpose_, squeeze_, unsqueeze_, swapaxes_) and detach_ are not done yet.
-    not_yet = {"t_", "transpose_", "squeeze_", "unsqueeze_", "swapaxes_", "swapdims_", "detach_"}
     missing = [n for n in dir(torch.Tensor) if n.endswith("_") and not n.startswith("_") and n[:-1] in rows()
-               and not hasattr(loom.Tensor, n) and n not in not_yet]
+               and not hasattr(loom.Tensor, n)]
     assert missing == []
 
 
@@ -355,3 +353,28 @@ def test_data_parallel_wraps_the_module_as_torch_does():
         assert dp.module is inner and list(dp.state_dict()) == ["module.weight", "module.bias"]
         x = m.ones(4, 2)
         assert m.equal(dp(x), inner(x))
+
+
+@pytest.mark.parametrize("call", [lambda x: x.t_(), lambda x: x.transpose_(0, 1), lambda x: x.swapaxes_(1, 0),
+                                  lambda x: x.unsqueeze_(1), lambda x: x.unsqueeze_(-1).squeeze_(),
+                                  lambda x: x.unsqueeze_(0).squeeze_(0)])
+def test_in_place_views_reshape_self_as_torch(device, call):
+    a = np.arange(6.0).reshape(2, 3)
+    mine, theirs = loom.tensor(a).to(device), torch.tensor(a)
+    assert call(mine) is mine
+    call(theirs)
+    assert tuple(mine.shape) == tuple(theirs.shape)
+    np.testing.assert_array_equal(mine.cpu().numpy(), theirs.numpy())
+    mine.mul_(2)  # still the same storage as before: writes are seen through it
+    assert mine.sum().item() == 30.0
+
+
+def test_detach_in_place_makes_a_leaf():
+    for m in (loom, torch):
+        x = m.ones(2, requires_grad=True)
+        y = x * 2
+        assert y.detach_() is y and y.grad_fn is None and not y.requires_grad and y.is_leaf
+        with pytest.raises(RuntimeError, match="Can't detach views in-place"):
+            (x * 2)[:1].detach_()
+    with pytest.raises(RuntimeError, match="requires grad is not supported by loom"):
+        loom.ones(2, 2, requires_grad=True).t_()

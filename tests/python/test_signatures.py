@@ -197,7 +197,9 @@ SAMPLES.update({name: X for name in [
     "conj", "resolve_conj", "resolve_neg", "adjoint", "ravel", "diff"]})
 SAMPLES.update({name: XX for name in [
     "not_equal", "less", "less_equal", "greater", "greater_equal", "equal", "dist", "is_same_size"]})
-SAMPLES.update({"is_nonzero": lambda inp: (inp.m.tensor([2.0]),), "tile": lambda inp: (inp.x, (2,))})
+SAMPLES.update({"is_nonzero": lambda inp: (inp.m.tensor([2.0]),), "tile": lambda inp: (inp.x, (2,)),
+                "t_": X, "detach_": X, "squeeze_": X, "unsqueeze_": X0, "transpose_": lambda inp: (inp.x, 0, 1),
+                "swapaxes_": lambda inp: (inp.x, 0, 1), "swapdims_": lambda inp: (inp.x, 0, 1)})
 
 # torch's C++-parsed function behind a row whose Python-level torch function (torch.functional,
 # torch.linalg) takes its arguments in another shape: compared with loom._C's row.
