@@ -378,3 +378,31 @@ def test_detach_in_place_makes_a_leaf():
             (x * 2)[:1].detach_()
     with pytest.raises(RuntimeError, match="requires grad is not supported by loom"):
         loom.ones(2, 2, requires_grad=True).t_()
+
+
+# ---- lgamma, digamma ----
+
+GAMMA_POINTS = [0.1, 0.5, 1.0, 1.5, 2.0, 3.7, 10.0, 123.4, -0.3, -1.5, -2.7, 0.0, -1.0, -2.0, 1e-8, 5e5]
+
+
+@pytest.mark.parametrize("name", ["lgamma", "digamma"])
+def test_gamma_functions_match_torch_with_their_poles(device, name):
+    a = np.array(GAMMA_POINTS)
+    mine = getattr(loom, name)(loom.tensor(a).to(device)).cpu().numpy()
+    theirs = getattr(torch, name)(torch.tensor(a)).numpy()
+    np.testing.assert_allclose(mine, theirs, rtol=1e-13, atol=1e-13)  # inf, -inf and NaN where torch has them
+    ints = getattr(loom, name)(loom.tensor([1, 2, 3]).to(device))
+    assert ints.dtype == loom.float32
+    np.testing.assert_allclose(ints.cpu().numpy(), getattr(torch, name)(torch.tensor([1, 2, 3])).numpy(), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["lgamma", "digamma"])
+def test_gamma_function_gradients_match_torch(name):
+    a = np.array([g for g in GAMMA_POINTS if g > 0 or g != int(g)][:11])
+    x, tx = loom.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    getattr(loom, name)(x).sum().backward()
+    getattr(torch, name)(tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-8)
+    y = loom.tensor([2.5, 0.7])
+    getattr(y, name + "_")()
+    np.testing.assert_allclose(y.numpy(), getattr(torch, name)(torch.tensor([2.5, 0.7])).numpy(), rtol=1e-5)

@@ -194,7 +194,7 @@ SAMPLES.update({
 # The queries, aliases and composites added with the function forms of the methods.
 SAMPLES.update({name: X for name in [
     "numel", "is_floating_point", "is_complex", "is_conj", "is_neg", "is_signed", "is_inference", "get_device",
-    "conj", "resolve_conj", "resolve_neg", "adjoint", "ravel", "diff"]})
+    "conj", "resolve_conj", "resolve_neg", "adjoint", "ravel", "diff", "lgamma", "digamma"]})
 SAMPLES.update({name: XX for name in [
     "not_equal", "less", "less_equal", "greater", "greater_equal", "equal", "dist", "is_same_size"]})
 SAMPLES.update({"is_nonzero": lambda inp: (inp.m.tensor([2.0]),), "tile": lambda inp: (inp.x, (2,)),
