@@ -46,10 +46,33 @@ def atleast_3d(*tensors):
     return _atleast(_C.atleast_3d, tensors)
 
 
+def _sublist_equation(args):
+    """einsum(op0, sublist0, op1, sublist1, ..., [out_sublist]): the operands and the equation
+    the sublists spell (labels 0-51 as letters, Ellipsis as ...)."""
+    def spell(sublist):
+        out = []
+        for label in sublist:
+            if label is Ellipsis:
+                out.append("...")
+            elif isinstance(label, int) and 0 <= label < 52:
+                out.append(chr(ord("A") + label) if label < 26 else chr(ord("a") + label - 26))
+            else:
+                raise ValueError(f"einsum(): expected subscript to be within the range [0, 52), but got {label}")
+        return "".join(out)
+    operands, terms = list(args[0::2]), [spell(s) for s in args[1::2]]
+    if len(args) % 2:  # an output sublist after the last operand's
+        operands = operands[:-1]
+        return operands, ",".join(terms) + "->" + spell(args[-1])
+    return operands, ",".join(terms)
+
+
 def einsum(equation, *operands):
     """Einstein summation: any equation PyTorch accepts (ellipsis, implicit output, repeated
     labels for diagonals), lowered to views, sums and matrix products; three or more operands
-    contract pairwise, the pair with the smallest result first."""
+    contract pairwise, the pair with the smallest result first. The sublist form
+    einsum(op0, [0, 1], op1, [1, 2], [0, 2]) spells the same equations."""
+    if not isinstance(equation, str):
+        operands, equation = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = operands[0]
     if not operands:

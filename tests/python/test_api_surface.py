@@ -406,3 +406,15 @@ def test_gamma_function_gradients_match_torch(name):
     y = loom.tensor([2.5, 0.7])
     getattr(y, name + "_")()
     np.testing.assert_allclose(y.numpy(), getattr(torch, name)(torch.tensor([2.5, 0.7])).numpy(), rtol=1e-5)
+
+
+def test_einsum_sublist_form_matches_torch(device):
+    calls = [lambda m, a, b: m.einsum(a, [0, 1], [1]), lambda m, a, b: m.einsum(a, [0, 1], b, [1, 2], [0, 2]),
+             lambda m, a, b: m.einsum(a, [0, 1], b, [1, 2]), lambda m, a, b: m.einsum(a, [Ellipsis, 1], [Ellipsis]),
+             lambda m, a, b: m.einsum(a, [30, 51], b, [51, 0])]
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(3, 4)
+    for call in calls:
+        mine = call(loom, loom.tensor(a).to(device), loom.tensor(b).to(device))
+        np.testing.assert_allclose(mine.cpu().numpy(), call(torch, torch.tensor(a), torch.tensor(b)).numpy())
+    with pytest.raises(ValueError, match=r"range \[0, 52\)"):
+        loom.einsum(loom.ones(2), [52])
