@@ -345,3 +345,12 @@ class _AnomalyMode:
 def detect_anomaly(check_nan=True):
     """torch.autograd.detect_anomaly(): set_detect_anomaly(True) for a `with` block."""
     return _AnomalyMode(True)
+
+
+# ---- torch.autograd.profiler: the legacy profiler's names, on loom.profiler ----
+
+def __getattr__(name):
+    if name == "profiler":
+        from loom import _autograd_profiler
+        return _autograd_profiler
+    raise AttributeError(f"module 'loom.autograd' has no attribute '{name}'")

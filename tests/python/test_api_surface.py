@@ -418,3 +418,14 @@ def test_einsum_sublist_form_matches_torch(device):
         np.testing.assert_allclose(mine.cpu().numpy(), call(torch, torch.tensor(a), torch.tensor(b)).numpy())
     with pytest.raises(ValueError, match=r"range \[0, 52\)"):
         loom.einsum(loom.ones(2), [52])
+
+
+def test_legacy_autograd_profiler_records_through_loom_profiler():
+    x = loom.ones(16, 16)
+    with loom.autograd.profiler.profile() as prof:
+        with loom.autograd.profiler.record_function("my_step"):
+            (x @ x).sum().item()
+    assert "my_step" in {e.name for e in prof.events()}
+    with loom.autograd.profiler.profile(enabled=False) as off:
+        (x @ x).sum().item()
+    assert off.enabled is False
