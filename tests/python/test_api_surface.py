@@ -429,3 +429,35 @@ def test_legacy_autograd_profiler_records_through_loom_profiler():
     with loom.autograd.profiler.profile(enabled=False) as off:
         (x @ x).sum().item()
     assert off.enabled is False
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_grid_sample_matches_torch_with_gradients(device, mode, padding_mode, align_corners):
+    rng = np.random.default_rng(3)
+    a, g = rng.standard_normal((2, 3, 5, 4)), rng.uniform(-1.3, 1.3, (2, 6, 7, 2))
+    w = rng.standard_normal((2, 3, 6, 7))
+    x, grid = loom.tensor(a).to(device).requires_grad_(True), loom.tensor(g).to(device).requires_grad_(True)
+    tx, tgrid = torch.tensor(a, requires_grad=True), torch.tensor(g, requires_grad=True)
+    mine = loom.nn.functional.grid_sample(x, grid, mode, padding_mode, align_corners)
+    theirs = torch.nn.functional.grid_sample(tx, tgrid, mode, padding_mode, align_corners)
+    np.testing.assert_allclose(mine.detach().cpu().numpy(), theirs.detach().numpy(), atol=1e-12)
+    (mine * loom.tensor(w).to(device)).sum().backward()
+    (theirs * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.cpu().numpy(), tx.grad.numpy(), atol=1e-12)
+    if mode == "bilinear":  # nearest: torch's grid gradient is zeros, loom's None (round has none)
+        np.testing.assert_allclose(grid.grad.cpu().numpy(), tgrid.grad.numpy(), atol=1e-12)
+
+
+def test_grid_sample_after_affine_grid_is_the_spatial_transformer_of_the_tutorial():
+    theta = np.array([[[0.8, -0.2, 0.1], [0.3, 0.9, -0.05]]])
+    img = np.random.default_rng(4).standard_normal((1, 1, 8, 8)).astype(np.float32)
+    outs = []
+    for m in (loom, torch):
+        grid = m.nn.functional.affine_grid(m.tensor(theta, dtype=m.float32), [1, 1, 8, 8], align_corners=False)
+        outs.append(m.nn.functional.grid_sample(m.tensor(img), grid, align_corners=False).numpy())
+    np.testing.assert_allclose(outs[0], outs[1], atol=1e-5)
+    with pytest.raises(NotImplementedError, match="reflection"):
+        loom.nn.functional.grid_sample(loom.ones(1, 1, 2, 2), loom.zeros(1, 1, 1, 2), padding_mode="reflection",
+                                       align_corners=False)
