@@ -347,10 +347,14 @@ def detect_anomaly(check_nan=True):
     return _AnomalyMode(True)
 
 
-# ---- torch.autograd.profiler: the legacy profiler's names, on loom.profiler ----
+# ---- torch.autograd.profiler (the legacy profiler's names, on loom.profiler) and
+# torch.autograd.functional (jacobian, hessian, ...), loaded when first asked for ----
 
 def __getattr__(name):
     if name == "profiler":
         from loom import _autograd_profiler
         return _autograd_profiler
+    if name == "functional":
+        from loom import _autograd_functional
+        return _autograd_functional
     raise AttributeError(f"module 'loom.autograd' has no attribute '{name}'")

@@ -461,3 +461,21 @@ def test_grid_sample_after_affine_grid_is_the_spatial_transformer_of_the_tutoria
     with pytest.raises(NotImplementedError, match="reflection"):
         loom.nn.functional.grid_sample(loom.ones(1, 1, 2, 2), loom.zeros(1, 1, 1, 2), padding_mode="reflection",
                                        align_corners=False)
+
+
+def test_autograd_functional_matches_torch():
+    a, b = np.array([0.3, -1.2, 2.0]), np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.1]])
+    results = []
+    for m in (loom, torch):
+        F = m.autograd.functional
+        x, w, v = m.tensor(a), m.tensor(b), m.tensor([1.0, -2.0, 0.5], dtype=m.float64)
+        f = lambda x: (x ** 3).sin()  # noqa: E731
+        g = lambda x, w: (x @ w).tanh()  # noqa: E731
+        s = lambda x, w: ((x ** 2 * x.exp()).sum() + (w * w.sum()).sum())  # noqa: E731
+        flat = [F.jacobian(f, x), *F.jacobian(g, (x, w)), F.hessian(lambda x: s(x, w), x),
+                *[h for row in F.hessian(s, (x, w)) for h in row], *F.vjp(g, (x, w), m.ones(2, dtype=m.float64))[1],
+                F.jvp(f, x, v)[1], F.vhp(lambda x: s(x, w), x, v)[1], F.hvp(lambda x: s(x, w), x, v)[1]]
+        results.append([t.detach().numpy() for t in flat])
+    for mine, theirs in zip(*results):
+        assert mine.shape == theirs.shape
+        np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-12)
