@@ -8,7 +8,7 @@ from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
-from loom import accelerator, autograd, backends, cuda, linalg, onnx, testing, version
+from loom import accelerator, autograd, backends, cuda, jit, linalg, onnx, testing, version
 del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,  # noqa: F401
                               broadcast_tensors, cartesian_prod, chain_matmul, einsum, meshgrid, result_type, spmm,

@@ -479,3 +479,31 @@ def test_autograd_functional_matches_torch():
     for mine, theirs in zip(*results):
         assert mine.shape == theirs.shape
         np.testing.assert_allclose(mine, theirs, rtol=1e-12, atol=1e-12)
+
+
+def test_jit_names_model_code_calls_inline_run_the_python():
+    class Block(loom.nn.Module):
+        scale: loom.jit.Final[float]
+
+        def __init__(self):
+            super().__init__()
+            self.scale = 2.0
+
+        @loom.jit.ignore
+        def helper(self, x):
+            return x + 1
+
+        @loom.jit.ignore(drop=False)
+        def other(self, x):
+            return x
+
+        def forward(self, x):
+            if loom.jit.is_scripting() or loom.jit.is_tracing():
+                return x
+            return self.other(self.helper(x)) * self.scale
+
+    block = loom.jit.script(Block())
+    assert block(loom.ones(2)).tolist() == [4.0, 4.0]
+    assert loom.jit.script(loom.sin) is loom.sin and loom.jit.annotate(int, 3) == 3
+    with pytest.raises(NotImplementedError, match="TorchScript"):
+        loom.jit.trace(block, loom.ones(2))
