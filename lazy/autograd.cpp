@@ -319,6 +319,11 @@ void retain_grad(TensorImpl& t) {
   m.grad_fn->retained = t.weak();
 }
 
+void add_tensor_hook(TensorImpl& t, std::function<Tensor(const Tensor&)> hook) {
+  LOOM_CHECK(requires_grad(t), Runtime, "cannot register a hook on a tensor that doesn't require gradient");
+  gradient_edge(t).fn->tensor_hooks.push_back(std::move(hook));
+}
+
 void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImpl& output) {
   const OpDef& def = op_def(op);
   if (!grad_mode || !def.backward || !is_floating(output.dtype()) || !any_requires_grad(args)) return;
@@ -497,6 +502,11 @@ void execute(std::vector<std::pair<GradFn*, Tensor>> seeds, bool retain_graph, b
       Tensor assembled = assemble_regions(it->second.parts, it->second.shape, it->second.dtype);
       grad = grad ? ops::add(grad, assembled) : assembled;
       run.regions.erase(it);
+    }
+    if (grad && !fn->tensor_hooks.empty()) {
+      auto hooks = fn->tensor_hooks;  // a hook may add or remove hooks
+      for (auto& hook : hooks)
+        if (Tensor replaced = hook(grad)) grad = replaced;
     }
     if (fn->retained && fn->retained->target) {
       AutogradMeta& m = autograd(*fn->retained->target);

@@ -122,6 +122,11 @@ class GradFn : public RefCounted {
   std::vector<Edge> next;
   uint64_t sequence = 0;   // creation order: later functions run first in backward
   Ref<WeakTensor> retained;  // the non-leaf output whose .grad retain_grad() asked for
+  // Tensor.register_hook: hooks of the tensor this function produced (for an AccumulateGrad, of
+  // its leaf), run in order on the gradient that reached it before anything uses it (retain_grad's
+  // .grad, autograd.grad's result, the function itself, a leaf's .grad); each may return a
+  // replacement (an empty Tensor keeps it).
+  std::vector<std::function<Tensor(const Tensor&)>> tensor_hooks;
 };
 
 // A view's history: the version of the counter it shares with its base when its grad_fn was
@@ -158,6 +163,10 @@ Edge gradient_edge(TensorImpl& t);
 
 // Makes `output` the result of `fn` (which already has its `next` edges): sets its grad_fn.
 void set_history(TensorImpl& output, Ref<GradFn> fn);
+// Tensor.register_hook: adds `hook` to the tensor's gradient function (a leaf's AccumulateGrad);
+// raises for a tensor that does not require grad. The hook stays with that function: a tensor
+// written in place later gets a new history, whose gradient the hook does not see (as PyTorch).
+void add_tensor_hook(TensorImpl& t, std::function<Tensor(const Tensor&)> hook);
 // Tensor.retain_grad(): a non-leaf keeps its gradient in .grad after backward.
 void retain_grad(TensorImpl& t);
 // An in-place write is about to change `self`: the values of it that `fn` saved at the current

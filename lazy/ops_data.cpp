@@ -148,7 +148,7 @@ void run_cumsum(std::span<const Operand> in, const Attrs& attrs, const Array& ou
   auto scan = [&](auto* s, auto* a) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t i = 0; i < inner; ++i) {
-        auto running = s[0] * 0;
+        std::remove_cvref_t<decltype(*s)> running{};  // zero (s[0] * 0 would be NaN after a NaN)
         for (int64_t k = 0; k < n; ++k) {
           int64_t at = (o * n + k) * inner + i;
           running += s[at];

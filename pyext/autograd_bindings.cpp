@@ -5,6 +5,7 @@
 #include "lazy/ops.h"
 #include "pyext/args.h"
 #include "pyext/op_args.h"
+#include "pyext/tensor_object.h"
 #include "runtime/error.h"
 
 namespace loom::py {
@@ -173,6 +174,61 @@ PyObject* m_retain_grad(PyObject* self, PyObject*) {
   LOOM_PY_END(nullptr)
 }
 
+// Tensor.register_hook(hook): loom/_tensor.py makes the handle and calls _add_tensor_hook.
+PyObject* m_register_hook(PyObject* self, PyObject* args, PyObject* kwargs) {
+  return call_python_with("loom._tensor", "register_hook", self, args, kwargs);
+}
+
+// _add_tensor_hook(tensor, hooks): the hooks of a dict ({handle id: hook}, which the handle
+// empties) run, in order, on the gradient that reaches the tensor (lazy/autograd.h
+// add_tensor_hook). A hook returns None or a gradient of the same size and dtype.
+PyObject* f_add_tensor_hook(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(nargs == 2 && is_tensor(args[0]) && PyDict_Check(args[1]), Type, "_add_tensor_hook(tensor, dict)");
+  // Owns the dict; the last copy of the hook may die where the GIL is not held (a graph freed by
+  // another thread), so the release takes it.
+  struct Hooks {
+    explicit Hooks(PyObject* d) : dict(Py_NewRef(d)) {}
+    Hooks(const Hooks&) = delete;
+    PyObject* dict;
+    ~Hooks() {
+      if (!Py_IsInitialized()) return;
+      PyGILState_STATE gil = PyGILState_Ensure();
+      Py_DECREF(dict);
+      PyGILState_Release(gil);
+    }
+  };
+  auto hooks = std::make_shared<Hooks>(args[1]);
+  add_tensor_hook(impl_of(args[0]), [hooks](const Tensor& grad) -> Tensor {
+    PyGILState_STATE gil = PyGILState_Ensure();
+    struct Release {
+      PyGILState_STATE g;
+      ~Release() { PyGILState_Release(g); }
+    } release{gil};
+    PyRef fns = PyRef::checked(PyDict_Values(hooks->dict));  // a hook may remove itself
+    Tensor g = grad;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(fns.get()); ++i) {
+      PyObject* fn = PyList_GET_ITEM(fns.get(), i);
+      PyRef result = PyRef::checked(PyObject_CallOneArg(fn, PyRef::checked(wrap(g)).get()));
+      if (result.get() == Py_None) continue;
+      PyRef name = PyRef::steal(PyObject_GetAttrString(fn, "__name__"));
+      if (!name) PyErr_Clear();
+      const char* hook_name = name && PyUnicode_Check(name.get()) ? PyUnicode_AsUTF8(name.get()) : "<hook>";
+      LOOM_CHECK(is_tensor(result.get()), Type, "expected a Tensor or None as the result of hook '", hook_name,
+                 "', got ", Py_TYPE(result.get())->tp_name);
+      Tensor r = tensor_of(result.get());
+      LOOM_CHECK(Dims(r->sizes()) == Dims(g->sizes()), Runtime, "hook '", hook_name,
+                 "' has changed the size of value: was ", format_dims(g->sizes()), ", got ", format_dims(r->sizes()));
+      LOOM_CHECK(r->dtype() == g->dtype(), Runtime, "hook '", hook_name, "' has changed the type of value (was ",
+                 dtype_name(g->dtype()), " got ", dtype_name(r->dtype()), ")");
+      g = r;
+    }
+    return g;
+  });
+  Py_RETURN_NONE;
+  LOOM_PY_END(nullptr)
+}
+
 std::vector<Tensor> optional_tensors(PyObject* obj, const char* what) {
   if (!obj || obj == Py_None) return {};
   if (is_tensor(obj)) return {tensor_of(obj)};
@@ -276,6 +332,10 @@ PyGetSetDef autograd_getset[] = {
 PyMethodDef autograd_methods[] = {
     {"requires_grad_", LOOM_FASTCALL(m_requires_grad_), "requires_grad_(requires_grad=True): set it in place"},
     {"retain_grad", m_retain_grad, METH_NOARGS, "keep this non-leaf tensor's gradient in .grad after backward"},
+    {"register_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_register_hook)),
+     METH_VARARGS | METH_KEYWORDS,
+     "register_hook(hook): hook(grad) runs when this tensor's gradient is computed and may return a replacement; "
+     "returns a handle whose remove() takes the hook away"},
     {"backward", LOOM_FASTCALL(m_backward), "backward(gradient=None, retain_graph=None, create_graph=False)"},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -286,6 +346,8 @@ PyMethodDef autograd_functions[] = {
     {"_autograd_backward", LOOM_FASTCALL(f_autograd_backward), nullptr},
     {"_autograd_grad", LOOM_FASTCALL(f_autograd_grad), nullptr},
     {"_set_backward_end_hook", f_set_backward_end_hook, METH_O, "_set_backward_end_hook(callable or None)"},
+    {"_add_tensor_hook", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_add_tensor_hook)), METH_FASTCALL,
+     "_add_tensor_hook(tensor, hooks): the hooks of the dict run on the tensor's gradient"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -31,8 +31,10 @@ class CollectBackward final : public GradFn {
     bool arrived = false;
   };
 
-  CollectBackward(PyObject* callback, std::vector<Part> parts, DType packed, int64_t total)
-      : callback_(Py_NewRef(callback)), parts_(std::move(parts)), packed_(packed), total_(total) {}
+  // n_results: how many gradients callback returns (one per edge in `next`).
+  CollectBackward(PyObject* callback, std::vector<Part> parts, DType packed, int64_t total, size_t n_results)
+      : callback_(Py_NewRef(callback)), parts_(std::move(parts)), packed_(packed), total_(total),
+        n_results_(n_results) {}
   ~CollectBackward() override {
     if (!Py_IsInitialized()) return;  // at exit: the interpreter is gone, and the callback with it
     PyGILState_STATE gil = PyGILState_Ensure();
@@ -72,10 +74,10 @@ class CollectBackward final : public GradFn {
     PyObject* chosen = result.get() == Py_None ? grads.get() : result.get();
     PyRef seq = PyRef::checked(PySequence_Fast(chosen, "a backward hook must return a sequence of gradients or None"));
     Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
-    LOOM_CHECK(n == static_cast<Py_ssize_t>(parts_.size()), Runtime, "Backward hook returned an invalid number of ",
-               "grad_input, got ", n, ", but expected ", parts_.size());
-    std::vector<Tensor> out(parts_.size());
-    for (size_t i = 0; i < parts_.size(); ++i) {
+    LOOM_CHECK(n == static_cast<Py_ssize_t>(n_results_), Runtime, "Backward hook returned an invalid number of ",
+               "grad_input, got ", n, ", but expected ", n_results_);
+    std::vector<Tensor> out(n_results_);
+    for (size_t i = 0; i < n_results_; ++i) {
       PyObject* g = PySequence_Fast_GET_ITEM(seq.get(), static_cast<Py_ssize_t>(i));
       if (g == Py_None) continue;
       LOOM_CHECK(is_tensor(g), Type, "a backward hook must return tensors or None, got ", Py_TYPE(g)->tp_name);
@@ -90,6 +92,7 @@ class CollectBackward final : public GradFn {
   std::vector<Part> parts_;
   DType packed_;
   int64_t total_;
+  size_t n_results_;
 };
 
 // The function of one returned tensor: its gradient goes to the collector's, at its offset.
@@ -108,7 +111,7 @@ class PlaceBackward final : public GradFn {
 
 PyObject* f_backward_hook_function(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   LOOM_PY_BEGIN
-  LOOM_CHECK(nargs == 2, Type, "_backward_hook_function(tensors, callback)");
+  LOOM_CHECK(nargs == 2 || nargs == 3, Type, "_backward_hook_function(tensors, callback, sources=None)");
   PyRef seq = PyRef::checked(PySequence_Fast(args[0], "_backward_hook_function: tensors must be a sequence"));
   Py_ssize_t n = PySequence_Fast_GET_SIZE(seq.get());
   std::vector<Tensor> inputs;
@@ -117,12 +120,26 @@ PyObject* f_backward_hook_function(PyObject*, PyObject* const* args, Py_ssize_t 
     LOOM_CHECK(is_tensor(t), Type, "_backward_hook_function: tensors must be tensors, got ", Py_TYPE(t)->tp_name);
     inputs.push_back(tensor_of(t));
   }
+  // With sources (an autograd.Function's inputs): the tensors are new values computed from them,
+  // and callback returns the sources' gradients; each floating tensor gets a gradient then.
+  std::vector<Tensor> sources;
+  bool has_sources = nargs == 3 && args[2] != Py_None;
+  bool sources_need_grad = false;
+  if (has_sources) {
+    PyRef src = PyRef::checked(PySequence_Fast(args[2], "_backward_hook_function: sources must be a sequence"));
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(src.get()); ++i) {
+      PyObject* t = PySequence_Fast_GET_ITEM(src.get(), i);
+      LOOM_CHECK(is_tensor(t), Type, "_backward_hook_function: sources must be tensors, got ", Py_TYPE(t)->tp_name);
+      sources.push_back(tensor_of(t));
+      sources_need_grad |= grad_enabled() && requires_grad(*sources.back());
+    }
+  }
   std::vector<CollectBackward::Part> parts;
   int64_t total = 0;
   std::optional<DType> packed;
   bool any = false;
   for (const Tensor& t : inputs) {
-    bool needs = grad_enabled() && requires_grad(*t);
+    bool needs = has_sources ? sources_need_grad && is_floating(t->dtype()) : grad_enabled() && requires_grad(*t);
     any |= needs;
     int64_t numel = needs ? t->numel() : 0;
     parts.push_back({Dims(t->sizes().begin(), t->sizes().end()), t->dtype(), total, numel});
@@ -134,8 +151,9 @@ PyObject* f_backward_hook_function(PyObject*, PyObject* const* args, Py_ssize_t 
     for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SET_ITEM(out.get(), i, Py_NewRef(PySequence_Fast_GET_ITEM(seq.get(), i)));
     return out.release();
   }
-  auto collector = make_ref<CollectBackward>(args[1], parts, *packed, total);
-  for (const Tensor& t : inputs)
+  const std::vector<Tensor>& edges = has_sources ? sources : inputs;
+  auto collector = make_ref<CollectBackward>(args[1], parts, *packed, total, edges.size());
+  for (const Tensor& t : edges)
     if (grad_enabled() && requires_grad(*t)) collector->next.push_back(gradient_edge(*t));
     else collector->next.push_back({});
   {
@@ -147,7 +165,8 @@ PyObject* f_backward_hook_function(PyObject*, PyObject* const* args, Py_ssize_t 
   for (Py_ssize_t i = 0; i < n; ++i) {
     const Tensor& t = inputs[static_cast<size_t>(i)];
     Tensor alias = ops::detach(t);  // the same data and version counter, not a view
-    if (grad_enabled() && requires_grad(*t)) set_history(*alias, make_ref<PlaceBackward>(collector, i));
+    if (has_sources ? sources_need_grad && is_floating(t->dtype()) : grad_enabled() && requires_grad(*t))
+      set_history(*alias, make_ref<PlaceBackward>(collector, i));
     PyTuple_SET_ITEM(out.get(), i, check(wrap(alias)));
   }
   return out.release();
@@ -159,8 +178,9 @@ PyObject* f_backward_hook_function(PyObject*, PyObject* const* args, Py_ssize_t 
 PyMethodDef backward_hook_functions[] = {
     {"_backward_hook_function",
      reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f_backward_hook_function)), METH_FASTCALL,
-     "_backward_hook_function(tensors, callback): the tensors again, whose gradients pass through "
-     "callback(grads) once all have been computed (Module.register_full_backward_hook)"},
+     "_backward_hook_function(tensors, callback, sources=None): the tensors again, whose gradients pass through "
+     "callback(grads) once all have been computed (Module.register_full_backward_hook); with sources, callback "
+     "returns the gradients of the sources instead (autograd.Function)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

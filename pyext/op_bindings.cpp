@@ -9,8 +9,6 @@
 namespace loom::py {
 namespace {
 
-constexpr unsigned kBoth = kFunction | kMethod;
-constexpr unsigned kAll = kFunction | kMethod | kInplace;
 
 template <OpId op>
 Result unary(const Parsed& p) {
@@ -68,6 +66,16 @@ Result norm(const Parsed& p) {
   return ops::norm(x, order, p.dims(2), p.boolean(3));
 }
 
+// equal: the same sizes and the same values (a sync point on the lazy device, as item()).
+Result equal(const Parsed& p) {
+  Tensor a = p.tensor(0), b = p.tensor(1);
+  if (Dims(a->sizes()) != Dims(b->sizes())) return Py_NewRef(Py_False);
+  PyRef same = PyRef::checked(wrap(ops::all(ops::binary(OpId::Eq, a, b))));
+  int truth = PyObject_IsTrue(same.get());
+  if (truth < 0) throw PythonError{};
+  return Py_NewRef(truth ? Py_True : Py_False);
+}
+
 Result pad(const Parsed& p) {
   return ops::pad(p.tensor(0), p.int_list(1), p.string(2), p.optional_real(3));
 }
@@ -79,54 +87,62 @@ Result split(const Parsed& p) {
 
 const Row kRows[] = {
     // ---- elementwise ----
-    {{"abs(Tensor input)"}, kAll, unary<OpId::Abs>}, {{"neg(Tensor input)"}, kAll, unary<OpId::Neg>},
-    {{"negative(Tensor input)"}, kAll, unary<OpId::Neg>}, {{"exp(Tensor input)"}, kAll, unary<OpId::Exp>},
-    {{"exp2(Tensor input)"}, kAll, unary<OpId::Exp2>}, {{"log(Tensor input)"}, kAll, unary<OpId::Log>},
-    {{"log2(Tensor input)"}, kAll, unary<OpId::Log2>}, {{"log1p(Tensor input)"}, kAll, unary<OpId::Log1p>},
-    {{"expm1(Tensor input)"}, kAll, unary<OpId::Expm1>}, {{"sqrt(Tensor input)"}, kAll, unary<OpId::Sqrt>},
-    {{"rsqrt(Tensor input)"}, kAll, unary<OpId::Rsqrt>}, {{"sin(Tensor input)"}, kAll, unary<OpId::Sin>},
-    {{"cos(Tensor input)"}, kAll, unary<OpId::Cos>}, {{"tan(Tensor input)"}, kAll, unary<OpId::Tan>},
-    {{"tanh(Tensor input)"}, kAll, unary<OpId::Tanh>}, {{"sigmoid(Tensor input)"}, kAll, unary<OpId::Sigmoid>},
+    {{"abs(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Abs>}, {{"neg(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Neg>},
+    {{"negative(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Neg>}, {{"exp(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Exp>},
+    {{"exp2(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Exp2>}, {{"log(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Log>},
+    {{"log2(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Log2>}, {{"log1p(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Log1p>},
+    {{"expm1(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Expm1>}, {{"sqrt(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Sqrt>},
+    {{"rsqrt(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Rsqrt>}, {{"sin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Sin>},
+    {{"cos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Cos>}, {{"tan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Tan>},
+    {{"tanh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Tanh>}, {{"sigmoid(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Sigmoid>},
     {{"relu(Tensor input)"}, kAll, unary<OpId::Relu>}, {{"silu(Tensor input)"}, kAll, unary<OpId::Silu>},
-    {{"erf(Tensor input)"}, kAll, unary<OpId::Erf>}, {{"floor(Tensor input)"}, kAll, unary<OpId::Floor>},
-    {{"ceil(Tensor input)"}, kAll, unary<OpId::Ceil>}, {{"sign(Tensor input)"}, kAll, unary<OpId::Sign>},
-    {{"reciprocal(Tensor input)"}, kAll, unary<OpId::Reciprocal>},
+    {{"erf(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Erf>}, {{"floor(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Floor>},
+    {{"ceil(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Ceil>}, {{"sign(Tensor input)"}, kAll, unary<OpId::Sign>},
+    {{"reciprocal(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Reciprocal>},
     {{"logical_not(Tensor input)"}, kAll, unary<OpId::LogicalNot>}, {{"isnan(Tensor input)"}, kAll, unary<OpId::IsNan>},
     {{"isinf(Tensor input)"}, kAll, unary<OpId::IsInf>}, {{"bitwise_not(Tensor input)"}, kAll, unary<OpId::BitwiseNot>},
-    {{"square(Tensor input)"}, kAll, LOOM_BODY(ops::square(p.tensor(0)))},
-    {{"round(Tensor input)", "round(Tensor input, *, int decimals)"}, kAll,
+    {{"square(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::square(p.tensor(0)))},
+    {{"round(Tensor input)", "round(Tensor input, *, int decimals)"}, kAll | kInplaceFunction,
      LOOM_BODY(ops::round(p.tensor(0), p.index ? p.optional_int64(1) : std::nullopt)),
      "Rounds half to even."},
     {{"gelu(Tensor input, *, str approximate='none')"}, kBoth, LOOM_BODY(ops::gelu(p.tensor(0), p.string(1)))},
     {{"softplus(Tensor input, Scalar beta=1, Scalar threshold=20)"}, kBoth,
      LOOM_BODY(ops::softplus(p.tensor(0), p.scalar(1), p.scalar(2)))},
-    {{"nan_to_num(Tensor input, float? nan=None, float? posinf=None, float? neginf=None)"}, kAll,
+    {{"nan_to_num(Tensor input, float? nan=None, float? posinf=None, float? neginf=None)"}, kAll | kInplaceFunction,
      LOOM_BODY(ops::nan_to_num(p.tensor(0), p.optional_real(1), p.optional_real(2), p.optional_real(3)))},
     {{"add(Arg input, Arg other, *, Scalar alpha=1)"}, kAll, LOOM_BODY(ops::add(p.arg(0), p.arg(1), p.scalar(2)))},
     {{"sub(Arg input, Arg other, *, Scalar alpha=1)"}, kAll, LOOM_BODY(ops::sub(p.arg(0), p.arg(1), p.scalar(2)))},
-    {{"subtract(Arg input, Arg other, *, Scalar alpha=1)"}, kBoth,
+    {{"subtract(Arg input, Arg other, *, Scalar alpha=1)"}, kBoth | kInplace,
      LOOM_BODY(ops::sub(p.arg(0), p.arg(1), p.scalar(2)))},
     {{"mul(Arg input, Arg other)"}, kAll, binary<OpId::Mul>},
-    {{"multiply(Arg input, Arg other)"}, kBoth, binary<OpId::Mul>},
+    {{"multiply(Arg input, Arg other)"}, kBoth | kInplace, binary<OpId::Mul>},
     {{"div(Arg input, Arg other, *, str? rounding_mode=None)"}, kAll,
      LOOM_BODY(ops::div(p.arg(0), p.arg(1), p.string(2)))},
-    {{"divide(Arg input, Arg other, *, str? rounding_mode=None)"}, kBoth,
+    {{"divide(Arg input, Arg other, *, str? rounding_mode=None)"}, kBoth | kInplace,
      LOOM_BODY(ops::div(p.arg(0), p.arg(1), p.string(2)))},
-    {{"true_divide(Arg input, Arg other)"}, kBoth, binary<OpId::Div>},
+    {{"true_divide(Arg input, Arg other)"}, kBoth | kInplace, binary<OpId::Div>},
     {{"floor_divide(Arg input, Arg other)"}, kAll, binary<OpId::FloorDiv>},
     {{"remainder(Arg input, Arg other)"}, kAll, binary<OpId::Remainder>},
     {{"pow(Arg input, Arg exponent)"}, kAll, LOOM_BODY(ops::pow(p.arg(0), p.arg(1)))},
     {{"maximum(Tensor input, Arg other)"}, kBoth, binary<OpId::Maximum>},
     {{"minimum(Tensor input, Arg other)"}, kBoth, binary<OpId::Minimum>},
-    {{"eq(Tensor input, Arg other)"}, kBoth, binary<OpId::Eq>},
-    {{"ne(Tensor input, Arg other)"}, kBoth, binary<OpId::Ne>},
-    {{"lt(Tensor input, Arg other)"}, kBoth, binary<OpId::Lt>},
-    {{"le(Tensor input, Arg other)"}, kBoth, binary<OpId::Le>},
-    {{"gt(Tensor input, Arg other)"}, kBoth, binary<OpId::Gt>},
-    {{"ge(Tensor input, Arg other)"}, kBoth, binary<OpId::Ge>},
-    {{"logical_and(Tensor input, Arg other)"}, kBoth, binary<OpId::LogicalAnd>},
-    {{"logical_or(Tensor input, Arg other)"}, kBoth, binary<OpId::LogicalOr>},
-    {{"logical_xor(Tensor input, Arg other)"}, kBoth, LOOM_BODY(ops::logical_xor(p.arg(0), p.arg(1)))},
+    {{"eq(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::Eq>},
+    {{"ne(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::Ne>},
+    {{"lt(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::Lt>},
+    {{"le(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::Le>},
+    {{"gt(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::Gt>},
+    {{"ge(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::Ge>},
+    // numpy's names of the comparisons (PyTorch's aliases)
+    {{"not_equal(Tensor input, Arg other)"}, kAll, binary<OpId::Ne>},
+    {{"less(Tensor input, Arg other)"}, kAll, binary<OpId::Lt>},
+    {{"less_equal(Tensor input, Arg other)"}, kAll, binary<OpId::Le>},
+    {{"greater(Tensor input, Arg other)"}, kAll, binary<OpId::Gt>},
+    {{"greater_equal(Tensor input, Arg other)"}, kAll, binary<OpId::Ge>},
+    {{"equal(Tensor input, Tensor other) -> bool"}, kBoth, equal,
+     "True when both have the same sizes and values: a sync point on the lazy device."},
+    {{"logical_and(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::LogicalAnd>},
+    {{"logical_or(Tensor input, Arg other)"}, kBoth | kInplace, binary<OpId::LogicalOr>},
+    {{"logical_xor(Tensor input, Arg other)"}, kBoth | kInplace, LOOM_BODY(ops::logical_xor(p.arg(0), p.arg(1)))},
     {{"bitwise_and(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseAnd>},
     {{"bitwise_or(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseOr>},
     {{"bitwise_xor(Arg input, Arg other)"}, kAll, binary<OpId::BitwiseXor>},
@@ -135,9 +151,9 @@ const Row kRows[] = {
                        : Result(ops::where(p.tensor(0), p.arg(1), p.arg(2)))),
      "where(condition) is nonzero(condition, as_tuple=True): a sync point on the lazy device."},
     {{"where(Tensor condition, Arg input, Arg other)"}, kMethod, LOOM_BODY(ops::where(p.tensor(0), p.arg(1), p.arg(2)))},
-    {{"clamp(Tensor input, Arg? min=None, Arg? max=None)"}, kAll,
+    {{"clamp(Tensor input, Arg? min=None, Arg? max=None)"}, kAll | kInplaceFunction,
      LOOM_BODY(ops::clamp(p.tensor(0), p.optional_arg(1), p.optional_arg(2)))},
-    {{"clip(Tensor input, Arg? min=None, Arg? max=None)"}, kAll,
+    {{"clip(Tensor input, Arg? min=None, Arg? max=None)"}, kAll | kInplaceFunction,
      LOOM_BODY(ops::clamp(p.tensor(0), p.optional_arg(1), p.optional_arg(2)))},
     {{"lerp(Tensor input, Tensor end, Arg weight)"}, kAll, LOOM_BODY(ops::lerp(p.tensor(0), p.tensor(1), p.arg(2)))},
     {{"addcmul(Tensor input, Tensor tensor1, Tensor tensor2, *, Scalar value=1)"}, kAll,
@@ -178,11 +194,14 @@ const Row kRows[] = {
     {{"norm(Tensor input, Scalar? p=2, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)",
       "norm(Tensor input, str p, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"},
      kBoth, norm, "p='fro' is the 2-norm."},
+    {{"dist(Tensor input, Tensor other, Scalar p=2)"}, kBoth,
+     LOOM_BODY(ops::norm(ops::sub(p.tensor(0), p.tensor(1)), p.scalar(2).as_double())),
+     "The p-norm of input - other."},
     {{"softmax(Tensor input, int dim, ScalarType? dtype=None)"}, kBoth,
      LOOM_BODY(ops::softmax(p.tensor(0), p.int64(1), p.optional_dtype(2)))},
     {{"log_softmax(Tensor input, int dim, ScalarType? dtype=None)"}, kBoth,
      LOOM_BODY(ops::log_softmax(p.tensor(0), p.int64(1), p.optional_dtype(2)))},
-    {{"cumsum(Tensor input, int dim, *, ScalarType? dtype=None)"}, kBoth,
+    {{"cumsum(Tensor input, int dim, *, ScalarType? dtype=None)"}, kBoth | kInplace,
      LOOM_BODY(ops::cumsum(p.tensor(0), p.int64(1), p.optional_dtype(2)))},
 
     // ---- matrix products ----
@@ -223,10 +242,10 @@ const Row kRows[] = {
     {{"one_hot(Tensor input, int num_classes=-1)"}, kFunction, LOOM_BODY(ops::one_hot(p.tensor(0), p.int64(1)))},
     {{"pad(Tensor input, int[] pad, str mode='constant', float? value=None)"}, kFunction, pad},
 
-    // ---- writes (methods only): they return self ----
-    {{"fill_(Tensor input, Arg value)"}, kMethod, LOOM_BODY((ops::fill_(impl_of(p.self), p.arg(1)), Py_NewRef(p.self))),
+    // ---- writes: they return self (the tensor written) ----
+    {{"fill_(Tensor input, Arg value)"}, kMethod | kFunction, LOOM_BODY((ops::fill_(impl_of(p.object(0)), p.arg(1)), Py_NewRef(p.object(0)))),
      "Every element becomes value."},
-    {{"zero_(Tensor input)"}, kMethod, LOOM_BODY((ops::zero_(impl_of(p.self)), Py_NewRef(p.self))),
+    {{"zero_(Tensor input)"}, kMethod | kFunction, LOOM_BODY((ops::zero_(impl_of(p.object(0))), Py_NewRef(p.object(0)))),
      "Every element becomes 0."},
     {{"copy_(Tensor input, Tensor other, bool non_blocking=False)"}, kMethod,
      LOOM_BODY((ops::copy_(impl_of(p.self), p.tensor(1)), Py_NewRef(p.self))),

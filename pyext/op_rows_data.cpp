@@ -15,8 +15,6 @@ Tensor index_put_python(const Tensor& x, PyObject* indices, const Tensor& values
 
 namespace {
 
-constexpr unsigned kBoth = kFunction | kMethod;
-constexpr unsigned kAll = kFunction | kMethod | kInplace;
 
 Result tensor_split(const Parsed& p) {
   Tensor x = p.tensor(0);
@@ -32,6 +30,27 @@ Result tensor_split(const Parsed& p) {
   const auto* v = static_cast<const int64_t*>(values.data());
   if (t->ndim() == 0) return ops::tensor_split(x, v[0], p.int64(2));
   return ops::tensor_split_at(x, Dims(v, v + values.numel()), p.int64(2));
+}
+
+// diff: the n-th forward difference along dim (for bool, whether neighbours differ), with
+// prepend and append joined to the ends first.
+Result diff(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  int64_t n = p.int64(1), dim = p.int64(2);
+  LOOM_CHECK(x->ndim() >= 1, Runtime, "diff expects input to be at least one-dimensional");
+  LOOM_CHECK(n >= 0, Runtime, "order must be non-negative but got ", n);
+  dim = wrap_dim(dim, x->ndim());
+  std::vector<Tensor> parts;
+  if (Tensor before = p.tensor(3)) parts.push_back(before);
+  parts.push_back(x);
+  if (Tensor after = p.tensor(4)) parts.push_back(after);
+  if (parts.size() > 1) x = ops::cat(parts, dim);
+  for (int64_t k = 0; k < n && x->sizes()[dim] > 0; ++k) {
+    int64_t m = x->sizes()[dim] - 1;
+    Tensor next = ops::narrow(x, dim, 1, m), previous = ops::narrow(x, dim, 0, m);
+    x = x->dtype() == DType::Bool ? ops::binary(OpId::Ne, next, previous) : ops::sub(next, previous);
+  }
+  return x;
 }
 
 // hsplit / vsplit / dsplit: (sections) or (indices).
@@ -151,6 +170,7 @@ const Row kRows[] = {
     {{"diag_embed(Tensor input, int offset=0, int dim1=-2, int dim2=-1)"}, kBoth,
      LOOM_BODY(ops::diag_embed(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
     {{"trace(Tensor input)"}, kBoth, LOOM_BODY(ops::trace(p.tensor(0)))},
+    {{"diff(Tensor input, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None)"}, kBoth, diff},
     {{"roll(Tensor input, int[1] shifts, int[1] dims=[])"}, kBoth,
      LOOM_BODY(ops::roll(p.tensor(0), p.int_list(1), p.int_list(2)))},
     {{"rot90(Tensor input, int k=1, int[] dims=[0,1])"}, kBoth,
@@ -205,7 +225,7 @@ const Row kRows[] = {
      LOOM_BODY(ops::index_copy(p.tensor(0), p.int64(1), p.tensor(2), p.tensor(3)))},
     {{"index_fill(Tensor input, int dim, Tensor index, Arg value)"}, kAll | kWritesSome,
      LOOM_BODY(ops::index_fill(p.tensor(0), p.int64(1), p.tensor(2), p.arg(3)))},
-    {{"index_put(Tensor input, PyObject* indices, Tensor values, bool accumulate=False)"}, kAll | kWritesSome,
+    {{"index_put(Tensor input, PyObject* indices, Tensor values, bool accumulate=False)"}, kAll | kWritesSome | kInplaceFunction,
      LOOM_BODY(index_put_python(p.tensor(0), p.object(1), p.tensor(2), p.boolean(3))),
      "indices: a tuple of index tensors (bool masks: a sync point on the lazy device), one per leading dim."},
     {{"take(Tensor input, Tensor index)"}, kBoth, LOOM_BODY(ops::take(p.tensor(0), p.tensor(1)))},

@@ -2,6 +2,8 @@
 // (trigonometric and hyperbolic functions, fmod, copysign, logaddexp, xlogy, shifts, tests such
 // as isfinite and isclose) and the activations that loom.nn.functional calls, with PyTorch's
 // names, aliases (arcsin, fix, absolute, ...), signatures and defaults.
+#include <limits>
+
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
 #include "runtime/error.h"
@@ -9,8 +11,6 @@
 namespace loom::py {
 namespace {
 
-constexpr unsigned kBoth = kFunction | kMethod;
-constexpr unsigned kAll = kFunction | kMethod | kInplace;
 
 template <OpId op>
 Result unary(const Parsed& p) {
@@ -65,6 +65,65 @@ Result float_power_(const Parsed& p) {
   return Py_NewRef(p.self);
 }
 
+// lgamma and digamma: composites of elementwise primitives (one fused kernel on the lazy device;
+// their derivatives are autograd's of the parts). Floating results; integers are promoted.
+Tensor floating(const Tensor& x) { return is_floating(x->dtype()) ? x : ops::cast(x, default_float_dtype()); }
+constexpr double kPi = 3.141592653589793;
+
+// The poles at 0, -1, -2, ...: where x is a non-positive integer.
+Tensor at_pole(const Tensor& x) {
+  return ops::binary(OpId::LogicalAnd, ops::binary(OpId::Le, x, Scalar(0.0)),
+                     ops::binary(OpId::Eq, x, ops::unary(OpId::Floor, x)));
+}
+
+// log|Gamma(x)| by Lanczos' approximation (g = 7, nine terms: about 15 digits for x >= 0.5) and,
+// below 0.5, the reflection log(pi / |sin(pi x)|) - lgamma(1 - x). Both branches see an argument
+// of at least 0.5, so neither makes a NaN that where()'s gradient would carry.
+Tensor lgamma(const Tensor& x0) {
+  static constexpr double c[] = {0.99999999999980993,  676.5203681218851,     -1259.1392167224028,
+                                 771.32342877765313,   -176.61502916214059,   12.507343278686905,
+                                 -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7};
+  Tensor x = floating(x0);
+  Tensor reflect = ops::binary(OpId::Lt, x, Scalar(0.5));
+  Tensor y = ops::where(reflect, ops::sub(Scalar(int64_t{1}), x), x);  // >= 0.5
+  Tensor z = ops::sub(y, Scalar(int64_t{1}));
+  Tensor a = ops::full(x->sizes(), Scalar(c[0]), x->dtype(), placement_of(x));
+  for (int k = 1; k < 9; ++k) a = ops::add(a, ops::div(Scalar(c[k]), ops::add(z, Scalar(double(k)))));
+  Tensor t = ops::add(z, Scalar(7.5));
+  Tensor direct = ops::add(ops::sub(ops::add(Scalar(0.9189385332046727), ops::mul(ops::add(z, Scalar(0.5)),
+                                                                                   ops::unary(OpId::Log, t))),
+                                    t),
+                           ops::unary(OpId::Log, a));
+  Tensor sin_pix = ops::unary(OpId::Abs, ops::unary(OpId::Sin, ops::mul(x, Scalar(kPi))));
+  Tensor reflected = ops::sub(ops::unary(OpId::Log, ops::div(Scalar(kPi), sin_pix)), direct);
+  Tensor value = ops::where(reflect, reflected, direct);
+  return ops::where(at_pole(x), Scalar(std::numeric_limits<double>::infinity()), value);
+}
+
+// digamma: psi(x) = psi(x + 6) - sum 1/(x + k), k < 6, with psi's asymptotic series at x + 6
+// (error below 1e-15 there) and, below 0.5, the reflection psi(1 - x) - pi / tan(pi x). PyTorch's
+// values at the poles: -inf at 0, NaN at the negative integers.
+Tensor digamma(const Tensor& x0) {
+  Tensor x = floating(x0);
+  Tensor reflect = ops::binary(OpId::Lt, x, Scalar(0.5));
+  Tensor y = ops::where(reflect, ops::sub(Scalar(int64_t{1}), x), x);  // >= 0.5
+  Tensor shift = ops::full(x->sizes(), Scalar(0.0), x->dtype(), placement_of(x));
+  for (int k = 0; k < 6; ++k) shift = ops::add(shift, ops::unary(OpId::Reciprocal, ops::add(y, Scalar(double(k)))));
+  Tensor w = ops::add(y, Scalar(6.0));
+  Tensor w2 = ops::unary(OpId::Reciprocal, ops::mul(w, w));
+  // ln w - 1/(2w) - sum B_2k / (2k w^2k), the sum by Horner's rule in 1/w^2.
+  static constexpr double b[] = {1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12};
+  Tensor series = ops::full(x->sizes(), Scalar(b[6]), x->dtype(), placement_of(x));
+  for (int k = 5; k >= 0; --k) series = ops::add(ops::mul(series, w2), Scalar(b[k]));
+  series = ops::mul(series, w2);
+  Tensor psi = ops::sub(ops::sub(ops::sub(ops::unary(OpId::Log, w), ops::div(Scalar(0.5), w)), series), shift);
+  Tensor cot = ops::div(Scalar(kPi), ops::unary(OpId::Tan, ops::mul(x, Scalar(kPi))));
+  Tensor value = ops::where(reflect, ops::sub(psi, cot), psi);
+  Tensor zero = ops::binary(OpId::Eq, x, Scalar(0.0));
+  value = ops::where(at_pole(x), Scalar(std::numeric_limits<double>::quiet_NaN()), value);
+  return ops::where(zero, Scalar(-std::numeric_limits<double>::infinity()), value);
+}
+
 Result relu(const Parsed& p) { return ops::unary(OpId::Relu, p.tensor(0)); }
 Result elu(const Parsed& p) { return ops::elu(p.tensor(0), p.scalar(1), p.scalar(2), p.scalar(3)); }
 Result celu(const Parsed& p) { return ops::celu(p.tensor(0), p.scalar(1)); }
@@ -79,25 +138,28 @@ Result threshold(const Parsed& p) { return ops::threshold(p.tensor(0), p.scalar(
 
 const Row kRows[] = {
     // ---- math ----
-    {{"trunc(Tensor input)"}, kAll, LOOM_BODY(ops::trunc(p.tensor(0)))},
-    {{"fix(Tensor input)"}, kAll, LOOM_BODY(ops::trunc(p.tensor(0))), "trunc()"},
-    {{"frac(Tensor input)"}, kAll, LOOM_BODY(ops::frac(p.tensor(0)))},
-    {{"log10(Tensor input)"}, kAll, unary<OpId::Log10>},
-    {{"asin(Tensor input)"}, kAll, unary<OpId::Asin>}, {{"arcsin(Tensor input)"}, kAll, unary<OpId::Asin>},
-    {{"acos(Tensor input)"}, kAll, unary<OpId::Acos>}, {{"arccos(Tensor input)"}, kAll, unary<OpId::Acos>},
-    {{"atan(Tensor input)"}, kAll, unary<OpId::Atan>}, {{"arctan(Tensor input)"}, kAll, unary<OpId::Atan>},
-    {{"sinh(Tensor input)"}, kAll, unary<OpId::Sinh>}, {{"cosh(Tensor input)"}, kAll, unary<OpId::Cosh>},
-    {{"asinh(Tensor input)"}, kAll, unary<OpId::Asinh>}, {{"arcsinh(Tensor input)"}, kAll, unary<OpId::Asinh>},
-    {{"acosh(Tensor input)"}, kAll, unary<OpId::Acosh>}, {{"arccosh(Tensor input)"}, kAll, unary<OpId::Acosh>},
-    {{"atanh(Tensor input)"}, kAll, unary<OpId::Atanh>}, {{"arctanh(Tensor input)"}, kAll, unary<OpId::Atanh>},
-    {{"erfc(Tensor input)"}, kAll, unary<OpId::Erfc>}, {{"erfinv(Tensor input)"}, kAll, unary<OpId::Erfinv>},
+    {{"trunc(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0)))},
+    {{"fix(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0))), "trunc()"},
+    {{"frac(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::frac(p.tensor(0)))},
+    {{"log10(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Log10>},
+    {{"lgamma(Tensor input)"}, kAll, LOOM_BODY(lgamma(p.tensor(0))), "log|Gamma(input)| (inf at the poles)."},
+    {{"digamma(Tensor input)"}, kAll, LOOM_BODY(digamma(p.tensor(0))),
+     "The logarithmic derivative of Gamma (-inf at 0, NaN at the negative integers)."},
+    {{"asin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asin>}, {{"arcsin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asin>},
+    {{"acos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acos>}, {{"arccos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acos>},
+    {{"atan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atan>}, {{"arctan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atan>},
+    {{"sinh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Sinh>}, {{"cosh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Cosh>},
+    {{"asinh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asinh>}, {{"arcsinh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asinh>},
+    {{"acosh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acosh>}, {{"arccosh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acosh>},
+    {{"atanh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atanh>}, {{"arctanh(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atanh>},
+    {{"erfc(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Erfc>}, {{"erfinv(Tensor input)"}, kAll, unary<OpId::Erfinv>},
     {{"absolute(Tensor input)"}, kAll, unary<OpId::Abs>, "abs()"},
     {{"sgn(Tensor input)"}, kAll, unary<OpId::Sign>, "sign() (loom has no complex dtypes)"},
     {{"positive(Tensor input)"}, kBoth, LOOM_BODY((ops::positive(p.tensor(0)), Py_NewRef(p.object(0))))},
-    {{"deg2rad(Tensor input)"}, kAll, LOOM_BODY(ops::deg2rad(p.tensor(0)))},
-    {{"rad2deg(Tensor input)"}, kAll, LOOM_BODY(ops::rad2deg(p.tensor(0)))},
-    {{"sinc(Tensor input)"}, kAll, LOOM_BODY(ops::sinc(p.tensor(0)))},
-    {{"logit(Tensor input, float? eps=None)"}, kAll, LOOM_BODY(ops::logit(p.tensor(0), p.optional_real(1)))},
+    {{"deg2rad(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::deg2rad(p.tensor(0)))},
+    {{"rad2deg(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::rad2deg(p.tensor(0)))},
+    {{"sinc(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::sinc(p.tensor(0)))},
+    {{"logit(Tensor input, float? eps=None)"}, kAll | kInplaceFunction, LOOM_BODY(ops::logit(p.tensor(0), p.optional_real(1)))},
     {{"fmod(Tensor input, Arg other)"}, kAll, LOOM_BODY(ops::fmod(p.tensor(0), p.arg(1)))},
     {{"copysign(Tensor input, Arg other)"}, kAll, LOOM_BODY(ops::copysign(p.tensor(0), p.arg(1)))},
     {{"atan2(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::atan2(p.tensor(0), p.tensor(1)))},
@@ -105,8 +167,8 @@ const Row kRows[] = {
     {{"hypot(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::hypot(p.tensor(0), p.tensor(1)))},
     {{"logaddexp(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logaddexp(p.tensor(0), p.tensor(1)))},
     {{"logaddexp2(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::logaddexp2(p.tensor(0), p.tensor(1)))},
-    {{"xlogy(Tensor input, Arg other)", "xlogy(Scalar self, Tensor other)"}, kAll, tensor_or_scalar_first<ops::xlogy>},
-    {{"ldexp(Tensor input, Tensor other)"}, kAll, LOOM_BODY(ops::ldexp(p.tensor(0), p.tensor(1)))},
+    {{"xlogy(Tensor input, Arg other)", "xlogy(Scalar self, Tensor other)"}, kAll | kInplaceFunction, tensor_or_scalar_first<ops::xlogy>},
+    {{"ldexp(Tensor input, Tensor other)"}, kAll | kInplaceFunction, LOOM_BODY(ops::ldexp(p.tensor(0), p.tensor(1)))},
     {{"float_power(Tensor input, Arg exponent)", "float_power(Scalar self, Tensor exponent)"}, kBoth,
      tensor_or_scalar_first<ops::float_power>},
     {{"float_power_(Tensor input, Arg exponent)"}, kMethod, float_power_,
@@ -114,8 +176,8 @@ const Row kRows[] = {
     {{"fmax(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::fmax(p.tensor(0), p.tensor(1)))},
     {{"fmin(Tensor input, Tensor other)"}, kBoth, LOOM_BODY(ops::fmin(p.tensor(0), p.tensor(1)))},
     {{"heaviside(Tensor input, Tensor values)"}, kAll, LOOM_BODY(ops::heaviside(p.tensor(0), p.tensor(1)))},
-    {{"clamp_min(Tensor input, Arg min)"}, kAll, LOOM_BODY(ops::clamp(p.tensor(0), p.arg(1), std::nullopt))},
-    {{"clamp_max(Tensor input, Arg max)"}, kAll, LOOM_BODY(ops::clamp(p.tensor(0), std::nullopt, p.arg(1)))},
+    {{"clamp_min(Tensor input, Arg min)"}, kAll | kInplaceFunction, LOOM_BODY(ops::clamp(p.tensor(0), p.arg(1), std::nullopt))},
+    {{"clamp_max(Tensor input, Arg max)"}, kAll | kInplaceFunction, LOOM_BODY(ops::clamp(p.tensor(0), std::nullopt, p.arg(1)))},
     {{"bitwise_left_shift(Tensor input, Arg other)", "bitwise_left_shift(Scalar self, Tensor other)"}, kAll,
      tensor_or_scalar_first<ops::shift_left>},
     {{"bitwise_right_shift(Tensor input, Arg other)", "bitwise_right_shift(Scalar self, Tensor other)"}, kAll,

@@ -12,8 +12,6 @@
 namespace loom::py {
 namespace {
 
-constexpr unsigned kBoth = kFunction | kMethod;
-constexpr unsigned kAll = kFunction | kMethod | kInplace;
 
 // norm orders arrive as numbers (inf included) or, for matrices, as strings.
 double order_of(const Parsed& p, int i, double absent) { return p.has(i) ? p.scalar(i).as_double() : absent; }
@@ -66,7 +64,7 @@ const Row kRows[] = {
      LOOM_BODY(ops::addbmm(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
     {{"baddbmm(Tensor input, Tensor batch1, Tensor batch2, *, Scalar beta=1, Scalar alpha=1)"}, kAll,
      LOOM_BODY(ops::baddbmm(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
-    {{"addmv(Tensor input, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"}, kAll,
+    {{"addmv(Tensor input, Tensor mat, Tensor vec, *, Scalar beta=1, Scalar alpha=1)"}, kAll | kInplaceFunction,
      LOOM_BODY(ops::addmv(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
     {{"addr(Tensor input, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1)"}, kAll,
      LOOM_BODY(ops::addr(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},

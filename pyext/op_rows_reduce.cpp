@@ -18,7 +18,6 @@
 namespace loom::py {
 namespace {
 
-constexpr unsigned kBoth = kFunction | kMethod;
 
 // A named pair like torch.return_types.<name>: fields values / indices unless named otherwise.
 PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const char* first = "values",

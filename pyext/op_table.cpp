@@ -36,11 +36,13 @@ PyObject* call_autocast(const Binding& b, Parsed& p) {
 PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   LOOM_PY_BEGIN
   Parsed p;
-  b.parser.parse(b.form == kFunction ? nullptr : self, args, nargs, kwnames, p);
-  if (b.form != kInplace) {
+  bool function = b.form == kFunction || b.form == kInplaceFunction;
+  b.parser.parse(function ? nullptr : self, args, nargs, kwnames, p);
+  if (b.form == kFunction || b.form == kMethod) {
     if (autocast_active() && b.autocast.any()) [[unlikely]] return call_autocast(b, p);
     return b.body(p).release();
   }
+  if (b.form == kInplaceFunction) self = p.object(0);  // torch.exp_(x) writes x
   TensorImpl& t = impl_of(self);
   if (!b.writes_some) check_no_internal_overlap(t);
   update(t, [&] { return b.body(p).take_tensor(); });
@@ -88,12 +90,15 @@ void bind(Variant form, const std::string& name, std::vector<Signature> signatur
   b.form = form;
   b.name = name;
   for (const Signature& s : signatures) b.doc += (b.doc.empty() ? "" : "\n") + s.describe(true);
-  if (row.note && form != kInplace) b.doc += std::string("\n\n") + row.note;
+  bool in_place = form == kInplace || form == kInplaceFunction;
+  if (row.note && !in_place) b.doc += std::string("\n\n") + row.note;
   if (form == kInplace) b.doc += "\n\nIn place: writes " + name.substr(0, name.size() - 1) + "()'s result into self.";
+  if (form == kInplaceFunction)
+    b.doc += "\n\nIn place: writes " + name.substr(0, name.size() - 1) + "()'s result into input, and returns input.";
   b.parser = Parser(std::move(signatures));
   b.body = row.body;
   b.writes_some = row.variants & kWritesSome;
-  if (form != kInplace) b.autocast = autocast_policy(name);
+  if (!in_place) b.autocast = autocast_policy(name);
   size_t i = all.size() - 1;
   bool no_args = b.parser.takes_no_arguments();
   defs.push_back({b.name.c_str(), no_args ? as_cfunction(kEntries.second[i]) : as_cfunction(kEntries.first[i]),
@@ -116,6 +121,11 @@ void add_rows(std::span<const Row> rows, MethodDefs& defs) {
     };
     if (row.variants & kMethod) bind(kMethod, name, methods(name), row, defs.methods);
     if (row.variants & kInplace) bind(kInplace, name + "_", methods(name + "_"), row, defs.methods);
+    if (row.variants & kInplaceFunction) {
+      std::vector<Signature> renamed;
+      for (const Signature& s : functions) renamed.push_back(s.renamed(name + "_"));
+      bind(kInplaceFunction, name + "_", std::move(renamed), row, defs.functions);
+    }
     if (row.variants & kFunction) bind(kFunction, name, std::move(functions), row, defs.functions);
   }
 }
@@ -133,7 +143,8 @@ PyObject* signatures_of_rows(PyObject*, PyObject*) {
   PyRef out = PyRef::checked(PyList_New(0));
   for (const Row* row : all_rows()) {
     PyRef forms = PyRef::checked(PyList_New(0)), texts = PyRef::checked(PyList_New(0));
-    for (auto [bit, form] : {std::pair{kFunction, "function"}, {kMethod, "method"}, {kInplace, "inplace"}})
+    for (auto [bit, form] : {std::pair{kFunction, "function"}, {kMethod, "method"}, {kInplace, "inplace"},
+                             {kInplaceFunction, "inplace_function"}})
       if (row->variants & bit) append(forms, PyUnicode_FromString(form));
     for (const char* text : row->signatures) append(texts, PyUnicode_FromString(text));
     std::string name(row->signatures[0], std::strchr(row->signatures[0], '('));

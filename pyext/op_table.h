@@ -30,7 +30,11 @@ enum Variant : unsigned {
   kInplace = 4,     // Tensor.<name>_(...): the method's result written into self (self is returned)
   kWritesSome = 8,  // with kInplace: the op writes chosen elements (masked_fill_, tril_), so a
                     // tensor whose elements overlap in memory is allowed, as in PyTorch
+  kInplaceFunction = 16,  // loom.<name>_(input, ...): the function's result written into `input`
+                          // (returned), as torch.exp_(x); PyTorch has it for most unary math ops
 };
+constexpr unsigned kBoth = kFunction | kMethod;
+constexpr unsigned kAll = kFunction | kMethod | kInplace;
 
 // What a body returns: a tensor (a new Python tensor, or the value an in-place form writes into
 // self), tensors (a tuple) or any Python object (a new reference).

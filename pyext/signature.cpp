@@ -249,6 +249,12 @@ Signature Signature::as_method(const std::string& method_name) const {
   return m;
 }
 
+Signature Signature::renamed(const std::string& function_name) const {
+  Signature f = *this;
+  f.name_ = function_name;
+  return f;
+}
+
 void Signature::too_many_positional(Py_ssize_t nargs) const {
   if (min_args_ != max_positional_)
     type_error("%s() takes from %zu to %zu positional arguments but %zd were given", name_.c_str(), min_args_,

@@ -121,6 +121,8 @@ class Signature {
   // The method's form: `self_param` is bound to the tensor the method is called on, and the
   // function's name may be replaced (the in-place form "add_").
   Signature as_method(const std::string& method_name) const;
+  // The same function under another name (the in-place function form "exp_").
+  Signature renamed(const std::string& function_name) const;
 
   const std::string& name() const noexcept { return name_; }
   const std::string& source() const noexcept { return source_; }  // the text it was parsed from

@@ -2,6 +2,7 @@
 // shapes, copies and conversions. Metadata never syncs a lazy tensor; strides, addresses and
 // values do. The op library's methods are in op_bindings.cpp.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "lazy/autograd.h"
@@ -36,7 +37,6 @@ PyObject* get_is_cuda(PyObject* self, void*) { return PyBool_FromLong(impl_of(se
 // The backends and layouts loom has not (sparse, quantized, meta, XPU, MPS, ...): PyTorch's
 // attributes asking for them are False, so programs that test for them run.
 PyObject* get_false(PyObject*, void*) { Py_RETURN_FALSE; }
-PyObject* m_is_complex(PyObject*, PyObject*) { Py_RETURN_FALSE; }  // loom has no complex dtypes
 
 PyObject* get_is_cpu(PyObject* self, void*) {
   return PyBool_FromLong(impl_of(self).device().is_cpu() && !impl_of(self).is_lazy());
@@ -64,6 +64,23 @@ PyObject* get_mT(PyObject* self, void*) {
   LOOM_PY_END(nullptr)
 }
 
+// .mH and .H: the conjugate transposes, which for loom's real dtypes are .mT and .T (PyTorch
+// allows .H on 0-d and 2-d tensors only).
+PyObject* get_H(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  int64_t n = impl_of(self).ndim();
+  LOOM_CHECK(n == 0 || n == 2, Runtime, "tensor.H is only supported on matrices (2-D tensors). Got ", n, "-D tensor.");
+  return n == 0 ? Py_NewRef(self) : wrap(ops::transpose(tensor_of(self), 0, 1));
+  LOOM_PY_END(nullptr)
+}
+PyObject* get_mH(PyObject* self, void*) {
+  LOOM_PY_BEGIN
+  int64_t n = impl_of(self).ndim();
+  LOOM_CHECK(n >= 2, Runtime, "tensor.mH is only supported on matrices or batches of matrices. Got ", n, "-D tensor.");
+  return wrap(ops::transpose(tensor_of(self), -2, -1));
+  LOOM_PY_END(nullptr)
+}
+
 // A dim argument that must name an existing dim (size(d), stride(d)): a 0-d tensor has none.
 int64_t dim_of(int64_t ndim, int64_t d) {
   LOOM_CHECK(ndim > 0, Index, "Dimension specified as ", d, " but tensor has no dimensions");
@@ -83,7 +100,6 @@ PyObject* m_new_empty_strided(PyObject* self, PyObject* args, PyObject* kwargs) 
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).numel()); }
 PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(itemsize(impl_of(self).dtype())); }
-PyObject* m_is_floating_point(PyObject* self, PyObject*) { return PyBool_FromLong(is_floating(impl_of(self).dtype())); }
 // Strides, offsets and addresses describe memory: a pending tensor is materialized first.
 PyObject* m_storage_offset(PyObject* self, PyObject*) {
   LOOM_PY_BEGIN
@@ -205,7 +221,86 @@ Result to(const Parsed& p) {
   return converted(p, other.dtype(), placement_of(other), p.boolean(3));
 }
 
+PyObject* boolean(bool b) { return Py_NewRef(b ? Py_True : Py_False); }
+
+// Tensor.get_device(): the GPU's index, -1 for host memory (a lazy:cpu tensor too).
+int64_t device_index(const TensorImpl& t) { return t.device().is_cuda() ? t.device().index : -1; }
+
+// The truth of a one-element tensor (a sync point in lazy mode, as bool(t)).
+Result is_nonzero(const Parsed& p) {
+  const TensorImpl& t = impl_of(p.object(0));
+  LOOM_CHECK(t.numel() != 0, Runtime, "Boolean value of Tensor with no values is ambiguous");
+  LOOM_CHECK(t.numel() == 1, Runtime, "Boolean value of Tensor with more than one value is ambiguous");
+  int truth = PyObject_IsTrue(p.object(0));
+  if (truth < 0) throw PythonError{};
+  return boolean(truth);
+}
+
+// The in-place views (t_, transpose_, squeeze_, unsqueeze_, swapaxes_): self becomes the view of
+// itself (the same storage, the new shape and strides). Autograd would have to record a view
+// of a view in place: for a tensor that requires grad loom asks for the out-of-place form.
+Result become_view(const Parsed& p, const char* name, Tensor (*view)(const Parsed&)) {
+  PyObject* self = p.object(0);
+  LOOM_CHECK(!requires_grad(impl_of(self)), Runtime, name, "() on a tensor that requires grad is not supported by loom: "
+             "use the out-of-place ", std::string(name, std::strlen(name) - 1), "()");
+  PyRef value = PyRef::checked(wrap(view(p)));
+  PyRef done = PyRef::checked(PyObject_CallMethod(self, "_set_data", "O", value.get()));
+  return Py_NewRef(self);
+}
+Tensor transposed(const Parsed& p) { return ops::transpose(p.tensor(0), p.int64(1), p.int64(2)); }
+Tensor t_view(const Parsed& p) { return ops::t(p.tensor(0)); }
+Tensor squeezed(const Parsed& p) { return p.index ? ops::squeeze(p.tensor(0), p.dims(1)) : ops::squeeze(p.tensor(0)); }
+Tensor unsqueezed(const Parsed& p) { return ops::unsqueeze(p.tensor(0), p.int64(1)); }
+
+// detach_: self leaves the graph (a leaf that does not require grad). A view cannot: its base
+// still carries the history, as PyTorch says.
+Result detach_(const Parsed& p) {
+  TensorImpl& t = impl_of(p.object(0));
+  LOOM_CHECK(!(t.is_view() && requires_grad(t)), Runtime, "Can't detach views in-place. Use detach() instead.");
+  if (t.autograd_meta()) {
+    AutogradMeta& m = autograd(t);
+    m.grad_fn.reset();
+    m.requires_grad = false;
+    m.retains_grad = false;
+  }
+  return Py_NewRef(p.object(0));
+}
+
+// tile: repeat with the dims padded with leading 1s to the tensor's rank.
+Result tile(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  Dims reps = p.int_list(1);
+  Dims padded;
+  for (int64_t i = static_cast<int64_t>(reps.size()); i < x->ndim(); ++i) padded.push_back(1);
+  for (int64_t r : reps) padded.push_back(r);
+  return ops::repeat(x, padded);
+}
+
 const Row kRows[] = {
+    // ---- queries (no sync, except is_nonzero) ----
+    {{"numel(Tensor input) -> int"}, kBoth, LOOM_BODY(check(PyLong_FromLongLong(impl_of(p.object(0)).numel()))),
+     "The number of elements."},
+    {{"is_floating_point(Tensor input) -> bool"}, kBoth, LOOM_BODY(boolean(is_floating(impl_of(p.object(0)).dtype())))},
+    {{"is_complex(Tensor input) -> bool"}, kBoth, LOOM_BODY(boolean(false)), "False: loom has no complex dtypes."},
+    {{"is_conj(Tensor input) -> bool"}, kBoth, LOOM_BODY(boolean(false)), "False: loom has no complex dtypes."},
+    {{"is_neg(Tensor input) -> bool"}, kBoth, LOOM_BODY(boolean(false)), "False: loom has no negative views."},
+    {{"is_signed(Tensor input) -> bool"}, kBoth, LOOM_BODY(boolean([](DType d) {
+       return d != DType::Bool && d != DType::UInt8;
+     }(impl_of(p.object(0)).dtype())))},
+    {{"is_nonzero(Tensor input) -> bool"}, kBoth, is_nonzero, "A sync point on the lazy device."},
+    {{"is_same_size(Tensor input, Tensor other) -> bool"}, kBoth,
+     LOOM_BODY(boolean(Dims(impl_of(p.object(0)).sizes()) == Dims(impl_of(p.object(1)).sizes())))},
+    {{"is_inference(Tensor input) -> bool"}, kBoth, LOOM_BODY(boolean(false)),
+     "False: loom's inference_mode makes ordinary tensors."},
+    {{"get_device(Tensor input) -> int"}, kBoth, LOOM_BODY(check(PyLong_FromLongLong(device_index(impl_of(p.object(0)))))),
+     "The GPU's index; -1 for host memory."},
+    // Real dtypes only: the conjugates are the tensor itself.
+    {{"conj(Tensor input)"}, kBoth, LOOM_BODY(Py_NewRef(p.object(0))), "The tensor itself (loom's dtypes are real)."},
+    {{"resolve_conj(Tensor input)"}, kBoth, LOOM_BODY(Py_NewRef(p.object(0))), "The tensor itself."},
+    {{"resolve_neg(Tensor input)"}, kBoth, LOOM_BODY(Py_NewRef(p.object(0))), "The tensor itself."},
+    {{"adjoint(Tensor input)"}, kBoth, LOOM_BODY(ops::transpose(p.tensor(0), -2, -1)),
+     "The last two dimensions swapped (a view; loom's dtypes are real)."},
+
     {{"size(Tensor input)", "size(Tensor input, int dim)"}, kMethod, [](const Parsed& p) -> Result {
        const TensorImpl& t = impl_of(p.self);
        if (p.index == 0) return size_object(t.sizes());
@@ -226,7 +321,7 @@ const Row kRows[] = {
      LOOM_BODY(p.index ? ops::view_dtype(p.tensor(0), *p.optional_dtype(1)) : ops::view(p.tensor(0), p.int_list(1))),
      "The same storage seen with another shape (no copy), or its bytes as another dtype (of a pending lazy "
      "tensor: a copy of them)."},
-    {{"reshape(Tensor input, SymInt[] shape)"}, kMethod, LOOM_BODY(ops::reshape(p.tensor(0), p.int_list(1))),
+    {{"reshape(Tensor input, SymInt[] shape)"}, kMethod | kFunction, LOOM_BODY(ops::reshape(p.tensor(0), p.int_list(1))),
      "A view when possible, else a copy."},
     {{"view_as(Tensor input, Tensor other)"}, kMethod, LOOM_BODY(ops::view(p.tensor(0), Dims(p.tensor(1)->sizes())))},
     {{"reshape_as(Tensor input, Tensor other)"}, kMethod,
@@ -235,27 +330,38 @@ const Row kRows[] = {
      "Broadcasts size-1 dimensions (a view, stride 0)."},
     {{"expand_as(Tensor input, Tensor other)"}, kMethod,
      LOOM_BODY(ops::expand(p.tensor(0), Dims(p.tensor(1)->sizes())))},
-    {{"broadcast_to(Tensor input, int[] size)"}, kMethod, LOOM_BODY(ops::expand(p.tensor(0), p.int_list(1)))},
-    {{"permute(Tensor input, int[] dims)"}, kMethod,
+    {{"broadcast_to(Tensor input, int[] size)"}, kMethod | kFunction, LOOM_BODY(ops::expand(p.tensor(0), p.int_list(1)))},
+    {{"permute(Tensor input, int[] dims)"}, kMethod | kFunction,
      LOOM_BODY(ops::permute(p.tensor(0), p.int_list(1))), "Reorders dimensions (a view)."},
-    {{"transpose(Tensor input, int dim0, int dim1)"}, kMethod,
+    {{"transpose(Tensor input, int dim0, int dim1)"}, kMethod | kFunction,
      LOOM_BODY(ops::transpose(p.tensor(0), p.int64(1), p.int64(2))),
      "Swaps two dimensions (a view)."},
-    {{"squeeze(Tensor input)", "squeeze(Tensor input, int[1] dim)"}, kMethod,
+    {{"squeeze(Tensor input)", "squeeze(Tensor input, int[1] dim)"}, kMethod | kFunction,
      LOOM_BODY(p.index ? ops::squeeze(p.tensor(0), p.dims(1)) : ops::squeeze(p.tensor(0))),
      "Drops size-1 dimensions (a view)."},
-    {{"unsqueeze(Tensor input, int dim)"}, kMethod, LOOM_BODY(ops::unsqueeze(p.tensor(0), p.int64(1))),
+    {{"unsqueeze(Tensor input, int dim)"}, kMethod | kFunction, LOOM_BODY(ops::unsqueeze(p.tensor(0), p.int64(1))),
      "Inserts a size-1 dimension (a view)."},
     {{"flatten(Tensor input, int start_dim=0, int end_dim=-1)"}, kMethod | kFunction,
      LOOM_BODY(self_or(p, ops::flatten(p.tensor(0), p.int64(1), p.int64(2))))},
     {{"unflatten(Tensor input, int dim, int[] sizes)"}, kMethod | kFunction,
      LOOM_BODY(ops::unflatten(p.tensor(0), p.int64(1), p.int_list(2)))},
-    {{"narrow(Tensor input, int dim, int start, int length)"}, kMethod,
+    {{"narrow(Tensor input, int dim, int start, int length)"}, kMethod | kFunction,
      LOOM_BODY(ops::narrow(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
-    {{"select(Tensor input, int dim, int index)"}, kMethod, LOOM_BODY(ops::select(p.tensor(0), p.int64(1), p.int64(2))),
+    {{"select(Tensor input, int dim, int index)"}, kMethod | kFunction, LOOM_BODY(ops::select(p.tensor(0), p.int64(1), p.int64(2))),
      "A view without that dimension."},
     {{"repeat(Tensor input, SymInt[] repeats)"}, kMethod,
      LOOM_BODY(ops::repeat(p.tensor(0), p.int_list(1))), "Tiles the tensor (a copy)."},
+    {{"t_(Tensor input)"}, kMethod, LOOM_BODY(become_view(p, "t_", t_view))},
+    {{"transpose_(Tensor input, int dim0, int dim1)"}, kMethod, LOOM_BODY(become_view(p, "transpose_", transposed))},
+    {{"swapaxes_(Tensor input, int axis0, int axis1)"}, kMethod, LOOM_BODY(become_view(p, "swapaxes_", transposed))},
+    {{"swapdims_(Tensor input, int dim0, int dim1)"}, kMethod, LOOM_BODY(become_view(p, "swapdims_", transposed))},
+    {{"squeeze_(Tensor input)", "squeeze_(Tensor input, int[1] dim)"}, kMethod,
+     LOOM_BODY(become_view(p, "squeeze_", squeezed))},
+    {{"unsqueeze_(Tensor input, int dim)"}, kMethod, LOOM_BODY(become_view(p, "unsqueeze_", unsqueezed))},
+    {{"detach_(Tensor input)"}, kBoth, detach_, "Makes this tensor a leaf that does not require grad."},
+    {{"tile(Tensor input, int[] dims)"}, kBoth, tile, "repeat() with dims padded by leading 1s to the tensor's rank."},
+    {{"ravel(Tensor input)"}, kBoth, LOOM_BODY(ops::reshape(p.tensor(0), Dims{-1})),
+     "The elements in one dimension: a view when possible, else a copy."},
     {{"to(Tensor input, Device? device=None, ScalarType? dtype=None, bool non_blocking=False, bool copy=False, *, "
       "PyObject*? memory_format=None)",
       "to(Tensor input, ScalarType dtype, bool non_blocking=False, bool copy=False, *, PyObject*? memory_format=None)",
@@ -267,14 +373,14 @@ const Row kRows[] = {
        return converted(p, impl_of(p.self).dtype(), {device, false}, false);
      },
      "This tensor in GPU memory."},
-    {{"t(Tensor input)"}, kMethod, LOOM_BODY(ops::t(p.tensor(0))), "The transpose of a tensor of at most 2 dims."},
+    {{"t(Tensor input)"}, kMethod | kFunction, LOOM_BODY(ops::t(p.tensor(0))), "The transpose of a tensor of at most 2 dims."},
     {{"contiguous(Tensor input, *, PyObject*? memory_format=None)"}, kMethod,
      LOOM_BODY((check_memory_format(p), self_or(p, ops::contiguous(p.tensor(0))))),
      "Self if contiguous, else a contiguous copy."},
-    {{"clone(Tensor input, *, PyObject*? memory_format=None)"}, kMethod,
+    {{"clone(Tensor input, *, PyObject*? memory_format=None)"}, kMethod | kFunction,
      LOOM_BODY((check_memory_format(p), ops::clone(p.tensor(0)))),
      "A copy with its own storage, in this tensor's dim order."},
-    {{"detach(Tensor input)"}, kMethod, LOOM_BODY(ops::detach(p.tensor(0))),
+    {{"detach(Tensor input)"}, kMethod | kFunction, LOOM_BODY(ops::detach(p.tensor(0))),
      "A new tensor sharing this one's value (and storage), without autograd history."},
     {{"cpu(Tensor input)"}, kMethod, LOOM_BODY(converted(p, impl_of(p.self).dtype(), {kCPU, false})),
      "This tensor in host memory."},
@@ -309,14 +415,11 @@ PyMethodDef tensor_methods[] = {
     {"new_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_new_empty_strided)),
      METH_VARARGS | METH_KEYWORDS, "new_empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)"},
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
-    {"is_complex", m_is_complex, METH_NOARGS, "False: loom has no complex dtypes"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},
-    {"numel", m_numel, METH_NOARGS, "the number of elements"},
     {"nelement", m_numel, METH_NOARGS, "the number of elements"},
     {"storage_offset", m_storage_offset, METH_NOARGS, "offset of the first element in the storage, in elements"},
     {"is_contiguous", m_is_contiguous, METH_NOARGS, "True if the elements are dense in row-major order"},
     {"element_size", m_element_size, METH_NOARGS, "bytes per element"},
-    {"is_floating_point", m_is_floating_point, METH_NOARGS, "True for floating-point dtypes"},
     {"data_ptr", m_data_ptr, METH_NOARGS, "address of the first element"},
     {"tolist", m_tolist, METH_NOARGS, "the values as nested Python lists"},
     {"item", m_item, METH_NOARGS, "the value of a one-element tensor as a Python number"},
@@ -337,6 +440,8 @@ PyGetSetDef tensor_getset[] = {
     {"ndim", get_ndim, nullptr, "the number of dimensions", nullptr},
     {"T", get_T, nullptr, "all dimensions reversed (a view)", nullptr},
     {"mT", get_mT, nullptr, "the last two dimensions swapped (a view)", nullptr},
+    {"mH", get_mH, nullptr, "the conjugate transpose of the last two dimensions: .mT (loom's dtypes are real)", nullptr},
+    {"H", get_H, nullptr, "the conjugate transpose of a matrix: .T (loom's dtypes are real)", nullptr},
     {"is_cuda", get_is_cuda, nullptr, "True when the tensor is in GPU memory", nullptr},
     {"is_cpu", get_is_cpu, nullptr, "True when the tensor is in host memory", nullptr},
     {"is_sparse", get_false, nullptr, "False: loom tensors are strided", nullptr},

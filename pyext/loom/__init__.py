@@ -8,10 +8,12 @@ from loom import _C
 from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops and the op library
 from loom._C import bool, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
-from loom import accelerator, autograd, backends, cuda, linalg, onnx, version
+from loom import accelerator, autograd, backends, cuda, jit, linalg, onnx, testing, version
 del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
-from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, cartesian_prod,  # noqa: F401
-                              chain_matmul, einsum, meshgrid, spmm, tensordot)
+from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,  # noqa: F401
+                              broadcast_tensors, cartesian_prod, chain_matmul, einsum, meshgrid, result_type, spmm,
+                              tensordot)
+from loom._dtype_info import can_cast, finfo, iinfo  # noqa: F401
 from loom._config import show_config
 from loom._memory_format import channels_last, channels_last_3d, contiguous_format, memory_format, preserve_format
 from loom.autograd import enable_grad, inference_mode, no_grad, set_grad_enabled
@@ -19,6 +21,12 @@ from loom import profiler
 from loom.profiler import explain_syncs
 
 __version__ = version.__version__
+
+# PyTorch's constants (torch.pi, torch.e, torch.inf, torch.nan).
+pi = 3.141592653589793
+e = 2.718281828459045
+inf = float("inf")
+nan = float("nan")
 
 # PyTorch's dtype aliases.
 float = float32  # noqa: A001

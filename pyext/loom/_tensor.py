@@ -73,3 +73,25 @@ def deepcopy(t, memo):
     if getattr(t, "__dict__", None):
         new.__dict__.update(copy.deepcopy(t.__dict__, memo))
     return new
+
+
+class _TensorHooks(dict):
+    """{handle id: hook} of one register_hook call (a dict the handle can refer to weakly)."""
+
+
+def register_hook(t, args, kwargs):
+    """Tensor.register_hook(hook): hook(grad) runs each time the gradient of t is computed, before
+    anything reads it (.grad of a leaf or of a retain_grad() tensor, autograd.grad's result, the
+    rest of backward), and may return a replacement of the same size and dtype (None keeps it).
+    Returns a handle whose remove() takes the hook away."""
+    from loom.utils.hooks import RemovableHandle
+    if kwargs or len(args) != 1:
+        raise TypeError(f"register_hook() takes 1 argument (hook), got {len(args) + len(kwargs)}")
+    hook = args[0]
+    if not t.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    hooks = _TensorHooks()
+    handle = RemovableHandle(hooks)
+    hooks[handle.id] = hook
+    loom._C._add_tensor_hook(t, hooks)
+    return handle

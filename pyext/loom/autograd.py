@@ -8,7 +8,88 @@ import functools
 
 from loom import _C
 
-Function = _C._GradFn
+
+
+class FunctionCtx:
+    """The `ctx` of an autograd.Function: what forward keeps for backward."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self.saved_tensors = ()
+        self.materialize_grads = True
+        self._non_differentiable = set()
+
+    def save_for_backward(self, *tensors):
+        self.saved_tensors = tensors
+
+    def mark_non_differentiable(self, *tensors):
+        self._non_differentiable.update(id(t) for t in tensors)
+
+    def mark_dirty(self, *tensors):
+        pass  # an input written in place by forward: its new value is the output, handled as any output
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+
+class _FunctionMeta(type):
+    # The grad_fn objects count as Functions too (loom's tests and some programs ask).
+    def __instancecheck__(cls, obj):
+        return type.__instancecheck__(cls, obj) or (cls is Function and isinstance(obj, _C._GradFn))
+
+
+class Function(metaclass=_FunctionMeta):
+    """A custom differentiable operation, as torch.autograd.Function: subclass it with static
+    forward(ctx, *args) and backward(ctx, *grad_outputs), and call Cls.apply(*args).
+
+    forward runs without recording (its ops are not differentiated); backward returns one
+    gradient per argument of forward (None for non-tensors or where none is wanted) and is itself
+    recorded, so it joins a lazy step's trace like any backward. An output with no gradient
+    reaches backward as zeros (ctx.set_materialize_grads(False): None)."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("You must implement the forward function for custom autograd.Function.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("You must implement either the backward or vjp method for your custom "
+                                  "autograd.Function to use it with backward mode AD.")
+
+    @classmethod
+    def apply(cls, *args):
+        needs = tuple(isinstance(a, _C.Tensor) and a.requires_grad for a in args)
+        ctx = FunctionCtx(needs)
+        with no_grad():
+            result = cls.forward(ctx, *args)
+        if not (_C.is_grad_enabled() and any(needs)):
+            return result
+        single = isinstance(result, _C.Tensor)
+        outputs = [result] if single else list(result)
+        positions = [i for i, o in enumerate(outputs)
+                     if isinstance(o, _C.Tensor) and id(o) not in ctx._non_differentiable]
+        sources = [args[i] for i, n in enumerate(needs) if n]
+        source_positions = [i for i, n in enumerate(needs) if n]
+        tensors = [outputs[i] for i in positions]
+
+        def on_grads(grads):
+            grads = list(grads)
+            if ctx.materialize_grads:
+                grads = [g if g is not None else _C.zeros_like(t) for g, t in zip(grads, tensors)]
+            all_grads = [None] * len(outputs)
+            for p, g in zip(positions, grads):
+                all_grads[p] = g
+            got = cls.backward(ctx, *(all_grads if not single else all_grads[:1]))
+            got = (got,) if not isinstance(got, tuple) else got
+            if len(got) < len(args):
+                raise RuntimeError(f"function {cls.__name__}Backward returned an incorrect number of gradients "
+                                   f"(expected {len(args)}, got {len(got)})")
+            return [got[i] for i in source_positions]
+
+        hooked = _C._backward_hook_function(tensors, on_grads, sources)
+        for p, h in zip(positions, hooked):
+            outputs[p] = h
+        return outputs[0] if single else type(result)(outputs)
 
 
 class _GradMode:
@@ -168,8 +249,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
 #
 # Callbacks run after every backward() (Tensor.backward, loom.autograd.backward), not after
 # grad(): where loom.nn.parallel.DistributedDataParallel reduces its gradients. PyTorch queues
-# such a callback on its autograd engine from a gradient hook; loom's autograd has no hooks, and
-# in lazy mode the backward pass only records ops, so its end is the moment.
+# such a callback on its autograd engine from a gradient hook; in lazy mode loom's backward pass
+# only records ops, so its end is the moment.
 
 _backward_end_callbacks = {}
 
@@ -199,3 +280,81 @@ def _on_backward_end(callback):
     _backward_end_callbacks[handle.id] = callback
     _C._set_backward_end_hook(_run_backward_end_callbacks)
     return handle
+
+
+# ---- legacy and debugging names of torch.autograd ----
+
+class _VariableMeta(type):
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, _C.Tensor)
+
+
+class Variable(metaclass=_VariableMeta):
+    """The pre-0.4 wrapper, now the tensor itself (as in PyTorch): Variable(t) returns t,
+    Variable(t, requires_grad=True) sets t.requires_grad, and every tensor is a Variable."""
+
+    def __new__(cls, data=None, requires_grad=False, volatile=False):
+        if data is None:
+            return _C.tensor([])
+        if not isinstance(data, _C.Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        if requires_grad:
+            data.requires_grad_(True)
+        return data
+
+
+_anomaly_enabled = False
+
+
+def is_anomaly_enabled():
+    return _anomaly_enabled
+
+
+def set_detect_anomaly(mode):
+    """torch.autograd.set_detect_anomaly: sets the flag that is_anomaly_enabled() reads, as a
+    call or a context manager. loom records the flag only: its backward errors already name the
+    op (in PyTorch's words), and it does not check each gradient for NaN."""
+    return _AnomalyMode(mode, set_now=True)
+
+
+class _AnomalyMode:
+    """Sets the anomaly flag now (set_detect_anomaly) or on entering (detect_anomaly); leaving
+    a `with` block restores the value from before."""
+
+    def __init__(self, mode, set_now=False):
+        self._mode = bool(mode)
+        self._before = None
+        if set_now:
+            self._set()
+
+    def _set(self):
+        global _anomaly_enabled
+        self._before, _anomaly_enabled = _anomaly_enabled, self._mode
+
+    def __enter__(self):
+        if self._before is None:
+            self._set()
+        return self
+
+    def __exit__(self, *exc):
+        global _anomaly_enabled
+        _anomaly_enabled = self._before
+        return False
+
+
+def detect_anomaly(check_nan=True):
+    """torch.autograd.detect_anomaly(): set_detect_anomaly(True) for a `with` block."""
+    return _AnomalyMode(True)
+
+
+# ---- torch.autograd.profiler (the legacy profiler's names, on loom.profiler) and
+# torch.autograd.functional (jacobian, hessian, ...), loaded when first asked for ----
+
+def __getattr__(name):
+    if name == "profiler":
+        from loom import _autograd_profiler
+        return _autograd_profiler
+    if name == "functional":
+        from loom import _autograd_functional
+        return _autograd_functional
+    raise AttributeError(f"module 'loom.autograd' has no attribute '{name}'")

@@ -1,11 +1,12 @@
 """Programs of pytorch/examples ported as a user ports them (_ported_examples.py: their code verbatim,
 `torch` bound to loom): vae, dcgan, super_resolution, fast_neural_style's TransformerNet,
-mnist_rnn and gcn. Each trains a few steps on synthetic data of its dataset's shapes, on `cpu` and
+mnist_rnn, gcn, gat and word_language_model (its LSTM, GRU, RNN and Transformer models). Each trains a few steps on synthetic data of its dataset's shapes, on `cpu` and
 `lazy`, from PyTorch's initial weights (copied), and its losses are PyTorch's. Randomness inside
 the programs (the VAE's noise, dropout) cannot be PyTorch's draws: the comparisons give both the
 same noise, or turn dropout off; the runs with loom's own randomness compare cpu with lazy."""
 
 import copy
+import math
 import time
 import types
 
@@ -283,3 +284,121 @@ def test_gcn(device, capsys):
     mine_model = copy_weights(theirs_model, program(loom, examples.GCN)["GCN"](features, 16, classes, use_bias=True,
                                                                                dropout_p=0.0), device)
     assert_close(losses(loom, mine_model, device), losses(torch, theirs_model, None), 1e-5)
+
+
+# ---- gat ----
+
+def gat_graph(rng, nodes, features, classes):
+    """A random graph of Cora's kind: row-normalized features, an adjacency with self-loops."""
+    x = rng.random((nodes, features)).astype(np.float32)
+    x /= x.sum(1, keepdims=True)
+    a = (rng.random((nodes, nodes)) < 0.15).astype(np.float32)
+    adj = np.maximum(a, a.T) + np.eye(nodes, dtype=np.float32)
+    labels = rng.integers(0, classes, nodes)
+    return x, adj, labels
+
+
+@pytest.mark.parametrize("concat", [False, True], ids=["mean-heads", "concat-heads"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_gat(device, concat, capsys):
+    # gat/main.py's training loop (train_iter, test) on a random graph; the split is index tensors
+    # (a permutation), as the script makes it. Dropout off, so the losses are PyTorch's.
+    rng = np.random.default_rng(11)
+    nodes, features, classes = 36, 10, 3
+    x, adj, labels = gat_graph(rng, nodes, features, classes)
+    perm = rng.permutation(nodes)
+
+    def losses(lib, model, device):
+        ns = program(lib, examples.GAT)
+        optimizer = lib.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
+        criterion = lib.nn.NLLLoss()
+        inputs = (as_lib(lib, x, device), as_lib(lib, adj, device))
+        target = as_lib(lib, labels, device)
+        idx = as_lib(lib, perm, device)
+        idx_test, idx_val, idx_train = idx[:8], idx[8:16], idx[16:]
+        out = []
+        for epoch in range(1, 4):
+            ns["train_iter"](epoch, model, optimizer, criterion, inputs, target, idx_train, idx_val, print_every=1)
+            out.append(ns["test"](model, criterion, inputs, target, idx_test))
+        return out
+
+    def make(lib):
+        return program(lib, examples.GAT)["GAT"](in_features=features, n_hidden=8, n_heads=2, num_classes=classes,
+                                                   concat=concat, dropout=0.0, leaky_relu_slope=0.2)
+
+    torch.manual_seed(0)
+    theirs_model = make(torch)
+    mine_model = copy_weights(theirs_model, make(loom), device)
+    assert_close(losses(loom, mine_model, device), losses(torch, theirs_model, None), 1e-4)
+    assert "loss_train" in capsys.readouterr().out
+
+
+def test_gat_with_dropout_is_the_same_on_cpu_and_lazy(capsys):
+    rng = np.random.default_rng(12)
+    x, adj, labels = gat_graph(rng, 24, 8, 3)
+    results = []
+    for device in DEVICES:
+        loom.manual_seed(5)
+        ns = program(loom, examples.GAT)
+        model = ns["GAT"](in_features=8, n_hidden=8, n_heads=2, num_classes=3, dropout=0.4).to(device)
+        optimizer = loom.optim.Adam(model.parameters(), lr=0.005)
+        inputs = (as_lib(loom, x, device), as_lib(loom, adj, device))
+        target = as_lib(loom, labels, device)
+        idx = loom.arange(24).to(device)
+        for epoch in range(1, 3):
+            ns["train_iter"](epoch, model, optimizer, loom.nn.NLLLoss(), inputs, target, idx[8:], idx[:8], 5)
+        results.append(ns["test"](model, loom.nn.NLLLoss(), inputs, target, idx[:8]))
+    assert_close(results[0], results[1], 1e-5)
+
+
+# ---- word_language_model ----
+
+def word_language_model_losses(lib, model_type, model, device, tokens, capsys):
+    """One epoch of word_language_model/main.py's train() (plain SGD through p.data.add_, gradient
+    clipping), then evaluate() on held-out tokens: the validation loss after each of two epochs."""
+    ns = program(lib, examples.WORD_LANGUAGE_MODEL, device=device or "cpu", math=math)
+    ntokens = int(tokens.max()) + 1
+    args = types.SimpleNamespace(bptt=5, model=model_type, batch_size=4, use_optimizer=False, clip=0.25,
+                                 log_interval=3, dry_run=False)
+    corpus = types.SimpleNamespace(dictionary=list(range(ntokens)))
+    data = lib.tensor(tokens)
+    train_data = ns["batchify"](data[:120], args.batch_size)
+    val_data = ns["batchify"](data[120:], 2)
+    ns.update(args=args, corpus=corpus, model=model, criterion=lib.nn.NLLLoss(), lr=2.0, train_data=train_data,
+              eval_batch_size=2)
+    out = []
+    for epoch in range(1, 3):
+        ns["epoch"] = epoch
+        ns["train"]()
+        out.append(ns["evaluate"](val_data))
+    assert "| epoch   1 |" in capsys.readouterr().out
+    return out
+
+
+def without_dropout(model):
+    """Every dropout of the model set to 0 (nn.Transformer's layers have their own, at 0.1)."""
+    for m in model.modules():
+        if type(m).__name__ == "Dropout":
+            m.p = 0.0
+        if type(m).__name__ == "MultiheadAttention":
+            m.dropout = 0.0
+    return model
+
+
+@pytest.mark.parametrize("model_type", ["LSTM", "GRU", "RNN_TANH", "Transformer"])
+@pytest.mark.parametrize("device", DEVICES)
+def test_word_language_model(device, model_type, capsys):
+    rng = np.random.default_rng(13)
+    tokens = rng.integers(0, 20, 160)
+
+    def make(lib):
+        ns = program(lib, examples.WORD_LANGUAGE_MODEL, math=math)
+        if model_type == "Transformer":
+            return ns["TransformerModel"](20, 16, 2, 32, 2, dropout=0.0)
+        return ns["RNNModel"](model_type, 20, 16, 16, 2, dropout=0.0, tie_weights=True)
+
+    torch.manual_seed(0)
+    theirs = without_dropout(make(torch))
+    mine = without_dropout(copy_weights(theirs, make(loom), device))
+    assert_close(word_language_model_losses(loom, model_type, mine, device, tokens, capsys),
+                 word_language_model_losses(torch, model_type, theirs, None, tokens, capsys), 1e-4)

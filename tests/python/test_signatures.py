@@ -191,6 +191,16 @@ SAMPLES.update({
     "prelu": lambda inp: (inp.x, inp.m.tensor([0.25])),
 })
 
+# The queries, aliases and composites added with the function forms of the methods.
+SAMPLES.update({name: X for name in [
+    "numel", "is_floating_point", "is_complex", "is_conj", "is_neg", "is_signed", "is_inference", "get_device",
+    "conj", "resolve_conj", "resolve_neg", "adjoint", "ravel", "diff", "lgamma", "digamma"]})
+SAMPLES.update({name: XX for name in [
+    "not_equal", "less", "less_equal", "greater", "greater_equal", "equal", "dist", "is_same_size"]})
+SAMPLES.update({"is_nonzero": lambda inp: (inp.m.tensor([2.0]),), "tile": lambda inp: (inp.x, (2,)),
+                "t_": X, "detach_": X, "squeeze_": X, "unsqueeze_": X0, "transpose_": lambda inp: (inp.x, 0, 1),
+                "swapaxes_": lambda inp: (inp.x, 0, 1), "swapdims_": lambda inp: (inp.x, 0, 1)})
+
 # torch's C++-parsed function behind a row whose Python-level torch function (torch.functional,
 # torch.linalg) takes its arguments in another shape: compared with loom._C's row.
 TORCH_FUNCTIONS = {name: getattr(torch._VF, name) for name in [
@@ -223,6 +233,8 @@ def sample_of(name, form):
 
 def torch_callable(name, form):
     """torch's function (torch.<name>, else torch.nn.functional.<name>) or method name."""
+    if form == "inplace_function":
+        return getattr(torch, name + "_")
     if form != "function":
         return name
     if name in TORCH_FUNCTIONS:
@@ -235,8 +247,9 @@ def torch_callable(name, form):
 
 def call(m, name, form, args, kwargs):
     """Calls loom's or torch's form of `name` on args (args[0] is self for methods)."""
-    if form == "function":
-        fn = getattr(loom._C, name) if m is loom else torch_callable(name, form)
+    if form in ("function", "inplace_function"):
+        attr = name + "_" if form == "inplace_function" else name
+        fn = getattr(loom._C, attr) if m is loom else torch_callable(name, form)
         return fn(*args, **kwargs)
     attr = name + "_" if form == "inplace" else name
     return getattr(args[0], attr)(*args[1:], **kwargs)
@@ -244,7 +257,7 @@ def call(m, name, form, args, kwargs):
 
 def is_parsed_in_c(name, form):
     """Python-level torch functions (F.silu, torch.norm, Tensor.split, ...) word their own errors."""
-    if form == "function":
+    if form in ("function", "inplace_function"):
         return isinstance(torch_callable(name, form), types.BuiltinFunctionType)
     return isinstance(getattr(torch.Tensor, name if form == "method" else name + "_"),
                       (types.MethodDescriptorType, types.BuiltinFunctionType))
@@ -262,7 +275,7 @@ class Junk:
 
 def bad_calls(form, signatures, args):
     """(kind, args, kwargs) of calls that break the valid call `args` in one way each."""
-    first = 0 if form == "function" else 1  # args[0] is self for methods
+    first = 0 if form in ("function", "inplace_function") else 1  # args[0] is self for methods
     n_positions = max(len(param_types(s)) for s in signatures)
     out = []
     for k in range(first, len(args)):

@@ -334,3 +334,62 @@ def affine_grid(theta, size, align_corners=None):
     base = loom.stack(coords, -1).reshape(1, -1, k + 1)
     grid = base @ theta.transpose(1, 2)  # (N, prod(spatial), k)
     return grid.reshape(n, *spatial, k)
+
+
+def _grid_coordinate(coord, size, padding_mode, align_corners):
+    """A grid coordinate in [-1, 1] as a position in pixels along a dim of `size` (border
+    padding: clamped to the edge pixels)."""
+    if align_corners:
+        pixel = (coord + 1) / 2 * (size - 1)
+    else:
+        pixel = ((coord + 1) * size - 1) / 2
+    if padding_mode == "border":
+        pixel = pixel.clamp(0, size - 1)
+    return pixel
+
+
+def _pixels_at(flat, ix, iy, height, width):
+    """input's values (flat: (N, C, H * W)) at integer pixels (ix, iy: (N, Ho, Wo)), zero outside."""
+    n, c = flat.shape[0], flat.shape[1]
+    inside = (ix >= 0) & (ix < width) & (iy >= 0) & (iy < height)
+    index = (iy.clamp(0, height - 1) * width + ix.clamp(0, width - 1)).long()
+    picked = flat.gather(2, index.reshape(n, 1, -1).expand(n, c, index[0].numel()))
+    return picked.reshape(n, c, *ix.shape[1:]) * inside.unsqueeze(1).to(flat.dtype)
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """input (N, C, H, W) sampled at grid (N, Ho, Wo, 2) of (x, y) in [-1, 1]: bilinear or nearest,
+    zeros or border padding, as torch.nn.functional.grid_sample; written as gathers, so its
+    gradients (with respect to input and grid) are autograd's. loom samples 4-d input only, and
+    has not reflection padding or bicubic mode."""
+    if align_corners is None:
+        warnings.warn("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
+                      "Please specify align_corners=True if the old behavior is desired. See the documentation of "
+                      "grid_sample for details.")
+        align_corners = False
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', but "
+                         f"got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if input.dim() != 4 or grid.dim() != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+        raise RuntimeError(f"grid_sample(): loom samples 4-D input (N, C, H, W) at a grid (N, H_out, W_out, 2), got "
+                           f"input of shape {list(input.shape)} and grid of shape {list(grid.shape)}")
+    if mode == "bicubic" or padding_mode == "reflection":
+        raise NotImplementedError(f"grid_sample: mode='{mode}', padding_mode='{padding_mode}' is not supported by "
+                                  f"loom (bilinear or nearest, zeros or border)")
+    if grid.dtype != input.dtype:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has "
+                           f"{input.dtype} and grid has {grid.dtype}")
+    n, c, height, width = input.shape
+    ix = _grid_coordinate(grid[..., 0], width, padding_mode, align_corners)
+    iy = _grid_coordinate(grid[..., 1], height, padding_mode, align_corners)
+    flat = input.reshape(n, c, height * width)
+    if mode == "nearest":
+        return _pixels_at(flat, ix.round(), iy.round(), height, width)
+    x0, y0 = ix.floor(), iy.floor()
+    wx, wy = (ix - x0).unsqueeze(1), (iy - y0).unsqueeze(1)
+    top = _pixels_at(flat, x0, y0, height, width) * (1 - wx) + _pixels_at(flat, x0 + 1, y0, height, width) * wx
+    bottom = _pixels_at(flat, x0, y0 + 1, height, width) * (1 - wx) + _pixels_at(flat, x0 + 1, y0 + 1, height, width) * wx
+    return top * (1 - wy) + bottom * wy
