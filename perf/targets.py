@@ -66,7 +66,7 @@ def _ops_record(results):
     if not all(rows.values()):
         return None
     figure = ", ".join(f"{op} {_ns(r['median_s'])}" for op, r in rows.items())
-    return figure, all(r["median_s"] <= 300e-9 for r in rows.values())
+    return figure, all(r["median_s"] <= 150e-9 for r in rows.values())
 
 
 def _speedup(case, device, goals):
@@ -148,13 +148,39 @@ def _steady_state(results):
 
 
 def _cold(results):
-    cold = results.get("cold", {}).get("mlp")
-    if results["device"] != "cpu" or not cold:
+    """First step with an empty kernel cache (mlp at most 0.3 s, gpt 1 s) and from a warm disk
+    cache in a new process (each at most 100 ms)."""
+    if results["device"] != "cpu":
         return None
-    if "error" in cold:
-        raise _LoomFailed(f"cold mlp: error: {cold['error']}")
-    empty, warm = cold["empty_cache"]["first_step_s"], cold["warm_disk_cache"]["first_step_s"]
-    return f"empty cache {empty:.2f} s, warm disk cache {warm * 1e3:.0f} ms", empty <= 3 and warm <= 0.1
+    limits = {"mlp": 0.3, "gpt": 1.0}
+    parts, ok = [], True
+    for workload, limit in limits.items():
+        cold = results.get("cold", {}).get(workload)
+        if not cold:
+            return None
+        if "error" in cold:
+            raise _LoomFailed(f"cold {workload}: error: {cold['error']}")
+        empty, warm = cold["empty_cache"]["first_step_s"], cold["warm_disk_cache"]["first_step_s"]
+        parts.append(f"{workload}: empty cache {empty:.2f} s, warm disk cache {warm * 1e3:.0f} ms")
+        ok = ok and empty <= limit and warm <= 0.1
+    return "; ".join(parts), ok
+
+
+def _fusion_never_loses(results):
+    """On every workload loom-lazy is no slower than loom-lazy-nofuse (same executor, no fusion)."""
+    slower, compared = [], 0
+    for r in results["rows"]:
+        if r["mode"] != "loom-lazy" or r["status"] != "ok" or r["unit"] != "step":
+            continue
+        nofuse = _row(results, r["case"], "loom-lazy-nofuse")
+        if nofuse is None:
+            continue
+        compared += 1
+        if r["median_s"] > nofuse["median_s"]:
+            slower.append(f"{r['case']} {nofuse['median_s'] / r['median_s']:.2f}x")
+    if not compared:
+        return None
+    return (f"slower than unfused: {', '.join(slower)}" if slower else f"no slower on {compared} cases"), not slower
 
 
 def _memory(results):
@@ -169,8 +195,10 @@ def _memory(results):
 
 
 TARGETS = [
-    ("ops, lazy record cost", "at most 300 ns per op", _ops_record),
-    ("mlp, CPU", "loom-lazy at least 4x torch-eager", _speedup("mlp", "cpu", {"torch-eager": 4})),
+    ("ops, lazy record cost", "at most 150 ns per op", _ops_record),
+    ("mlp, CPU", "loom-lazy at least 3x torch-eager", _speedup("mlp", "cpu", {"torch-eager": 3})),
+    ("gpt, CPU", "loom-lazy at least 1.5x torch-eager", _speedup("gpt", "cpu", {"torch-eager": 1.5})),
+    ("fusion", "on every workload loom-lazy no slower than loom-lazy-nofuse", _fusion_never_loses),
     ("mlp, GPU", "at least 5x torch-eager, 1.5x torch-cudagraph, 1.0x torch-compile",
      _speedup("mlp", "cuda", {"torch-eager": 5, "torch-cudagraph": 1.5, "torch-compile": 1.0})),
     ("gpt, GPU", "at least 3x torch-eager, 1.0x torch-compile",
@@ -182,7 +210,8 @@ TARGETS = [
     ("chain 1e7, GPU", "effective bandwidth at least 85% of a device-to-device copy", _chain_bandwidth),
     ("chain 1e7, CPU", "at least 3x faster than numpy", _chain_cpu),
     ("steady state", "0 kernels compiled and 0 graphs captured after warm-up", _steady_state),
-    ("cold, CPU", "first mlp step at most 3 s (empty cache), 100 ms (warm disk cache)", _cold),
+    ("cold, CPU", "first step with an empty cache: mlp at most 0.3 s, gpt 1 s; 100 ms with a warm disk cache",
+     _cold),
     ("memory", "graph arena at most 1.1x the peak of live intermediates", _memory),
     ("ddp scaling, 2 ranks", "loom-lazy on 2 ranks at least 1.6x the samples/s of 1 rank (mlp, gpt)",
      lambda results: ddp.scaling_target(results, _LoomFailed)),
