@@ -43,8 +43,10 @@ SCRIPT = textwrap.dedent(r"""
     def interrupter(start):
         while loom.metrics()["kernel_launches"] < start + 3:  # the trace is running
             pass
-        out["launches_at_signal"] = loom.metrics()["kernel_launches"]
+        # The count is read after the signal is sent (delivered before os.kill returns): read
+        # before, launches made between the read and the kill would count against the sync.
         os.kill(os.getpid(), signal.SIGINT)
+        out["launches_at_signal"] = loom.metrics()["kernel_launches"]
 
     y = step(n, k)
     start = loom.metrics()["kernel_launches"]
