@@ -90,6 +90,17 @@ from loom.random import (fork_rng, get_rng_state, initial_seed, manual_seed, see
                          set_rng_state)
 from loom._creation import empty_strided, logspace, range, scalar_tensor  # noqa: E402,A001
 from loom._legacy_tensor import cpu_classes as _legacy_classes  # noqa: E402
+from loom._threads import (get_num_interop_threads, init_num_threads, set_num_interop_threads,  # noqa: E402,F401
+                           set_num_threads)
+from loom._nn_function_forms import *  # noqa: E402,F401,F403  (torch.dropout, torch.layer_norm, ...)
+from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
+                           set_anomaly_enabled)
+from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401
+from loom._tensor_functions import (bincount, corrcoef, cov, cross, cumulative_trapezoid, diagflat,  # noqa: E402,F401
+                                    diagonal_scatter, frexp, gcd, gcd_, histc, isin, lcm, lcm_, renorm,
+                                    select_scatter, slice_scatter, trapezoid, trapz, vander)
+from loom._windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window  # noqa: E402,F401
+from loom._view_copies import *  # noqa: E402,F401,F403  (view_copy, permute_copy, ..., split_with_sizes, fill)
 
 globals().update(_legacy_classes)  # loom.FloatTensor, loom.LongTensor, ... (legacy constructors)
 
