@@ -2,10 +2,13 @@
 // with PyTorch's names, signatures and defaults. The varargs forms PyTorch writes in Python
 // (meshgrid(*tensors), atleast_1d(*tensors), block_diag, cartesian_prod) wrap these rows in
 // pyext/loom/_functional.py.
+#include <algorithm>
+
 #include "lazy/ops_movement.h"
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
 #include "runtime/error.h"
+#include "runtime/layout.h"
 
 namespace loom::py {
 
@@ -51,6 +54,25 @@ Result diff(const Parsed& p) {
     x = x->dtype() == DType::Bool ? ops::binary(OpId::Ne, next, previous) : ops::sub(next, previous);
   }
   return x;
+}
+
+// select_scatter / slice_scatter / diagonal_scatter: input with the region `view_of` selects
+// replaced by src (of the region's shape), as a new tensor: a clone with src copied into that
+// view of it, so input's gradient is the rest's and src's the region's.
+template <typename ViewOf>
+Tensor scatter_into(const Tensor& x, const Tensor& src, ViewOf view_of) {
+  Tensor region = view_of(x);
+  LOOM_CHECK(std::ranges::equal(region->sizes(), src->sizes()), Runtime, "expected src to have a size equal to the slice of self. src size = ",
+             format_dims(src->sizes()), ", slice size = ", format_dims(region->sizes()));
+  Tensor out = ops::clone(x);
+  ops::copy_(*view_of(out), src);
+  return out;
+}
+
+Result slice_scatter(const Parsed& p) {
+  int64_t dim = p.int64(2), step = p.int64(5);
+  std::optional<int64_t> start = p.optional_int64(3), end = p.optional_int64(4);
+  return scatter_into(p.tensor(0), p.tensor(1), [&](const Tensor& t) { return ops::slice(t, dim, start, end, step); });
 }
 
 // hsplit / vsplit / dsplit: (sections) or (indices).
@@ -171,6 +193,29 @@ const Row kRows[] = {
      LOOM_BODY(ops::diag_embed(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
     {{"trace(Tensor input)"}, kBoth, LOOM_BODY(ops::trace(p.tensor(0)))},
     {{"diff(Tensor input, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None)"}, kBoth, diff},
+    {{"diagflat(Tensor input, int offset=0)"}, kBoth, LOOM_BODY(ops::diag(ops::flatten(p.tensor(0)), p.int64(1))),
+     "A 2-d tensor with the flattened input on diagonal `offset`."},
+    {{"select_scatter(Tensor input, Tensor src, int dim, int index)"}, kBoth, [](const Parsed& p) -> Result {
+       int64_t dim = p.int64(2), index = p.int64(3);
+       return scatter_into(p.tensor(0), p.tensor(1), [&](const Tensor& t) { return ops::select(t, dim, index); });
+     }},
+    {{"slice_scatter(Tensor input, Tensor src, int dim=0, int? start=None, int? end=None, int step=1)"}, kBoth,
+     slice_scatter},
+    {{"diagonal_scatter(Tensor input, Tensor src, int offset=0, int dim1=0, int dim2=1)"}, kBoth,
+     [](const Parsed& p) -> Result {
+       int64_t offset = p.int64(2), dim1 = p.int64(3), dim2 = p.int64(4);
+       return scatter_into(p.tensor(0), p.tensor(1),
+                           [&](const Tensor& t) { return ops::diagonal(t, offset, dim1, dim2); });
+     }},
+    // PyTorch's "unsafe" splits skip its view tracking; loom's splits are the plain ones.
+    {{"split_with_sizes(Tensor input, int[] split_sizes, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::split_sections(p.tensor(0), p.int_list(1), p.int64(2)))},
+    {{"unsafe_split_with_sizes(Tensor input, int[] split_sizes, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::split_sections(p.tensor(0), p.int_list(1), p.int64(2)))},
+    {{"unsafe_split(Tensor input, int split_size, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::split(p.tensor(0), p.int64(1), p.int64(2)))},
+    {{"unsafe_chunk(Tensor input, int chunks, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::chunk(p.tensor(0), p.int64(1), p.int64(2)))},
     {{"roll(Tensor input, int[1] shifts, int[1] dims=[])"}, kBoth,
      LOOM_BODY(ops::roll(p.tensor(0), p.int_list(1), p.int_list(2)))},
     {{"rot90(Tensor input, int k=1, int[] dims=[0,1])"}, kBoth,

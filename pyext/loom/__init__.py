@@ -9,7 +9,7 @@ from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops 
 from loom._C import bool, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
 from loom import accelerator, autograd, backends, cuda, jit, linalg, onnx, testing, version
-del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
+del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot, linalg_cross  # noqa: F821
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,  # noqa: F401
                               broadcast_tensors, cartesian_prod, chain_matmul, einsum, meshgrid, result_type, spmm,
                               tensordot)
@@ -96,9 +96,7 @@ from loom._nn_function_forms import *  # noqa: E402,F401,F403  (torch.dropout, t
 from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
                            set_anomaly_enabled)
 from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401
-from loom._tensor_functions import (bincount, corrcoef, cov, cross, cumulative_trapezoid, diagflat,  # noqa: E402,F401
-                                    diagonal_scatter, frexp, gcd, gcd_, histc, isin, lcm, lcm_, renorm,
-                                    select_scatter, slice_scatter, trapezoid, trapz, vander)
+from loom._tensor_functions import cumulative_trapezoid, isin, trapezoid, trapz, vander  # noqa: E402,F401
 from loom._windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window  # noqa: E402,F401
 from loom._view_copies import *  # noqa: E402,F401,F403  (view_copy, permute_copy, ..., split_with_sizes, fill)
 

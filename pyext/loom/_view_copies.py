@@ -1,8 +1,7 @@
 """The copying forms of views and splits, as torch.view_copy, torch.permute_copy, ...: the view's
 values in a tensor of their own (contiguous), with the view's gradient. Functionalized programs
-and op suites call them. Also the split forms PyTorch names separately (split_with_sizes,
-unsafe_split, unsafe_chunk: "unsafe" only skips PyTorch's view tracking, so here they are the
-plain splits), concatenate (cat's numpy name), fill, and real / imag of loom's real tensors."""
+and op suites call them. Also concatenate (cat's numpy name), fill, and real / imag of loom's
+real tensors."""
 
 import loom
 
@@ -47,23 +46,6 @@ _VIEWS = {
 globals().update({name: _copy_of(name, view) for name, view in _VIEWS.items()})
 
 
-def split_with_sizes(input, split_sizes, dim=0):
-    """input cut along dim into pieces of the given sizes (which must add up to its size)."""
-    return loom.split(input, list(split_sizes), dim)
-
-
-def unsafe_split(input, split_size, dim=0):
-    return loom.split(input, split_size, dim)
-
-
-def unsafe_split_with_sizes(input, split_sizes, dim=0):
-    return loom.split(input, list(split_sizes), dim)
-
-
-def unsafe_chunk(input, chunks, dim=0):
-    return loom.chunk(input, chunks, dim)
-
-
 def concatenate(tensors, dim=0):
     """cat under numpy's name."""
     return loom.cat(tensors, dim)
@@ -94,5 +76,4 @@ def imag(input):
     raise RuntimeError(f"imag is not implemented for tensors with non-complex dtypes (got {input.dtype})")
 
 
-__all__ = list(_VIEWS) + ["split_with_sizes", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",
-                          "concatenate", "fill", "real", "imag"]
+__all__ = list(_VIEWS) + ["concatenate", "fill", "real", "imag"]

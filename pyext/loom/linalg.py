@@ -9,13 +9,6 @@ matrix_norm = _C.linalg_matrix_norm
 norm = _C.linalg_norm
 multi_dot = _C.linalg_multi_dot
 vecdot = _C.linalg_vecdot
-
-
-
-def cross(input, other, *, dim=-1):
-    """The cross product of 3-vectors along dim, the operands broadcast."""
-    from loom._tensor_functions import linalg_cross
-    return linalg_cross(input, other, dim=dim)
-
+cross = _C.linalg_cross
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "cross"]

@@ -455,3 +455,61 @@ def test_missing_torch_names_went_down():
                  "view_copy", "select_scatter", "typename", "set_default_tensor_type", "is_inference_mode_enabled"):
         assert name not in missing
     assert len(missing) <= 382
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_nextafter_matches_torch(device, dtype):
+    special = [0.0, -0.0, 1.0, -1.0, float("inf"), -float("inf"), float("nan"), 1e-45, -3.5, 2.0 ** 60, 1e-310]
+    a = np.array(special + list(rng.standard_normal(20)), dtype=dtype)
+    b = np.array([1.0, -1.0, 0.0, -2.0, 0.0, 5.0, 1.0, 0.0, -3.5, float("inf"), 0.0] + list(rng.standard_normal(20)),
+                 dtype=dtype)
+    got = loom.nextafter(loom.tensor(a, device=device), loom.tensor(b, device=device))
+    want = torch.nextafter(torch.tensor(a), torch.tensor(b))
+    np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+    x = loom.tensor(a, device=device)
+    assert x.nextafter_(loom.tensor(b, device=device)) is x
+    np.testing.assert_array_equal(x.cpu().numpy(), want.numpy())
+    with pytest.raises(RuntimeError, match="floating-point"):
+        loom.nextafter(loom.ones(2, dtype=loom.int64), loom.ones(2, dtype=loom.int64))
+
+
+@pytest.mark.parametrize("call", [
+    lambda x, y, i: x.cross(y, dim=1),
+    lambda x, y, i: x.diagflat(1),
+    lambda x, y, i: x.renorm(2, 1, 0.7),
+    lambda x, y, i: x.clone().renorm_(2, 1, 0.7),
+    lambda x, y, i: x.frexp()[0],
+    lambda x, y, i: x.frexp().exponent,
+    lambda x, y, i: x.select_scatter(y[0], 1, 2),
+    lambda x, y, i: x.slice_scatter(y[:, 1:], 1, 1, 3, 1),
+    lambda x, y, i: x.diagonal_scatter(y[0], 0),
+    lambda x, y, i: x.split_with_sizes([2, 1])[1],
+    lambda x, y, i: x.unsafe_chunk(3, 1)[2],
+    lambda x, y, i: x.unsafe_split(2)[0],
+    lambda x, y, i: x.cov(),
+    lambda x, y, i: x.corrcoef(),
+    lambda x, y, i: x.nextafter(y),
+    lambda x, y, i: i.bincount(),
+    lambda x, y, i: i.gcd(i + 4),
+    lambda x, y, i: i.clone().gcd_(i + 4),
+    lambda x, y, i: i.lcm(i + 4),
+    lambda x, y, i: x.histc(5),
+], ids=lambda c: None)
+def test_tensor_methods_match_torch(device, call):
+    x, y, i = r(3, 3), r(3, 3), rng.integers(0, 9, 6)
+    want = call(torch.tensor(x), torch.tensor(y), torch.tensor(i))
+    got = call(loom.tensor(x, device=device), loom.tensor(y, device=device), loom.tensor(i, device=device))
+    assert str(got.dtype).split(".")[1] == str(want.dtype).split(".")[1]
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_lazy_results_record_without_a_sync_where_sizes_do_not_depend_on_values():
+    x = loom.randn(4, 3, dtype=loom.float64, device="lazy")
+    loom.sync()
+    before = loom.metrics()["syncs"]
+    outs = [loom.cross(x, x.flip(0), dim=1), loom.renorm(x, 2, 0, 1.0), loom.cov(x.t()), loom.corrcoef(x),
+            loom.frexp(x)[0], loom.select_scatter(x, x[0], 0, 1), loom.nextafter(x, x * 2), loom.pdist(x),
+            loom.hann_window(8, device="lazy"), loom.trapezoid(x), loom.isin(x, x[0]), loom.vander(x[0]),
+            loom.layer_norm(x, [3]), loom.view_copy(x, [12]), loom.kl_div(x, x.exp(), 2)]
+    assert loom.metrics()["syncs"] == before
+    assert all(out.device.type == "lazy" for out in outs)
