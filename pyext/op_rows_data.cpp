@@ -75,6 +75,30 @@ Result slice_scatter(const Parsed& p) {
   return scatter_into(p.tensor(0), p.tensor(1), [&](const Tensor& t) { return ops::slice(t, dim, start, end, step); });
 }
 
+// masked_scatter: input with the positions where mask (broadcast to input's shape) is true
+// filled, in row-major order, with source's leading elements. The k-th true position takes
+// source's element k: a running count of the mask picks it, so nothing is read on the host unless
+// source might be too short (fewer elements than the mask), which must then be checked.
+Result masked_scatter(const Parsed& p) {
+  Tensor x = p.tensor(0), mask = p.tensor(1), source = p.tensor(2);
+  LOOM_CHECK(mask->dtype() == DType::Bool, Runtime, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+             dtype_info(mask->dtype()).scalar_type_name);
+  LOOM_CHECK(source->dtype() == x->dtype(), Runtime, "masked_scatter: expected self and source to have same dtypes but got ",
+             dtype_info(x->dtype()).scalar_type_name, " and ", dtype_info(source->dtype()).scalar_type_name);
+  Tensor m = ops::expand(mask, x->sizes());
+  if (source->numel() < m->numel()) {
+    Array count = copy_to(ops::values_for_shape(ops::sum(ops::cast(m, DType::Int64)), "masked_scatter"), DType::Int64, kCPU);
+    LOOM_CHECK(*static_cast<const int64_t*>(count.data()) <= source->numel(), Runtime,
+               "Number of elements of source < number of ones in mask (source has ", source->numel(), ", mask ",
+               *static_cast<const int64_t*>(count.data()), ")");
+  }
+  if (source->numel() == 0) return ops::clone(x);
+  Tensor rank = ops::sub(ops::cumsum(ops::flatten(ops::cast(m, DType::Int64)), 0), Scalar(int64_t{1}));
+  rank = ops::clamp(rank, Arg(Scalar(int64_t{0})), Arg(Scalar(source->numel() - 1)));
+  Tensor picked = ops::reshape(ops::index_select(ops::flatten(source), 0, rank), x->sizes());
+  return ops::where(m, picked, x);
+}
+
 // hsplit / vsplit / dsplit: (sections) or (indices).
 template <int which>
 Result directional_split(const Parsed& p) {
@@ -199,7 +223,7 @@ const Row kRows[] = {
        int64_t dim = p.int64(2), index = p.int64(3);
        return scatter_into(p.tensor(0), p.tensor(1), [&](const Tensor& t) { return ops::select(t, dim, index); });
      }},
-    {{"slice_scatter(Tensor input, Tensor src, int dim=0, int? start=None, int? end=None, int step=1)"}, kBoth,
+    {{"slice_scatter(Tensor input, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"}, kBoth,
      slice_scatter},
     {{"diagonal_scatter(Tensor input, Tensor src, int offset=0, int dim1=0, int dim2=1)"}, kBoth,
      [](const Parsed& p) -> Result {
@@ -207,6 +231,9 @@ const Row kRows[] = {
        return scatter_into(p.tensor(0), p.tensor(1),
                            [&](const Tensor& t) { return ops::diagonal(t, offset, dim1, dim2); });
      }},
+    {{"masked_scatter(Tensor input, Tensor mask, Tensor source)"}, kAll, masked_scatter,
+     "Reads the mask's count on the host (a sync on the lazy device) only when source has fewer elements than the "
+     "mask."},
     // PyTorch's "unsafe" splits skip its view tracking; loom's splits are the plain ones.
     {{"split_with_sizes(Tensor input, int[] split_sizes, int dim=0)"}, kBoth,
      LOOM_BODY(ops::split_sections(p.tensor(0), p.int_list(1), p.int64(2)))},

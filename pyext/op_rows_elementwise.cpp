@@ -204,12 +204,22 @@ Result mish(const Parsed& p) { return ops::mish(p.tensor(0)); }
 Result threshold(const Parsed& p) { return ops::threshold(p.tensor(0), p.scalar(1), p.scalar(2)); }
 
 const Row kRows[] = {
+    // loom's tensors are real: angle is pi for negative values (0 else, NaN for NaN), in a floating
+    // dtype; conj_physical is a copy.
+    {{"angle(Tensor input)"}, kBoth, [](const Parsed& p) -> Result {
+       Tensor x = p.tensor(0);
+       Tensor f = is_floating(x->dtype()) ? x : ops::cast(x, default_float_dtype());
+       Tensor zero = ops::full(f->sizes(), Scalar(0.0), f->dtype(), placement_of(f));
+       Tensor a = ops::where(ops::binary(OpId::Lt, f, Scalar(0.0)), Scalar(kPi), zero);
+       return ops::where(ops::unary(OpId::IsNan, f), f, a);  // through f: a gradient of zero, as PyTorch's
+     }},
+    {{"conj_physical(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::clone(p.tensor(0)))},
     {{"gcd(Tensor input, Tensor other)"}, kAll | kInplaceFunction, LOOM_BODY(gcd(p.tensor(0), p.tensor(1))),
      "Integers only; loops over Euclid's steps, reading after each whether any remainder is left (a sync on the "
      "lazy device)."},
     {{"lcm(Tensor input, Tensor other)"}, kAll | kInplaceFunction, LOOM_BODY(lcm(p.tensor(0), p.tensor(1))),
      "Integers only; computed from gcd."},
-    {{"nextafter(Tensor input, Tensor other)"}, kAll | kInplaceFunction,
+    {{"nextafter(Tensor input, Tensor other)"}, kAll,
      LOOM_BODY(nextafter(p.tensor(0), p.tensor(1)))},
     // ---- math ----
     {{"trunc(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0)))},

@@ -137,3 +137,26 @@ def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=Non
 def new_empty_strided_method(self, args, kwargs):
     """Tensor.new_empty_strided's entry (pyext/tensor_methods.cpp)."""
     return new_empty_strided(self, *args, **kwargs)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """obj as a tensor, sharing its memory where it can (PyTorch's asarray): a tensor is returned
+    itself unless dtype or device differ (then converted) or copy=True; numpy arrays and buffers
+    are shared (as_tensor), sequences copied. copy=False refuses to copy. requires_grad=True sets
+    it on the result (on obj itself when that is returned, as PyTorch does)."""
+    if isinstance(obj, loom.Tensor):
+        converts = (dtype is not None and dtype != obj.dtype) or \
+            (device is not None and loom.device(device) != obj.device)
+        if converts and copy is False:
+            raise ValueError(f"asarray(): can't alias a {obj.dtype} tensor on {obj.device} as dtype={dtype}, "
+                             f"device={device} without copying (copy=False)")
+        t = obj.to(dtype=dtype or obj.dtype, device=device or obj.device) if converts else obj
+        if copy and t is obj:
+            t = obj.clone()
+    elif copy:
+        t = loom.tensor(obj, dtype=dtype, device=device)
+    else:
+        t = loom.as_tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t

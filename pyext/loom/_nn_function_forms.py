@@ -130,6 +130,10 @@ def poisson_nll_loss(input, target, log_input, full, eps, reduction):
     return _F.poisson_nll_loss(input, target, log_input, full, eps=eps, reduction=_reduction(reduction))
 
 
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction=1, zero_infinity=False):
+    return _F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(reduction), zero_infinity)
+
+
 def pdist(input, p=2.0):
     """The p-norm distances between the rows of a 2-d input, pair (i, j) for i < j in row-major
     order: n * (n - 1) / 2 values."""
@@ -164,5 +168,5 @@ def rsub(input, other, alpha=1):
 __all__ = ["dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
            "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "layer_norm", "group_norm", "batch_norm",
            "instance_norm", "bilinear", "kl_div", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
-           "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "pdist",
+           "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "ctc_loss", "pdist",
            "constant_pad_nd", "rsub"]

@@ -513,3 +513,48 @@ def test_lazy_results_record_without_a_sync_where_sizes_do_not_depend_on_values(
             loom.layer_norm(x, [3]), loom.view_copy(x, [12]), loom.kl_div(x, x.exp(), 2)]
     assert loom.metrics()["syncs"] == before
     assert all(out.device.type == "lazy" for out in outs)
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x, s: m.masked_scatter(x, x > 0, s),
+    lambda m, x, s: m.masked_scatter(x, (x[0] > 0), s),
+    lambda m, x, s: x.masked_scatter(x < 10, s),
+    lambda m, x, s: x.clone().masked_scatter_(x > 0.5, s),
+    lambda m, x, s: m.angle(x),
+    lambda m, x, s: x.angle(),
+    lambda m, x, s: m.conj_physical(x),
+], ids=lambda c: None)
+def test_masked_scatter_angle_conj_physical_match_torch(device, call):
+    check(call, [r(3, 4), r(12)], device)
+
+
+def test_masked_scatter_checks():
+    x = loom.zeros(3)
+    with pytest.raises(RuntimeError, match=r"source < number of ones in mask \(source has 2, mask 3\)"):
+        loom.masked_scatter(x, loom.ones(3, dtype=loom.bool), loom.ones(2))
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        loom.masked_scatter(x, loom.ones(3), loom.ones(3))
+    assert loom.angle(loom.tensor([-1, 2])).tolist() == pytest.approx([np.pi, 0.0])
+    assert loom.angle(loom.tensor([-float("inf"), float("inf")])).tolist() == pytest.approx([np.pi, 0.0])
+
+
+def test_ctc_loss_form_matches_torch(device):
+    log_probs = np.log(rng.dirichlet(np.ones(5), size=(6, 2)))
+    targets = np.array([[1, 2, 2], [3, 1, 4]])
+    for reduction in REDUCTIONS:
+        # torch's ctc_loss gradient assumes log_probs come from log_softmax: compared through one.
+        check(lambda m, lp, t: m.ctc_loss(lp.log_softmax(2), t, [6, 5], [3, 2], 0, reduction, False),
+              [log_probs, targets], device)
+
+
+def test_asarray_shares_or_converts_as_torch():
+    x = loom.ones(3)
+    assert loom.asarray(x) is x and loom.asarray(x, copy=True) is not x
+    assert loom.asarray(x, dtype=loom.float64).dtype == loom.float64
+    with pytest.raises(ValueError, match="without copying"):
+        loom.asarray(x, dtype=loom.float64, copy=False)
+    a = np.ones(2)
+    shared = loom.asarray(a)
+    a[0] = 5
+    assert shared.tolist() == [5.0, 1.0] and loom.asarray([1, 2]).dtype == loom.int64
+    assert loom.asarray([1.0], requires_grad=True).requires_grad
