@@ -88,7 +88,8 @@ from loom import _aliasing  # noqa: E402
 from loom import random  # noqa: E402
 from loom.random import (fork_rng, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401,F811
                          set_rng_state)
-from loom._creation import asarray, empty_strided, logspace, range, scalar_tensor  # noqa: E402,A001
+from loom._creation import (asarray, empty_strided, frombuffer, logspace, range, scalar_tensor,  # noqa: E402,A001
+                            to_dlpack)
 from loom._legacy_tensor import cpu_classes as _legacy_classes  # noqa: E402
 from loom._threads import (get_num_interop_threads, init_num_threads, set_num_interop_threads,  # noqa: E402,F401
                            set_num_threads)

@@ -160,3 +160,36 @@ def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-d tensor over an object's buffer (bytes after `offset`, `count` elements or all),
+    sharing its memory: writes through either are seen by the other."""
+    import numpy as np
+    view = memoryview(buffer).cast("B")
+    available = len(view) - offset
+    if count == 0 or (count < 0 and available <= 0):
+        raise ValueError(f"both buffer length ({len(view)}) and count ({count}) must not be 0")
+    if offset < 0 or offset > len(view):
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than buffer length "
+                         f"({len(view)} bytes) minus 1")
+    size = dtype.itemsize
+    if count < 0:
+        if available % size:
+            raise ValueError(f"buffer length ({available} bytes) after offset ({offset} bytes) must be a multiple of "
+                             f"element size ({size})")
+        count = available // size
+    elif count * size > available:
+        raise ValueError(f"requested buffer length ({count} * {size} bytes) after offset ({offset} bytes) must not be "
+                         f"greater than actual buffer length ({len(view)} bytes)")
+    raw = np.frombuffer(view, dtype=np.uint8, count=count * size, offset=offset)
+    t = loom.as_tensor(raw).view(dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def to_dlpack(tensor):
+    """A DLPack capsule of tensor's memory (tensor.__dlpack__()), for from_dlpack of another
+    library."""
+    return tensor.__dlpack__()

@@ -134,6 +134,42 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     return _F.ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, _reduction(reduction), zero_infinity)
 
 
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """The convolution (or, transposed, its transpose) whose spatial rank is weight's less two."""
+    rank = weight.dim() - 2
+    if rank not in (1, 2, 3):
+        raise RuntimeError(f"convolution expects a weight of 3, 4 or 5 dimensions, got shape {list(weight.shape)}")
+    if transposed:
+        return getattr(_F, f"conv_transpose{rank}d")(input, weight, bias, stride, padding, output_padding, groups,
+                                                      dilation)
+    return getattr(_F, f"conv{rank}d")(input, weight, bias, stride, padding, dilation, groups)
+
+
+# One time step of the recurrent cells, on nn.RNN's step functions (the input projected first).
+def _cell(mode, input, hx, w_ih, w_hh, b_ih, b_hh):
+    from loom.nn.modules import rnn
+    return rnn._STEPS[mode](_F.linear(input, w_ih, b_ih), hx, w_hh, b_hh, None)
+
+
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return _cell("RNN_TANH", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return _cell("RNN_RELU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """(h, c) after one step; hx is [h, c]."""
+    if len(hx) != 2:
+        raise RuntimeError(f"lstm_cell expects two hidden states (h, c), got {len(hx)}")
+    return tuple(_cell("LSTM", input, tuple(hx), w_ih, w_hh, b_ih, b_hh))
+
+
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    return _cell("GRU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
+
+
 def pdist(input, p=2.0):
     """The p-norm distances between the rows of a 2-d input, pair (i, j) for i < j in row-major
     order: n * (n - 1) / 2 values."""
@@ -169,4 +205,5 @@ __all__ = ["dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_
            "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "layer_norm", "group_norm", "batch_norm",
            "instance_norm", "bilinear", "kl_div", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
            "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "ctc_loss", "pdist",
+           "convolution", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell",
            "constant_pad_nd", "rsub"]

@@ -558,3 +558,35 @@ def test_asarray_shares_or_converts_as_torch():
     a[0] = 5
     assert shared.tolist() == [5.0, 1.0] and loom.asarray([1, 2]).dtype == loom.int64
     assert loom.asarray([1.0], requires_grad=True).requires_grad
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, x, w, wh, b: m.rnn_tanh_cell(x, x[:, :4] * 0.5, w, wh, b, b * 2),
+    lambda m, x, w, wh, b: m.rnn_relu_cell(x, x[:, :4], w, wh),
+    lambda m, x, w, wh, b: m.gru_cell(x, x[:, :4], w.repeat(3, 1), wh.repeat(3, 1), b.repeat(3), None),
+    lambda m, x, w, wh, b: m.lstm_cell(x, [x[:, :4], x[:, 1:5]], w.repeat(4, 1), wh.repeat(4, 1), b.repeat(4),
+                                       b.repeat(4)),
+    lambda m, x, w, wh, b: m.convolution(x[None], w[:, None, :].expand(4, 3, 6) * 1, None, [1], [1], [1], False,
+                                         [0], 1),
+    lambda m, x, w, wh, b: m.convolution(x[None, None], w[:, None, None, :3], b, [1, 2], [0, 1], [1, 1], False,
+                                         [0, 0], 1),
+    lambda m, x, w, wh, b: m.convolution(x[None], w[None, :, :2].expand(3, 4, 2), None, [2], [0], [1], True, [1],
+                                         1),
+], ids=["rnn_tanh_cell", "rnn_relu_cell", "gru_cell", "lstm_cell", "conv1d", "conv2d", "conv_transpose1d"])
+def test_cells_and_convolution_match_torch(device, call):
+    check(call, [r(3, 6), r(4, 6), r(4, 4), r(4)], device)
+
+
+def test_frombuffer_shares_memory_and_to_dlpack_round_trips():
+    buf = bytearray(np.arange(4, dtype=np.float32).tobytes())
+    t = loom.frombuffer(buf, dtype=loom.float32)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0]
+    t[1] = 7.0
+    assert np.frombuffer(buf, dtype=np.float32)[1] == 7.0
+    assert loom.frombuffer(buf, dtype=loom.int32, count=2, offset=4).shape == (2,)
+    with pytest.raises(ValueError, match=r"buffer length \(7 bytes\) after offset \(0 bytes\) must be a multiple"):
+        loom.frombuffer(bytearray(7), dtype=loom.float32)
+    with pytest.raises(ValueError, match="must not be 0"):
+        loom.frombuffer(bytearray(0), dtype=loom.float32)
+    back = torch.from_dlpack(loom.to_dlpack(t))
+    assert back.tolist() == t.tolist()
