@@ -1,6 +1,6 @@
 """torch.* functions PyTorch has no Tensor method for, written over loom's ops: set membership
-(isin), the Vandermonde matrix (vander) and the trapezoidal rule (trapezoid, trapz,
-cumulative_trapezoid). (The ones with methods, bincount, cov, cross, frexp, ..., are op-table rows:
+(isin), the Vandermonde matrix (vander), the trapezoidal rule (trapezoid, trapz,
+cumulative_trapezoid) and finite-difference derivatives (gradient). (The ones with methods, bincount, cov, cross, frexp, ..., are op-table rows:
 pyext/op_rows_*.cpp.)
 
 Each composes ops of the op library, so it runs on every device, records lazily and
@@ -111,3 +111,59 @@ def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
         return loom.zeros(y.shape, dtype=y.dtype if y.is_floating_point() else loom.get_default_dtype(),
                           device=y.device)
     return pieces.cumsum(dim)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """Estimates of input's derivatives along each dim (or the dims given), one tensor per dim:
+    central differences inside, one-sided differences of `edge_order` (1 or 2) at the ends.
+    spacing: one number for every dim, a number per dim, or per dim a 1-d tensor of coordinates
+    (uneven samples; edge_order 1 only)."""
+    if edge_order not in (1, 2):
+        raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}")
+    dims = list(range(input.dim())) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [_check_dim(input, d, "gradient") for d in dims]
+    if isinstance(spacing, (int, float, loom.Tensor)) and not (isinstance(spacing, loom.Tensor) and spacing.dim()):
+        spacing = [spacing] * len(dims)
+    spacing = list(spacing)
+    if len(spacing) == 1 and len(dims) > 1 and not isinstance(spacing[0], loom.Tensor):
+        spacing = spacing * len(dims)
+    if len(spacing) != len(dims):
+        raise RuntimeError(f"torch.gradient expected spacing to be unspecified, a scalar or its length to match the "
+                           f"number of dimensions ({len(dims)}), but got {len(spacing)}")
+    values = input if input.is_floating_point() else input.to(loom.get_default_dtype())
+    for d in dims:
+        if values.shape[d] < edge_order + 1:
+            raise RuntimeError("torch.gradient expected each dimension size to be at least edge_order+1")
+    return tuple(_gradient_along(values, d, h, edge_order) for d, h in zip(dims, spacing))
+
+
+def _gradient_along(f, dim, h, edge_order):
+    n = f.shape[dim]
+
+    def at(start, length=1):
+        return f.narrow(dim, start, length)
+    if isinstance(h, loom.Tensor) and h.dim() == 1:
+        if h.shape[0] != n:
+            raise RuntimeError(f"torch.gradient expected each tensor to be on the same device and have as many "
+                               f"coordinates as the input's dim {dim} ({n}), got {h.shape[0]}")
+        if edge_order == 2:
+            raise NotImplementedError("loom's gradient takes edge_order=2 with even spacing only (coordinates: "
+                                      "edge_order=1)")
+        shape = [1] * f.dim()
+        shape[dim] = -1
+        x = h.to(f.dtype).reshape(shape)
+        steps = x.diff(dim=dim)
+        left, right = steps.narrow(dim, 0, n - 2), steps.narrow(dim, 1, n - 2)
+        inner = (left ** 2 * at(2, n - 2) - right ** 2 * at(0, n - 2) + (right ** 2 - left ** 2) * at(1, n - 2)) / \
+            (left * right * (left + right))
+        first = (at(1) - at(0)) / steps.narrow(dim, 0, 1)
+        last = (at(n - 1) - at(n - 2)) / steps.narrow(dim, n - 2, 1)
+        return loom.cat([first, inner, last], dim)
+    h = float(h)
+    inner = (at(2, n - 2) - at(0, n - 2)) / (2 * h)
+    if edge_order == 1:
+        first, last = (at(1) - at(0)) / h, (at(n - 1) - at(n - 2)) / h
+    else:
+        first = (-1.5 * at(0) + 2 * at(1) - 0.5 * at(2)) / h
+        last = (0.5 * at(n - 3) - 2 * at(n - 2) + 1.5 * at(n - 1)) / h
+    return loom.cat([first, inner, last], dim)

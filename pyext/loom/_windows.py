@@ -7,9 +7,10 @@ import math
 import loom
 
 
-def _positions(name, window_length, periodic, dtype, device, requires_grad):
-    """(n, N): positions 0 .. window_length - 1 and the symmetric window's length less one; None
-    for the trivial lengths 0 and 1 (the window is then returned by _trivial)."""
+def _positions(name, window_length, periodic, dtype):
+    """(dtype, N): the checked dtype (default: the default dtype) and the denominator of the
+    positions n / N: the symmetric window's length less one, which is window_length for a periodic
+    window. Lengths 0 and 1 are the callers' (an empty window, [1])."""
     if isinstance(window_length, bool) or not isinstance(window_length, int):
         raise TypeError(f"{name}(): argument 'window_length' must be int, not {type(window_length).__name__}")
     if window_length < 0:
@@ -26,7 +27,7 @@ def _finish(values, requires_grad):
 
 def _cosine_sum(name, coefficients, window_length, periodic, dtype, layout, device, requires_grad):
     """sum_k (-1)^k a_k cos(2 pi k n / N), the family hann, hamming and blackman belong to."""
-    dtype, span = _positions(name, window_length, periodic, dtype, device, requires_grad)
+    dtype, span = _positions(name, window_length, periodic, dtype)
     if window_length <= 1:
         return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
     n = loom.arange(window_length, dtype=dtype, device=device)
@@ -55,7 +56,7 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
                     requires_grad=False):
     """The triangle 1 - |2n / N - 1|."""
-    dtype, span = _positions("bartlett_window", window_length, periodic, dtype, device, requires_grad)
+    dtype, span = _positions("bartlett_window", window_length, periodic, dtype)
     if window_length <= 1:
         return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
     n = loom.arange(window_length, dtype=dtype, device=device)
@@ -66,7 +67,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
                   requires_grad=False):
     """I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), I0 the modified Bessel function of order 0
     (its power series, summed in float64 until the terms no longer count)."""
-    dtype, span = _positions("kaiser_window", window_length, periodic, dtype, device, requires_grad)
+    dtype, span = _positions("kaiser_window", window_length, periodic, dtype)
     if window_length <= 1:
         return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
     n = loom.arange(window_length, dtype=loom.float64, device=device)
