@@ -7,6 +7,8 @@ Each composes ops of the op library, so it runs on every device, records lazily 
 differentiates through those ops. Arguments are checked first, with PyTorch's messages.
 """
 
+import collections
+
 import loom
 
 
@@ -167,3 +169,50 @@ def _gradient_along(f, dim, h, edge_order):
         first = (-1.5 * at(0) + 2 * at(1) - 0.5 * at(2)) / h
         last = (0.5 * at(n - 3) - 2 * at(n - 2) + 1.5 * at(n - 1)) / h
     return loom.cat([first, inner, last], dim)
+
+
+# histogram's named pair, as torch.return_types.histogram.
+_Histogram = collections.namedtuple("histogram", "hist bin_edges", module="loom.return_types")
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False):
+    """(hist, bin_edges): counts (or summed weights) of input's values in `bins` equal bins over
+    `range` (default: the data's, widened by 0.5 each way if that is a point), or in the bins
+    between the edges of a 1-d tensor `bins`. Each bin holds [left, right) but the last, which
+    also holds its right edge; values outside are left out. density divides by the total and the
+    bin widths."""
+    if not input.is_floating_point():
+        raise RuntimeError(f"torch.histogram(): input must be a floating-point tensor, got {input.dtype}")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        raise RuntimeError(f"torch.histogram(): if weight tensor is provided it should have the same shape as the "
+                           f"input tensor excluding its innermost dimension, got {list(weight.shape)} for input "
+                           f"{list(input.shape)}")
+    values = input.detach().flatten()
+    if isinstance(bins, loom.Tensor):
+        if bins.dim() != 1 or bins.numel() < 1:
+            raise RuntimeError(f"torch.histogram(): bins must be a 1-d tensor of at least one edge, got shape "
+                               f"{list(bins.shape)}")
+        edges = bins.to(input.dtype)
+    else:
+        if bins <= 0:
+            raise RuntimeError(f"torch.histogram(): bins must be > 0, but got {bins} for dimension 0")
+        if range is not None:
+            low, high = float(range[0]), float(range[1])
+        elif values.numel():
+            low, high = float(values.min()), float(values.max())
+        else:
+            low, high = 0.0, 0.0
+        if low > high:
+            raise RuntimeError(f"torch.histogram(): min should not exceed max, but got min {low} max {high}")
+        if low == high:
+            low, high = low - 0.5, high + 0.5
+        edges = loom.linspace(low, high, bins + 1, dtype=input.dtype, device=input.device)
+    count = edges.numel() - 1
+    with loom.no_grad():
+        inside = (values >= edges[0]) & (values <= edges[-1])
+        position = (loom.searchsorted(edges, values, right=True) - 1).clamp(0, max(count - 1, 0))
+        source = inside.to(input.dtype) if weight is None else weight.detach().flatten().to(input.dtype) * inside
+        hist = loom.zeros(count, dtype=input.dtype, device=input.device).scatter_add(0, position, source)
+        if density:
+            hist = hist / (hist.sum() * edges.diff())
+    return _Histogram(hist, edges)
