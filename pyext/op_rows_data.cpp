@@ -62,8 +62,9 @@ Result diff(const Parsed& p) {
 template <typename ViewOf>
 Tensor scatter_into(const Tensor& x, const Tensor& src, ViewOf view_of) {
   Tensor region = view_of(x);
-  LOOM_CHECK(std::ranges::equal(region->sizes(), src->sizes()), Runtime, "expected src to have a size equal to the slice of self. src size = ",
-             format_dims(src->sizes()), ", slice size = ", format_dims(region->sizes()));
+  LOOM_CHECK(std::ranges::equal(region->sizes(), src->sizes()), Runtime,
+             "expected src to have a size equal to the slice of self. src size = ", format_dims(src->sizes()),
+             ", slice size = ", format_dims(region->sizes()));
   Tensor out = ops::clone(x);
   ops::copy_(*view_of(out), src);
   return out;
@@ -81,13 +82,16 @@ Result slice_scatter(const Parsed& p) {
 // source might be too short (fewer elements than the mask), which must then be checked.
 Result masked_scatter(const Parsed& p) {
   Tensor x = p.tensor(0), mask = p.tensor(1), source = p.tensor(2);
-  LOOM_CHECK(mask->dtype() == DType::Bool, Runtime, "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+  LOOM_CHECK(mask->dtype() == DType::Bool, Runtime,
+             "masked_scatter_ only supports boolean masks, but got mask with dtype ",
              dtype_info(mask->dtype()).scalar_type_name);
-  LOOM_CHECK(source->dtype() == x->dtype(), Runtime, "masked_scatter: expected self and source to have same dtypes but got ",
+  LOOM_CHECK(source->dtype() == x->dtype(), Runtime,
+             "masked_scatter: expected self and source to have same dtypes but got ",
              dtype_info(x->dtype()).scalar_type_name, " and ", dtype_info(source->dtype()).scalar_type_name);
   Tensor m = ops::expand(mask, x->sizes());
   if (source->numel() < m->numel()) {
-    Array count = copy_to(ops::values_for_shape(ops::sum(ops::cast(m, DType::Int64)), "masked_scatter"), DType::Int64, kCPU);
+    Tensor ones = ops::sum(ops::cast(m, DType::Int64));
+    Array count = copy_to(ops::values_for_shape(ones, "masked_scatter"), DType::Int64, kCPU);
     LOOM_CHECK(*static_cast<const int64_t*>(count.data()) <= source->numel(), Runtime,
                "Number of elements of source < number of ones in mask (source has ", source->numel(), ", mask ",
                *static_cast<const int64_t*>(count.data()), ")");

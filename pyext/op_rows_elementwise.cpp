@@ -170,11 +170,13 @@ Tensor lcm(const Tensor& input, const Tensor& other) {
 // other's sign; other itself when equal; NaN when either is.
 Tensor nextafter(const Tensor& input, const Tensor& other) {
   LOOM_CHECK(is_floating(input->dtype()) && is_floating(other->dtype()), Runtime,
-             "nextafter is only implemented for floating-point tensors, got ", dtype_info(input->dtype()).scalar_type_name,
+             "nextafter is only implemented for floating-point tensors, got ",
+             dtype_info(input->dtype()).scalar_type_name,
              " and ", dtype_info(other->dtype()).scalar_type_name);
   DType dtype = result_type({Arg(input), Arg(other)});
   Dims shape = broadcast_shapes(input->sizes(), other->sizes());
-  Tensor x = ops::contiguous(ops::cast(ops::expand(input, shape), dtype)), y = ops::cast(ops::expand(other, shape), dtype);
+  Tensor x = ops::contiguous(ops::cast(ops::expand(input, shape), dtype));
+  Tensor y = ops::cast(ops::expand(other, shape), dtype);
   DType bits_type = itemsize(dtype) == 8 ? DType::Int64 : itemsize(dtype) == 4 ? DType::Int32 : DType::Int16;
   double tiny = dtype == DType::Float64   ? std::numeric_limits<double>::denorm_min()
                 : dtype == DType::Float32 ? std::numeric_limits<float>::denorm_min()

@@ -57,7 +57,8 @@ std::vector<double> host_values(const Tensor& t, const char* cause) {
 // (min, max) of a non-empty tensor, read on the host in one sync.
 std::pair<double, double> host_range(const Tensor& x, const char* cause) {
   auto [low, high] = ops::aminmax(x);
-  std::vector<double> v = host_values(ops::stack({ops::cast(low, DType::Float64), ops::cast(high, DType::Float64)}), cause);
+  Tensor both = ops::stack({ops::cast(low, DType::Float64), ops::cast(high, DType::Float64)});
+  std::vector<double> v = host_values(both, cause);
   return {v[0], v[1]};
 }
 
@@ -108,8 +109,9 @@ Result histc(const Parsed& p) {
              "] is not finite");
   Tensor inside = ops::binary(OpId::LogicalAnd, ops::binary(OpId::Ge, values, Scalar(low)),
                               ops::binary(OpId::Le, values, Scalar(high)));
-  Tensor scaled = ops::mul(ops::div(ops::sub(values, Scalar(low)), Scalar(high - low)), Scalar(static_cast<double>(bins)));
-  Tensor position = ops::clamp(ops::unary(OpId::Floor, scaled), Arg(Scalar(0.0)), Arg(Scalar(static_cast<double>(bins - 1))));
+  double count = static_cast<double>(bins);
+  Tensor scaled = ops::mul(ops::div(ops::sub(values, Scalar(low)), Scalar(high - low)), Scalar(count));
+  Tensor position = ops::clamp(ops::unary(OpId::Floor, scaled), Arg(Scalar(0.0)), Arg(Scalar(count - 1)));
   position = ops::cast(ops::where(inside, position, Scalar(0.0)), DType::Int64);
   return ops::scatter_add(ops::full(Dims{bins}, Scalar(0.0), x->dtype(), placement_of(x)), 0, position,
                           ops::cast(inside, x->dtype()));
@@ -119,8 +121,9 @@ Result histc(const Parsed& p) {
 // over the observations in its columns, weighted by fweights * aweights, divided by the weight
 // sum less `correction` (for aweights, PyTorch's correction * sum(w * aweights) / sum(w)).
 Tensor covariance(const Tensor& input, double correction, const Tensor& fweights, const Tensor& aweights) {
-  LOOM_CHECK(input->ndim() <= 2, Runtime, "cov(): expected input to have two or fewer dimensions but got an input with ",
-             input->ndim(), " dimensions");
+  LOOM_CHECK(input->ndim() <= 2, Runtime,
+             "cov(): expected input to have two or fewer dimensions but got an input with ", input->ndim(),
+             " dimensions");
   Tensor x = input->ndim() == 2 ? input : ops::reshape(input, Dims{1, -1});
   if (!is_floating(x->dtype())) x = ops::cast(x, default_float_dtype());
   int64_t observations = x->sizes()[1];

@@ -97,9 +97,10 @@ from loom._nn_function_forms import *  # noqa: E402,F401,F403  (torch.dropout, t
 from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
                            set_anomaly_enabled)
 from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401
-from loom._tensor_functions import (cumulative_trapezoid, gradient, histogram, isin, trapezoid, trapz,  # noqa: E402,F401
-                                    vander)
-from loom._windows import bartlett_window, blackman_window, hamming_window, hann_window, kaiser_window  # noqa: E402,F401
+from loom._tensor_functions import (cumulative_trapezoid, gradient, histogram, isin,  # noqa: E402,F401
+                                    trapezoid, trapz, vander)
+from loom._windows import (bartlett_window, blackman_window, hamming_window, hann_window,  # noqa: E402,F401
+                           kaiser_window)
 from loom._view_copies import *  # noqa: E402,F401,F403  (view_copy, permute_copy, ..., split_with_sizes, fill)
 
 globals().update(_legacy_classes)  # loom.FloatTensor, loom.LongTensor, ... (legacy constructors)

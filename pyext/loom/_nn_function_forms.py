@@ -10,7 +10,7 @@ differ in result.
 """
 
 from loom import nn as _nn
-from loom.nn.functional import _dropout, _loss
+from loom.nn.functional import _dropout, _loss, _sparse
 
 _F = _nn.functional
 _REDUCTIONS = ("none", "mean", "sum")  # PyTorch's Reduction enum, by value
@@ -77,6 +77,11 @@ def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=
         raise NotImplementedError("loom's embedding has no scale_grad_by_freq (gradients scaled by the inverse "
                                   "frequency of each index in the batch)")
     return _F.embedding(indices, weight, padding_idx=None if padding_idx == -1 else padding_idx)
+
+
+def embedding_renorm_(input, indices, max_norm, norm_type):
+    """Scales the rows of `input` (a weight) that indices looks up to norm at most max_norm, in place."""
+    return _sparse._renorm_rows_(input, indices, max_norm, norm_type)
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05, cudnn_enable=True):
@@ -201,9 +206,10 @@ def rsub(input, other, alpha=1):
     return (input if alpha == 1 else input * alpha).__rsub__(other)
 
 
-__all__ = ["dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
+__all__ = ["embedding_renorm_",
+           "dropout", "dropout_", "feature_dropout", "feature_dropout_", "alpha_dropout", "alpha_dropout_",
            "feature_alpha_dropout", "feature_alpha_dropout_", "embedding", "layer_norm", "group_norm", "batch_norm",
            "instance_norm", "bilinear", "kl_div", "binary_cross_entropy_with_logits", "cosine_embedding_loss",
-           "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "ctc_loss", "pdist",
-           "convolution", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell",
+           "hinge_embedding_loss", "margin_ranking_loss", "triplet_margin_loss", "poisson_nll_loss", "ctc_loss",
+           "pdist", "convolution", "rnn_tanh_cell", "rnn_relu_cell", "lstm_cell", "gru_cell",
            "constant_pad_nd", "rsub"]

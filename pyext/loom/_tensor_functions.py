@@ -1,7 +1,7 @@
 """torch.* functions PyTorch has no Tensor method for, written over loom's ops: set membership
 (isin), the Vandermonde matrix (vander), the trapezoidal rule (trapezoid, trapz,
-cumulative_trapezoid) and finite-difference derivatives (gradient). (The ones with methods, bincount, cov, cross, frexp, ..., are op-table rows:
-pyext/op_rows_*.cpp.)
+cumulative_trapezoid), finite-difference derivatives (gradient) and histogram. (The ones with
+methods, bincount, cov, cross, frexp, ..., are op-table rows: pyext/op_rows_*.cpp.)
 
 Each composes ops of the op library, so it runs on every device, records lazily and
 differentiates through those ops. Arguments are checked first, with PyTorch's messages.
