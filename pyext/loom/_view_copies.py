@@ -27,6 +27,7 @@ def _slice(input, dim=0, start=None, end=None, step=1):
 
 _VIEWS = {
     "alias_copy": lambda input: input.view(input.shape),
+    "as_strided_copy": _method("as_strided"),
     "detach_copy": _method("detach"),
     "diagonal_copy": _method("diagonal"),
     "expand_copy": lambda input, size, *, implicit=False: input.expand(size),
