@@ -17,6 +17,60 @@ namespace loom::py {
 // index (a tuple of tensors, None, slices ...), as Tensor.index_put reads its list.
 Tensor index_put_python(const Tensor& x, PyObject* indices, const Tensor& values, bool accumulate);
 
+// The positions offset + sum_k i_k * stride_k for every index (i_0, ..., i_n-1) of `size`, an int64
+// tensor of that shape placed as `like`.
+static Tensor strided_positions(IntSpan size, IntSpan stride, int64_t offset, const Tensor& like) {
+  Placement where = placement_of(like);
+  Tensor positions = ops::full(Dims{}, Scalar(offset), DType::Int64, where);
+  for (size_t k = 0; k < size.size(); ++k) {
+    Dims shape(size.size(), 1);
+    shape[k] = size[k];
+    Tensor along = ops::arange(size[k], Scalar(int64_t{0}), Scalar(stride[k]), DType::Int64, where);
+    positions = ops::add(positions, ops::reshape(along, shape));
+  }
+  return ops::expand(positions, size);
+}
+
+// as_strided: a view of x whose element i_0, ..., i_n-1 is x's storage element storage_offset +
+// sum_k i_k * stride_k (storage_offset None: x's own). PyTorch reads any of the storage's
+// elements; loom reads x's own only, so x must be contiguous (its storage order is then its element
+// order) and the view must stay within them. Elements may repeat (overlapping windows): the
+// gradient adds up at each element. Also the view Tensor.as_strided_ makes self (tensor_methods.cpp).
+Tensor as_strided(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  Dims size = p.int_list(1), stride = p.int_list(2);
+  LOOM_CHECK(size.size() == stride.size(), Runtime, "mismatch in length of strides and shape: size ",
+             format_dims(size), ", stride ", format_dims(stride));
+  check_sizes(size);
+  for (int64_t s : stride)
+    LOOM_CHECK(s >= 0, Runtime, "as_strided: Negative strides are not supported at the moment, got strides: ",
+               format_dims(stride));
+  const Layout* own = x->known_layout();
+  LOOM_CHECK(!own || own->is_contiguous(), Runtime, "loom's as_strided takes a contiguous input (of shape ",
+             format_dims(x->sizes()), " here it is not): call .contiguous() first");
+  int64_t base = own ? own->offset : 0;
+  int64_t relative = p.optional_int64(3).value_or(base) - base;
+  int64_t last = relative;
+  for (size_t k = 0; k < size.size(); ++k) last += (size[k] - 1) * stride[k];
+  bool empty = numel_of(size) == 0;
+  LOOM_CHECK(relative >= 0 && (empty || last < x->numel()), Runtime, "as_strided: size ", format_dims(size),
+             ", stride ", format_dims(stride), " and storage offset ", relative + base, " reach storage elements ",
+             relative + base, " to ", last + base, ", but loom's as_strided reads only the input's own ",
+             x->numel(), " elements (", base, " to ", base + x->numel() - 1, ")");
+  auto layout_of = [size, stride, relative](const Layout& l) -> std::optional<Layout> {
+    return Layout{size, stride, l.offset + relative};
+  };
+  Dims shape(x->sizes());
+  int64_t numel = x->numel();
+  DType dtype = x->dtype();
+  auto backward = [=](const Tensor& g) -> Tensor {
+    Tensor positions = ops::flatten(strided_positions(size, stride, relative, g));
+    Tensor flat = ops::full(Dims{numel}, Scalar(0.0), dtype, placement_of(g));
+    return ops::reshape(ops::index_add(flat, 0, positions, ops::flatten(g)), shape);
+  };
+  return ops::strided_view(x, layout_of, "AsStridedBackward0", backward);
+}
+
 namespace {
 
 
@@ -102,60 +156,6 @@ Result masked_scatter(const Parsed& p) {
   rank = ops::clamp(rank, Arg(Scalar(int64_t{0})), Arg(Scalar(source->numel() - 1)));
   Tensor picked = ops::reshape(ops::index_select(ops::flatten(source), 0, rank), x->sizes());
   return ops::where(m, picked, x);
-}
-
-// The positions offset + sum_k i_k * stride_k for every index (i_0, ..., i_n-1) of `size`, an int64
-// tensor of that shape placed as `like`.
-Tensor strided_positions(IntSpan size, IntSpan stride, int64_t offset, const Tensor& like) {
-  Placement where = placement_of(like);
-  Tensor positions = ops::full(Dims{}, Scalar(offset), DType::Int64, where);
-  for (size_t k = 0; k < size.size(); ++k) {
-    Dims shape(size.size(), 1);
-    shape[k] = size[k];
-    Tensor along = ops::arange(size[k], Scalar(int64_t{0}), Scalar(stride[k]), DType::Int64, where);
-    positions = ops::add(positions, ops::reshape(along, shape));
-  }
-  return ops::expand(positions, size);
-}
-
-// as_strided: a view of x whose element i_0, ..., i_n-1 is x's storage element storage_offset +
-// sum_k i_k * stride_k (storage_offset None: x's own). PyTorch reads any of the storage's
-// elements; loom reads x's own only, so x must be contiguous (its storage order is then its element
-// order) and the view must stay within them. Elements may repeat (overlapping windows): the
-// gradient adds up at each element.
-Result as_strided(const Parsed& p) {
-  Tensor x = p.tensor(0);
-  Dims size = p.int_list(1), stride = p.int_list(2);
-  LOOM_CHECK(size.size() == stride.size(), Runtime, "mismatch in length of strides and shape: size ",
-             format_dims(size), ", stride ", format_dims(stride));
-  check_sizes(size);
-  for (int64_t s : stride)
-    LOOM_CHECK(s >= 0, Runtime, "as_strided: Negative strides are not supported at the moment, got strides: ",
-               format_dims(stride));
-  const Layout* own = x->known_layout();
-  LOOM_CHECK(!own || own->is_contiguous(), Runtime, "loom's as_strided takes a contiguous input (of shape ",
-             format_dims(x->sizes()), " here it is not): call .contiguous() first");
-  int64_t base = own ? own->offset : 0;
-  int64_t relative = p.optional_int64(3).value_or(base) - base;
-  int64_t last = relative;
-  for (size_t k = 0; k < size.size(); ++k) last += (size[k] - 1) * stride[k];
-  bool empty = numel_of(size) == 0;
-  LOOM_CHECK(relative >= 0 && (empty || last < x->numel()), Runtime, "as_strided: size ", format_dims(size),
-             ", stride ", format_dims(stride), " and storage offset ", relative + base, " reach storage elements ",
-             relative + base, " to ", last + base, ", but loom's as_strided reads only the input's own ",
-             x->numel(), " elements (", base, " to ", base + x->numel() - 1, ")");
-  auto layout_of = [size, stride, relative](const Layout& l) -> std::optional<Layout> {
-    return Layout{size, stride, l.offset + relative};
-  };
-  Dims shape(x->sizes());
-  int64_t numel = x->numel();
-  DType dtype = x->dtype();
-  auto backward = [=](const Tensor& g) -> Tensor {
-    Tensor positions = ops::flatten(strided_positions(size, stride, relative, g));
-    Tensor flat = ops::full(Dims{numel}, Scalar(0.0), dtype, placement_of(g));
-    return ops::reshape(ops::index_add(flat, 0, positions, ops::flatten(g)), shape);
-  };
-  return ops::strided_view(x, layout_of, "AsStridedBackward0", backward);
 }
 
 // hsplit / vsplit / dsplit: (sections) or (indices).
@@ -290,8 +290,8 @@ const Row kRows[] = {
        return scatter_into(p.tensor(0), p.tensor(1),
                            [&](const Tensor& t) { return ops::diagonal(t, offset, dim1, dim2); });
      }},
-    {{"as_strided(Tensor input, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)"}, kBoth, as_strided,
-     "A view; the input must be contiguous and the view stay within its elements (PyTorch reads the whole "
+    {{"as_strided(Tensor input, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)"}, kBoth,
+     LOOM_BODY(as_strided(p)), "A view; the input must be contiguous and the view stay within its elements (PyTorch reads the whole "
      "storage)."},
     {{"masked_scatter(Tensor input, Tensor mask, Tensor source)"}, kAll, masked_scatter,
      "Reads the mask's count on the host (a sync on the lazy device) only when source has fewer elements than the "

@@ -213,6 +213,7 @@ SAMPLES.update({
     "split_with_sizes": lambda inp: (inp.x, [1, 2], 1), "unsafe_split_with_sizes": lambda inp: (inp.x, [1, 2], 1),
     "unsafe_split": lambda inp: (inp.x, 1), "unsafe_chunk": lambda inp: (inp.x, 2),
     "masked_scatter": lambda inp: (inp.x, inp.b, inp.x * 2), "as_strided": lambda inp: (inp.x, (2, 2), (1, 1), 1),
+    "as_strided_": lambda inp: (inp.x, (2, 2), (1, 1), 1),
 })
 
 # torch's C++-parsed function behind a row whose Python-level torch function (torch.functional,
