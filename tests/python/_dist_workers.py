@@ -272,6 +272,35 @@ def case_mismatch():
     report({"errors": errors})
 
 
+def case_sizes():
+    """Gathers of several chunks (runtime/distributed/gloo.cpp, Note [One message per peer]: a
+    chunk is at most 2 MiB), and ranks disagreeing on sizes where one side sends more than a
+    chunk: every rank raises, and the group still works. With LOOM_DIST_CHECK=0 (no header to
+    tell the calls apart), the error names each rank's size instead."""
+    checked = os.environ.get("LOOM_DIST_CHECK") != "0"
+    n = 3 << 18  # 3 MiB of float32
+    big = [data(r, n, loom.float32) for r in range(WORLD)]
+    t = loom.tensor(big[RANK])
+    dist.all_reduce(t)
+    check(t, np.sum(big, axis=0), "all_reduce of 3 MiB")
+    parts = [loom.empty(n) for _ in range(WORLD)]
+    dist.all_gather(parts, loom.tensor(big[RANK]))
+    for r in range(WORLD):
+        check(parts[r], big[r], f"all_gather of 3 MiB, rank {r}'s part")
+    errors = []
+    for device in ("cpu", "lazy"):
+        t = loom.ones(n if RANK == 0 else 3, device=device)
+        try:
+            dist.all_reduce(t)
+            t.sum().item()
+        except dist.DistBackendError as e:
+            errors.append(str(e))
+    t = loom.tensor(big[RANK])
+    dist.all_reduce(t)
+    check(t, np.sum(big, axis=0), "all_reduce of 3 MiB after the disagreements")
+    report({"errors": errors, "checked": checked})
+
+
 def _collective_loop(how, done=lambda steps: None):
     """Runs collectives until one fails: eager all-reduces ("eager"), lazy ones read at a sync
     ("lazy"), or DDP training steps on lazy tensors ("ddp"); calls done(n) after the n-th."""
