@@ -369,8 +369,8 @@ class GlooGroup final : public Group {
   // exchange context's pairs (Note [The exchange context]), with `header` (when given) in the
   // same messages: parts[r] = rank r's bytes, in landing_ (this rank's own: a copy), and
   // returns every rank's header (Group::gather_parts). On this project's 2-core VM a message
-  // on a loopback pair costs about 8 us to write and 7 to read whatever its size, besides
-  // 0.07 us a KiB each way (perf/RESULTS.md, "ddp, one message per peer"): an all-reduce of
+  // on a loopback pair cost about 8 us to write and 7 to read whatever its size, besides 0.04
+  // to 0.09 us a KiB (perf/RESULTS.md, "ddp, one message per peer"): an all-reduce of
   // BENCH mlp's 166.5 KiB sent as a header and two chunks spent more on its three messages
   // than on its bytes. So each rank's bytes go in as few messages as the sockets' buffers
   // allow, the header ahead of the first, in one contiguous region: landing_ has a slot per
