@@ -680,8 +680,9 @@ std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions
     // it, and the full-size loads of stored values (a stored value at least half the size of the
     // reader: a broadcast bias or a row statistic stays in cache and does not count). A value
     // read by several consumers is stored when recomputing it in each costs more than a store
-    // and a load each: 16 ops (recompute_cost), or 3 full-size loads (gpt's residual stream, a sum of matmul
-    // outputs, embeddings and biases, was recomputed from 13 loads in each layer norm kernel).
+    // and a load each: 16 ops (recompute_cost: an erf is 16), or 3 full-size loads (gpt's
+    // residual stream, a sum of matmul outputs, embeddings and biases, was recomputed from 13
+    // loads in each layer norm kernel).
     std::vector<int64_t> cost(n, 0), loads(n, 0);
     for (size_t i = 0; i < n; ++i) {
       const Node& node = *t.nodes[i];
