@@ -1,9 +1,10 @@
 // A C model of one rank's step of the `ddp` workload (issue 17), to tell what the exchange's way
 // of waiting costs apart from loom: 1 or 2 processes, each step a compute loop (PASSES passes
 // over a 600 KiB float array, about 6 us each on this machine) and, with 2, the messages loom's
-// direct all-reduce sends on its synchronous Gloo pairs (runtime/distributed/gloo.cpp,
-// mesh_exchange): a header and the first 128 KiB chunk, then each peer's chunk k read before
-// chunk k + 1 is written, on blocking loopback sockets, then the reduction. MODE is how a read
+// direct all-reduce sent on its synchronous Gloo pairs until branch h/ddp-s28
+// (runtime/distributed/gloo.cpp, mesh_exchange; now one message per peer: Note [One message per
+// peer]): a header and the first 128 KiB chunk, then each peer's chunk k read before chunk k + 1
+// is written, on blocking loopback sockets, then the reduction. MODE is how a read
 // waits: "block" (a blocking recv, Gloo's synchronous mode), "poll<us>" (poll FIONREAD for the
 // whole message up to <us>, then the blocking recv: Note [Spinning before a blocking read]), or
 // "busy" (recv with MSG_DONTWAIT until data comes: Gloo's busyPoll). Prints each process's

@@ -92,13 +92,23 @@ void check_agreement(Group& g, const Call& c) {
   check_descriptions(g, c, mine, g.exchange(mine, kind_name(c.kind)));
 }
 
-// The all-gather of an AllGather or of a direct all-reduce. With `check` (the call whose
-// agreement is still to be checked), the check travels in the all-gather's own messages
-// (Group::headed_all_gather): one round of messages, one wait for the other ranks, not two.
-void gather_all(Group& g, Span in, Span out, const Call* check) {
-  if (!check) return g.all_gather(in, out);
-  std::string mine = description_bytes(*check);
-  check_descriptions(g, *check, mine, g.headed_all_gather(mine, in, out, kind_name(check->kind)));
+// Every rank's `in`, where the transport put them (Group::gather_parts), for an AllGather or a
+// direct all-reduce. With `check` (the call whose agreement is still to be checked), the check
+// travels in the gather's own messages: one round of messages, one wait for the other ranks,
+// not two.
+std::vector<const char*> gather_parts(Group& g, Span in, const Call& c, const Call* check) {
+  std::vector<const char*> parts;
+  std::string mine = check ? description_bytes(*check) : std::string();
+  std::vector<std::string> all = g.gather_parts(check ? &mine : nullptr, in, parts, kind_name(c.kind));
+  if (check) check_descriptions(g, *check, mine, all);
+  return parts;
+}
+
+void gather_all(Group& g, Span in, Span out, const Call& c, const Call* check) {
+  if (!g.has_gather_parts()) return g.all_gather(in, out);  // checked apart, before
+  std::vector<const char*> parts = gather_parts(g, in, c, check);
+  for (size_t r = 0; r < parts.size(); ++r)  // memmove: this rank's part may be `in`, anywhere in out
+    std::memmove(static_cast<char*>(out.data) + r * in.bytes(), parts[r], in.bytes());
 }
 
 // x /= divisor, elementwise, in host memory (AVG from SUM where the transport has no AVG).
@@ -111,37 +121,24 @@ void divide_host(void* data, int64_t n, DType dtype, int divisor) {
 }
 
 // The all-reduce algorithm, chosen here. Host groups (Gloo) reduce latency-bound sizes
-// directly: every rank all-gathers every input (one round of messages, Gloo's all_gather being
-// a mesh) and reduces them itself in rank order, so every rank computes the same bits. For two
+// directly: every rank gathers every input (one round of messages, Gloo's gather_parts being a
+// mesh) and reduces them itself in rank order, so every rank computes the same bits. For two
 // ranks that moves the same bytes as a ring (which takes two rounds), so it is used at every
 // size; for more, up to kDirectBytes per rank. Everything else is the transport's own (Gloo's
 // ring, NCCL's rings and trees). AVG is SUM divided by the size where the transport lacks it.
 constexpr size_t kDirectBytes = size_t{1} << 18;
 
 bool direct(const Group& g, size_t bytes) {
-  return g.device().is_cpu() && (g.size() == 2 || bytes * static_cast<size_t>(g.size() - 1) <= kDirectBytes);
+  return g.has_gather_parts() && (g.size() == 2 || bytes * static_cast<size_t>(g.size() - 1) <= kDirectBytes);
 }
 
-// Memory for the all-gather of a direct all-reduce, kept by each thread (grow-only, so it holds
-// size times the largest bucket): fresh memory costs page faults and zeroing at every call, as
-// many bytes touched again as the exchange moves.
-char* gather_scratch(size_t bytes) {
-  thread_local std::unique_ptr<char[]> memory;
-  thread_local size_t capacity = 0;
-  if (capacity < bytes) {
-    memory.reset();
-    memory.reset(new char[bytes]);  // uninitialized: the all-gather writes every byte
-    capacity = bytes;
-  }
-  return memory.get();
-}
-
-// `check`: as gather_all's, for a direct all-reduce (the caller checks the others first).
-void all_reduce(Group& g, ReduceOp op, Span in, Span out, const Call* check = nullptr) {
+// `c`, `check`: as gather_parts', for a direct all-reduce (the caller checks the others first).
+void all_reduce(Group& g, ReduceOp op, Span in, Span out, const Call& c, const Call* check = nullptr) {
   if (direct(g, in.bytes())) {
-    char* all = gather_scratch(in.bytes() * static_cast<size_t>(g.size()));
-    gather_all(g, in, Span{all, in.count * g.size(), in.dtype}, check);
-    auto part = [&](int r) { return all + static_cast<size_t>(r) * in.bytes(); };
+    // The parts are the transport's (this rank's its own copy, or `in` itself on one rank), so
+    // out may be in.
+    std::vector<const char*> parts = gather_parts(g, in, c, check);
+    auto part = [&](int r) { return parts[static_cast<size_t>(r)]; };
     auto n = static_cast<size_t>(in.count);
     if (g.size() == 1) {
       if (out.data != in.data) std::memcpy(out.data, part(0), out.bytes());
@@ -228,7 +225,7 @@ void run(Group& g, const Call& c, const void* in_data, void* out_data) {
   Span in{const_cast<void*>(in_data), input_count(c, g), c.dtype};
   Span out{out_data, output_count(c, g), c.dtype};
   // The check rides in the data's messages where they are one all-gather; else it goes first.
-  bool folded = agreement_checks() && g.has_headed_all_gather() &&
+  bool folded = agreement_checks() && g.has_gather_parts() &&
                 ((c.kind == Kind::AllGather && in.count > 0) ||
                  (c.kind == Kind::AllReduce && out.count > 0 && direct(g, in.bytes())));
   if (agreement_checks() && !folded) {
@@ -242,14 +239,14 @@ void run(Group& g, const Call& c, const void* in_data, void* out_data) {
   count(metrics().collective_bytes, static_cast<int64_t>(in.bytes()));
   switch (c.kind) {
     case Kind::AllReduce:
-      if (out.count > 0) all_reduce(g, c.op, in, out, check);
+      if (out.count > 0) all_reduce(g, c.op, in, out, c, check);
       return;
     case Kind::Broadcast:
       if (!alias && g.rank() == c.root) g.copy(out.data, in.data, in.bytes());
       if (out.count > 0) g.broadcast(out, c.root);
       return;
     case Kind::AllGather:
-      if (in.count > 0) gather_all(g, in, out, check);
+      if (in.count > 0) gather_all(g, in, out, c, check);
       return;
     case Kind::ReduceScatter: {
       if (out.count == 0) return;
@@ -257,7 +254,7 @@ void run(Group& g, const Call& c, const void* in_data, void* out_data) {
       // Gloo: all-reduce the whole input, keep this rank's chunk.
       LOOM_CHECK(g.device().is_cpu(), Runtime, "internal: reduce_scatter composed on a ", g.backend(), " group");
       std::vector<char> whole(in.bytes());
-      all_reduce(g, c.op, in, Span{whole.data(), in.count, in.dtype});
+      all_reduce(g, c.op, in, Span{whole.data(), in.count, in.dtype}, c);
       std::memcpy(out.data, whole.data() + static_cast<size_t>(g.rank()) * out.bytes(), out.bytes());
       return;
     }

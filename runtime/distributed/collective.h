@@ -11,7 +11,7 @@
 // reduce op, root, dtype and shape) is exchanged; if they differ, every rank raises the same
 // error naming each rank's call, instead of hanging or reading garbage. On Gloo it travels as a
 // header ahead of the data where the call is one all-gather (all_gather, the direct all-reduce:
-// group.h, headed_all_gather), so it adds no round of messages; other calls exchange it first
+// group.h, gather_parts), so it adds no round of messages; other calls exchange it first
 // (LOOM_DIST_CHECK=0 turns it off on every rank: it must be off everywhere or nowhere). NCCL
 // cannot afford it inside a CUDA Graph and skips it (group.h: exchange).
 #pragma once

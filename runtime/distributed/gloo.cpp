@@ -184,12 +184,50 @@ std::vector<int> pair_sockets(gloo::Context& context, distributed::Store& store,
 // Op), then the payload.
 constexpr size_t kPreambleBytes = 6 * sizeof(size_t);
 
+// The chunk of mesh_exchange (Note [One message per peer]), the same on every rank: at most two
+// chunks and their heads per direction are ever unread, which the receiving socket's buffer
+// must hold, or two ranks would block writing to each other until the timeout. Each rank asks
+// for large receive buffers on its exchange sockets (kWantReceiveBuffer; Linux caps it at
+// net.core.rmem_max and reports twice what it grants, and the window it advertises is at least
+// half the reported size), publishes a quarter of the smallest it got, and every rank takes the
+// smallest published. A rank with a socket it could not find publishes kUnknownChunk, what a
+// default buffer holds twice (tcp_rmem's default, 128 KiB, autotuned upwards from there).
+constexpr int kWantReceiveBuffer = 4 << 20;
+constexpr size_t kUnknownChunk = size_t{64} << 10, kMinChunk = size_t{16} << 10;
+
+size_t agreed_chunk(distributed::Store& store, const std::string& prefix, int rank, int size,
+                    const std::vector<int>& sockets, std::chrono::milliseconds timeout, size_t head) {
+  if (size == 1) return kUnknownChunk;  // never used: nothing is sent
+  size_t mine = SIZE_MAX;
+  for (int peer = 0; peer < size; ++peer) {
+    if (peer == rank) continue;
+    int fd = sockets[static_cast<size_t>(peer)], granted = 0;
+    socklen_t len = sizeof granted;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &kWantReceiveBuffer, sizeof kWantReceiveBuffer) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &granted, &len) != 0) {
+      mine = std::min(mine, kUnknownChunk);
+      continue;
+    }
+    size_t quarter = static_cast<size_t>(granted) / 4;
+    mine = std::min(mine, quarter > head + kPreambleBytes ? quarter - head - kPreambleBytes : 0);
+  }
+  mine = std::max(mine, kMinChunk) / 64 * 64;
+  store.set(prefix + "chunk/" + std::to_string(rank), std::to_string(mine));
+  size_t chunk = mine;
+  for (int r = 0; r < size; ++r)
+    if (r != rank) chunk = std::min<size_t>(chunk, std::stoull(store.get(prefix + "chunk/" + std::to_string(r), timeout)));
+  return chunk;
+}
+
 class GlooGroup final : public Group {
  public:
   GlooGroup(std::shared_ptr<gloo::Context> context, std::shared_ptr<gloo::Context> exchange, std::vector<int> sockets,
-            int rank, int size, std::chrono::milliseconds timeout)
+            size_t chunk, int rank, int size, std::chrono::milliseconds timeout)
       : Group(rank, size, kCPU, timeout), context_(std::move(context)), exchange_(std::move(exchange)),
-        spin_(spin_budget(size)), sockets_(std::move(sockets)) {}
+        spin_(spin_budget(size)), sockets_(std::move(sockets)), chunk_(chunk) {}
+
+  // A message's head (Note [One message per peer]): room for the agreement check's header.
+  static constexpr size_t kHead = 256;
 
   const char* backend() const noexcept override { return "gloo"; }
 
@@ -223,15 +261,20 @@ class GlooGroup final : public Group {
   // Every rank sends its part straight to every other: one round of messages where Gloo's ring
   // takes size - 1, which is what small and two-rank exchanges are bound by.
   void all_gather(Span in, Span out) override {
-    guarded("all_gather", [&] { mesh_exchange(nullptr, in.data, in.bytes(), out.data); });
+    std::vector<const char*> parts;
+    guarded("all_gather", [&] { mesh_exchange(nullptr, in.data, in.bytes(), parts, "all_gather"); });
+    for (int r = 0; r < size(); ++r)  // memmove: this rank's part may be `in` itself, anywhere in out
+      std::memmove(static_cast<char*>(out.data) + static_cast<size_t>(r) * in.bytes(), parts[static_cast<size_t>(r)],
+                   in.bytes());
   }
 
-  std::vector<std::string> headed_all_gather(const std::string& header, Span in, Span out, const char* what) override {
+  std::vector<std::string> gather_parts(const std::string* header, Span in, std::vector<const char*>& parts,
+                                        const char* what) override {
     std::vector<std::string> headers;
-    guarded(what, [&] { headers = mesh_exchange(&header, in.data, in.bytes(), out.data); });
+    guarded(what, [&] { headers = mesh_exchange(header, in.data, in.bytes(), parts, what); });
     return headers;
   }
-  bool has_headed_all_gather() const noexcept override { return true; }
+  bool has_gather_parts() const noexcept override { return true; }
 
   void reduce(Span in, Span out, ReduceOp op, int root) override {
     guarded("reduce", [&] {
@@ -309,11 +352,12 @@ class GlooGroup final : public Group {
 
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
 
-  // A headed all-gather of no data: the same first message as every headed call, so that a rank
+  // A headed gather of no data: the same first message as every headed call, so that a rank
   // checking a broadcast and one checking an all-reduce read each other's headers.
   std::vector<std::string> exchange(const std::string& mine, const char* what) override {
     std::vector<std::string> headers;
-    guarded(what, [&] { headers = mesh_exchange(&mine, nullptr, 0, nullptr); });
+    std::vector<const char*> parts;
+    guarded(what, [&] { headers = mesh_exchange(&mine, nullptr, 0, parts, what); });
     return headers;
   }
 
@@ -321,105 +365,108 @@ class GlooGroup final : public Group {
   // Slots of point-to-point messages: a prefix no Gloo collective uses.
   static constexpr uint8_t kPointToPoint = 0xd1;
 
-  // all[r * n, (r + 1) * n) = rank r's n bytes at `mine`, over the exchange context's pairs
-  // (Note [The exchange context]), with `header` (when given) ahead of the data; returns every
-  // rank's header (Group::headed_all_gather). Each rank writes its header and its first chunk
-  // to every peer, then reads the peers' headers; if one differs, it reads and drops the first
-  // chunk each peer wrote (the header says how long) and returns, leaving the sockets empty.
-  // Then chunk by chunk: read every peer's chunk k, write chunk k + 1. A rank writes chunk
-  // k + 1 only after reading every peer's chunk k, which each peer wrote after reading this
-  // rank's chunk k - 1: at most a header and two chunks per direction are ever unread, which
-  // the sockets' buffers hold (kExchangeChunk), so two ranks' blocking writes never wait on
-  // each other.
-  std::vector<std::string> mesh_exchange(const std::string* header, const void* mine, size_t n, void* all) {
-    char* out = static_cast<char*>(all);
-    size_t at = static_cast<size_t>(rank()) * n;
+  // Note [One message per peer]. mesh_exchange gathers every rank's n bytes at `mine` over the
+  // exchange context's pairs (Note [The exchange context]), with `header` (when given) in the
+  // same messages: parts[r] = rank r's bytes, in landing_ (this rank's own: a copy), and
+  // returns every rank's header (Group::gather_parts). On this project's 2-core VM a message
+  // on a loopback pair cost about 8 us to write and 7 to read whatever its size, besides 0.04
+  // to 0.09 us a KiB (perf/RESULTS.md, "ddp, one message per peer"): an all-reduce of
+  // BENCH mlp's 166.5 KiB sent as a header and two chunks spent more on its three messages
+  // than on its bytes. So each rank's bytes go in as few messages as the sockets' buffers
+  // allow, the header ahead of the first, in one contiguous region: landing_ has a slot per
+  // rank, a head of kHead bytes (n, the header's length, the header) then max(n, chunk_)
+  // bytes. This rank fills its own slot (the only copy) and writes its first message (head
+  // and first chunk) to every peer, each peer's landing in this rank's slot for it; then it
+  // reads every peer's first message. Every first message fits its slot whatever its peer's
+  // n (at most kHead + chunk_ bytes), so a disagreement is read whole, found from the heads,
+  // and returned with nothing left in the sockets. Then chunk by chunk: write chunk k, read
+  // every peer's chunk k. A rank writes chunk k only after reading every peer's chunk k - 1,
+  // which each peer wrote after reading this rank's chunk k - 2: at most two chunks per
+  // direction are ever unread, which the receiving socket's buffer holds (chunk_, agreed at
+  // connection: agreed_chunk), so two ranks' blocking writes never wait on each other.
+  std::vector<std::string> mesh_exchange(const std::string* header, const void* mine, size_t n,
+                                         std::vector<const char*>& parts, const char* what) {
     std::vector<std::string> headers;
     if (size() == 1) {
-      if (n > 0 && out + at != mine) std::memmove(out + at, mine, n);
+      parts.assign(1, static_cast<const char*>(mine));
       if (header) headers.push_back(*header);
       return headers;
     }
-    // Nothing is written to `all` before the headers agree (a disagreeing call's output may be
-    // too small), so this rank's part is sent from `mine`; staged first where the peers' parts
-    // could overwrite it before it is all sent.
-    const char* src = static_cast<const char*>(mine);
-    std::vector<char> staged;
-    if (n > 0 && src != out + at && src < out + n * static_cast<size_t>(size()) && out < src + n) {
-      staged.assign(src, src + n);
-      src = staged.data();
-    }
+    size_t header_bytes = header ? header->size() : 0;
+    LOOM_CHECK(header_bytes <= kHead - 2 * sizeof(uint64_t), Runtime, "internal: a ", header_bytes,
+               "-byte header in a ", kHead, "-byte head");
+    size_t stride = kHead + round_up(std::max(n, chunk_), 64);
+    char* base = landing(stride * static_cast<size_t>(size()));
+    auto slot = [&](int r) { return base + static_cast<size_t>(r) * stride; };
+    char* own = slot(rank());
+    uint64_t words[2] = {n, header_bytes};
+    std::memset(own, 0, kHead);  // no uninitialized bytes on the wire
+    std::memcpy(own, words, sizeof words);
+    if (header) std::memcpy(own + sizeof words, header->data(), header_bytes);
+    if (n > 0) std::memcpy(own + kHead, mine, n);
+
     using Buffer = std::unique_ptr<gloo::transport::Buffer>;
     std::vector<int> peers;
     for (int r = 0; r < size(); ++r)
       if (r != rank()) peers.push_back(r);
-    auto pair = [&](int peer) -> gloo::transport::Pair& { return *exchange_->getPair(peer); };
-
-    // The header message: this rank's byte count, then the header.
-    std::string mine_h, theirs_h;
-    std::vector<Buffer> header_sends, header_recvs;
-    if (header) {
-      uint64_t bytes = n;
-      mine_h.assign(reinterpret_cast<const char*>(&bytes), sizeof bytes);
-      mine_h += *header;
-      theirs_h.assign(mine_h.size() * peers.size(), '\0');
-      for (size_t i = 0; i < peers.size(); ++i) {
-        header_recvs.push_back(pair(peers[i]).createRecvBuffer(kHeaderSlot, theirs_h.data() + i * mine_h.size(),
-                                                                mine_h.size()));
-        header_sends.push_back(pair(peers[i]).createSendBuffer(kHeaderSlot, mine_h.data(), mine_h.size()));
-        header_sends.back()->send(0, mine_h.size(), 0);
-        header_sends.back()->waitSend();  // returns at once: the write above was blocking
-      }
-    }
     std::vector<Buffer> sends, recvs;
-    auto send_chunk = [&](size_t offset) {
+    for (int peer : peers) {
+      recvs.push_back(exchange_->getPair(peer)->createRecvBuffer(kDataSlot, slot(peer), stride));
+      sends.push_back(exchange_->getPair(peer)->createSendBuffer(kDataSlot, own, stride));
+    }
+    auto transfer = [&](size_t offset, size_t bytes) {
       for (Buffer& b : sends) {
-        b->send(offset, std::min(kExchangeChunk, n - offset), offset);
-        b->waitSend();
+        b->send(offset, bytes, offset);
+        b->waitSend();  // returns at once: the write in send() was blocking
+      }
+      for (size_t i = 0; i < peers.size(); ++i) {
+        await_message(peers[i], bytes);
+        recvs[i]->waitRecv();  // reads the peer's next message, on this thread
       }
     };
-    if (n > 0) {
-      for (int peer : peers) {
-        recvs.push_back(pair(peer).createRecvBuffer(kDataSlot, out + static_cast<size_t>(peer) * n, n));
-        sends.push_back(pair(peer).createSendBuffer(kDataSlot, const_cast<char*>(src), n));
+    size_t first = std::min(n, chunk_);
+    transfer(0, kHead + first);
+
+    // The heads: every rank's length and header.
+    bool agree = true;
+    for (int peer : peers) agree = agree && std::memcmp(slot(peer), own, sizeof words + header_bytes) == 0;
+    if (header)
+      for (int r = 0; r < size(); ++r) {
+        uint64_t theirs[2];
+        std::memcpy(theirs, slot(r), sizeof theirs);
+        headers.emplace_back(slot(r) + sizeof theirs, std::min<uint64_t>(theirs[1], kHead - sizeof theirs));
       }
-      send_chunk(0);
+    if (!agree) {
+      if (header && std::any_of(headers.begin(), headers.end(), [&](const std::string& h) { return h != *header; }))
+        return headers;  // the caller names each rank's call
+      std::string lengths;
+      for (int r = 0; r < size(); ++r) {
+        uint64_t theirs;
+        std::memcpy(&theirs, slot(r), sizeof theirs);
+        lengths += detail::concat(r ? ", " : "", "rank ", r, " ", theirs, " bytes");
+      }
+      LOOM_FAIL(Distributed, what, ": the ranks of the process group (gloo) passed inputs of different sizes: ",
+                lengths);
     }
-    if (header) {
-      for (size_t i = 0; i < peers.size(); ++i) {
-        await_message(peers[i], mine_h.size());
-        header_recvs[i]->waitRecv();  // reads the peer's next message, on this thread
-      }
-      bool agree = true;
-      for (size_t i = 0; i < peers.size(); ++i) agree = agree && theirs_h.compare(i * mine_h.size(), mine_h.size(), mine_h) == 0;
-      for (int r = 0, i = 0; r < size(); ++r)
-        headers.push_back(r == rank() ? *header : theirs_h.substr(i++ * mine_h.size() + sizeof(uint64_t), header->size()));
-      if (!agree) {
-        // Drop what each peer wrote before reading this rank's header: its first chunk.
-        recvs.clear();  // frees the data slot for the drain's buffers
-        std::vector<char> drop(kExchangeChunk);
-        for (size_t i = 0; i < peers.size(); ++i) {
-          uint64_t theirs;
-          std::memcpy(&theirs, theirs_h.data() + i * mine_h.size(), sizeof theirs);
-          if (theirs == 0) continue;
-          size_t first = std::min<size_t>(kExchangeChunk, theirs);
-          Buffer sink = pair(peers[i]).createRecvBuffer(kDataSlot, drop.data(), first);
-          sink->waitRecv();
-        }
-        return headers;
-      }
-    }
-    for (size_t offset = 0; offset < n; offset += kExchangeChunk) {
-      for (size_t i = 0; i < peers.size(); ++i) {
-        await_message(peers[i], std::min(kExchangeChunk, n - offset));
-        recvs[i]->waitRecv();
-      }
-      if (offset + kExchangeChunk < n) send_chunk(offset + kExchangeChunk);
-    }
-    if (n > 0 && src != out + at) std::memcpy(out + at, src, n);
+    for (size_t offset = first; offset < n; offset += chunk_) transfer(kHead + offset, std::min(chunk_, n - offset));
+    parts.resize(static_cast<size_t>(size()));
+    for (int r = 0; r < size(); ++r) parts[static_cast<size_t>(r)] = slot(r) + kHead;
     // A buffer unregisters its slot from its pair when destroyed, and the sends share the
     // receives' slots: every transfer is done by now, so the order no longer matters.
     return headers;
+  }
+
+  static size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+  // landing_, at least `bytes` of it (grow-only: fresh memory costs page faults at every call,
+  // as many bytes touched again as the exchange moves), aligned for the reductions' vectors.
+  char* landing(size_t bytes) {
+    if (landing_bytes_ < bytes) {
+      landing_.reset();
+      landing_.reset(new char[bytes + 64]);  // uninitialized: each call writes what it reads
+      landing_bytes_ = bytes;
+    }
+    return landing_.get() + (64 - reinterpret_cast<uintptr_t>(landing_.get()) % 64) % 64;
   }
 
   // Polls the exchange pair of `peer` until a message of `payload` bytes has arrived whole, at
@@ -438,8 +485,7 @@ class GlooGroup final : public Group {
     count(metrics().exchange_reads_blocked);
   }
 
-  // The exchange context's slots: a message goes to the peer's buffer registered at its slot.
-  static constexpr int kHeaderSlot = 1;
+  // The exchange context's slot: a message goes to the peer's buffer registered at its slot.
   static constexpr int kDataSlot = 2;
 
   // Note [The exchange context]. Gloo's TCP pairs normally hand every receive to Gloo's network
@@ -454,11 +500,6 @@ class GlooGroup final : public Group {
   // only take Gloo's pinned buffers (its unbound buffers, which Gloo's own algorithms use, need
   // the network thread), so those algorithms stay on `context_`. A peer that dies makes the
   // blocking read fail at once; one that hangs, after the group's timeout (SO_RCVTIMEO).
-  //
-  // kExchangeChunk: at most two chunks per direction are in flight (mesh_exchange), which must
-  // fit the sender's socket buffer (Gloo sizes it to the message, and Linux doubles that) and the
-  // receiver's (at least tcp_rmem's default, 128 KiB on Linux), or both ranks would block writing.
-  static constexpr size_t kExchangeChunk = size_t{128} << 10;
 
   // Note [Retiring unbound buffers]. Gloo's network thread signals a transfer complete while it
   // still holds the buffer, and destroying a buffer waits for that thread to let go by spinning
@@ -502,6 +543,9 @@ class GlooGroup final : public Group {
   std::shared_ptr<gloo::Context> exchange_;  // Note [The exchange context]
   std::chrono::microseconds spin_;           // Note [Spinning before a blocking read]
   std::vector<int> sockets_;                 // of exchange_'s pairs, by rank (-1: this rank, or not found)
+  size_t chunk_;                             // Note [One message per peer]: agreed_chunk
+  std::unique_ptr<char[]> landing_;          // of mesh_exchange (landing())
+  size_t landing_bytes_ = 0;
   std::unique_ptr<gloo::transport::UnboundBuffer> retired_;  // destroyed before the context
   uint32_t tag_ = 0;
 };
@@ -538,7 +582,9 @@ std::unique_ptr<Group> make_gloo_group(const Rendezvous& r, int rank, int size, 
   auto context = connect(r.prefix, false);
   auto exchange = connect(r.prefix + "exchange/", true);
   std::vector<int> sockets = pair_sockets(*exchange, *r.store, r.prefix + "exchange/", rank, size, timeout);
-  return std::make_unique<GlooGroup>(std::move(context), std::move(exchange), std::move(sockets), rank, size, timeout);
+  size_t chunk = agreed_chunk(*r.store, r.prefix + "exchange/", rank, size, sockets, timeout, GlooGroup::kHead);
+  return std::make_unique<GlooGroup>(std::move(context), std::move(exchange), std::move(sockets), chunk, rank, size,
+                                     timeout);
 }
 
 std::string gloo_unavailable_reason() { return ""; }

@@ -44,8 +44,8 @@ void Group::reduce_scatter(Span, Span, ReduceOp) {
   LOOM_FAIL(Runtime, "internal: the ", backend(), " transport has no reduce_scatter (collective.h composes it)");
 }
 
-std::vector<std::string> Group::headed_all_gather(const std::string&, Span, Span, const char*) {
-  LOOM_FAIL(Runtime, "internal: the ", backend(), " transport has no headed all_gather (collective.h checks apart)");
+std::vector<std::string> Group::gather_parts(const std::string*, Span, std::vector<const char*>&, const char*) {
+  LOOM_FAIL(Runtime, "internal: the ", backend(), " transport has no gather_parts (collective.h gathers otherwise)");
 }
 
 void Group::check_usable() const {

@@ -88,14 +88,17 @@ class Group {
   // (NCCL: calls recorded in a CUDA Graph cannot wait for the host) return empty.
   // `what` names the collective it precedes, in errors.
   virtual std::vector<std::string> exchange(const std::string& mine, const char* what) = 0;
-  // all_gather and exchange in one round of messages: `header` (the same length on every rank)
-  // travels ahead of the data. Returns every rank's header in rank order; when one differs from
-  // this rank's, no data is gathered (out is unspecified) and the transport is left ready for
-  // the next call, so that the caller can raise the disagreement; `what` names the collective,
-  // in errors. Only where
-  // has_headed_all_gather (Gloo); collective.h folds its agreement check into it.
-  virtual std::vector<std::string> headed_all_gather(const std::string& header, Span in, Span out, const char* what);
-  virtual bool has_headed_all_gather() const noexcept { return false; }
+  // Every rank's `in` (the same length on every rank), in one round of messages, into memory the
+  // transport owns: parts[r] is rank r's bytes, valid until the next call on the group. With
+  // `header` (the same length on every rank), every rank's header travels in the same messages
+  // and is returned in rank order; when one differs from this rank's, parts is left empty and
+  // the transport is ready for the next call, so that the caller can raise the disagreement.
+  // Lengths that differ with no header to tell why raise. `what` names the collective, in
+  // errors. Only where has_gather_parts (Gloo): collective.h's all_gather and direct all-reduce
+  // use it, with their agreement check as the header.
+  virtual std::vector<std::string> gather_parts(const std::string* header, Span in, std::vector<const char*>& parts,
+                                                const char* what);
+  virtual bool has_gather_parts() const noexcept { return false; }
 
   // Raises the error that broke the group, if one did (see above).
   void check_usable() const;

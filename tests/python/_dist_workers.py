@@ -272,15 +272,45 @@ def case_mismatch():
     report({"errors": errors})
 
 
-def _collective_loop(how):
+def case_sizes():
+    """Gathers of several chunks (runtime/distributed/gloo.cpp, Note [One message per peer]: a
+    chunk is at most 2 MiB), and ranks disagreeing on sizes where one side sends more than a
+    chunk: every rank raises, and the group still works. With LOOM_DIST_CHECK=0 (no header to
+    tell the calls apart), the error names each rank's size instead."""
+    checked = os.environ.get("LOOM_DIST_CHECK") != "0"
+    n = 3 << 18  # 3 MiB of float32
+    big = [data(r, n, loom.float32) for r in range(WORLD)]
+    t = loom.tensor(big[RANK])
+    dist.all_reduce(t)
+    check(t, np.sum(big, axis=0), "all_reduce of 3 MiB")
+    parts = [loom.empty(n) for _ in range(WORLD)]
+    dist.all_gather(parts, loom.tensor(big[RANK]))
+    for r in range(WORLD):
+        check(parts[r], big[r], f"all_gather of 3 MiB, rank {r}'s part")
+    errors = []
+    for device in ("cpu", "lazy"):
+        t = loom.ones(n if RANK == 0 else 3, device=device)
+        try:
+            dist.all_reduce(t)
+            t.sum().item()
+        except dist.DistBackendError as e:
+            errors.append(str(e))
+    t = loom.tensor(big[RANK])
+    dist.all_reduce(t)
+    check(t, np.sum(big, axis=0), "all_reduce of 3 MiB after the disagreements")
+    report({"errors": errors, "checked": checked})
+
+
+def _collective_loop(how, done=lambda steps: None):
     """Runs collectives until one fails: eager all-reduces ("eager"), lazy ones read at a sync
-    ("lazy"), or DDP training steps on lazy tensors ("ddp")."""
+    ("lazy"), or DDP training steps on lazy tensors ("ddp"); calls done(n) after the n-th."""
     if how == "ddp":
         loom.manual_seed(0)
         m = nn.Sequential(nn.Linear(64, 256), nn.Tanh(), nn.Linear(256, 4)).to("lazy")
         ddp = nn.parallel.DistributedDataParallel(m, bucket_cap_mb=0.05)  # a few buckets
         opt = loom.optim.SGD(ddp.parameters(), lr=0.01)
     t = loom.ones(1 << 18)
+    steps = 0
     while True:
         if how == "eager":
             dist.all_reduce(t)
@@ -294,6 +324,8 @@ def _collective_loop(how):
             loss.backward()
             opt.step()
             loss.item()
+        steps += 1
+        done(steps)
 
 
 STOPPED = os.path.join(os.environ.get("LOOM_TEST_OUT", "."), "stopped")
@@ -306,16 +338,30 @@ def _note_stop():
     os.replace(STOPPED + ".tmp", STOPPED)
 
 
-def _stop_self_soon(sig):
-    """Sends `sig` to this process from a thread in 0.3 s (the main thread is inside a
-    collective by then), first noting it (_note_stop)."""
+# Iterations of _collective_loop rank 1 completes before it is stopped. Each one's collectives
+# needed every rank, so by then every rank is past its set-up (DDP's broadcast) and inside the
+# loop, and every kernel of the loop is compiled: the stop lands in a steady-state iteration.
+# (A timer from the barrier, as before, could land in the first step's kernel compile, where
+# rank 0 waited in a different collective, or had waited for long already.)
+STEPS_BEFORE_STOP = 3
+
+
+def _loop_then_stop(how, sig):
+    """Rank 1: runs _collective_loop(how) and, once STEPS_BEFORE_STOP iterations are done, sends
+    `sig` to this process from a thread a moment later (the main thread is inside the next
+    iteration by then), first noting it (_note_stop)."""
     import threading
 
+    ready = threading.Event()
+
     def stop():
+        ready.wait()
+        time.sleep(0.01)
         _note_stop()
         os.kill(os.getpid(), sig)
 
-    threading.Timer(0.3, stop).start()
+    threading.Thread(target=stop, daemon=True).start()
+    _collective_loop(how, lambda steps: steps == STEPS_BEFORE_STOP and ready.set())
 
 
 def _fail_and_report(how):
@@ -337,8 +383,9 @@ def _fail_and_report(how):
 def case_killed(how):
     """Rank 1 dies: before the collective ("exits": os._exit after a barrier) or by SIGKILL in
     the middle of a loop of eager all-reduces, lazy ones or lazy DDP steps (a thread of its own
-    kills it once a few have run, while its main thread is inside the next). The other ranks,
-    inside their own collectives then, raise DistBackendError well within the timeout."""
+    kills it once STEPS_BEFORE_STOP of them have run, while its main thread is inside the next).
+    The other ranks, inside their own collectives then, raise DistBackendError well within the
+    timeout."""
     import signal
 
     dist.barrier()
@@ -346,8 +393,7 @@ def case_killed(how):
         if how == "exits":
             _note_stop()
             os._exit(3)
-        _stop_self_soon(signal.SIGKILL)
-        _collective_loop(how)
+        _loop_then_stop(how, signal.SIGKILL)
     _fail_and_report("eager" if how == "exits" else how)
 
 
@@ -359,8 +405,7 @@ def case_timeout(how):
 
     dist.barrier()
     if RANK == 1:
-        _stop_self_soon(signal.SIGSTOP)
-        _collective_loop(how)
+        _loop_then_stop(how, signal.SIGSTOP)
     _fail_and_report(how)
     if RANK == 0:
         os.kill(json.load(open(STOPPED))["pid"], signal.SIGKILL)

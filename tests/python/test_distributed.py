@@ -248,6 +248,20 @@ def test_mismatched_shapes_and_calls_raise_naming_each_rank():
         assert "rank 0 called broadcast(root 0) on float32[2]; rank 1 called all_reduce(SUM) on float32[2]" in calls
 
 
+@needs_gloo
+@pytest.mark.parametrize("checked", [True, False])
+def test_gathers_of_several_chunks_and_disagreeing_sizes(checked):
+    env = {} if checked else {"LOOM_DIST_CHECK": "0"}
+    for r in expect_success(run_job("sizes", 2, env=env)):
+        assert r["checked"] == checked and len(r["errors"]) == 2, r
+        for e in r["errors"]:  # eager, then lazy (at the sync)
+            if checked:
+                assert "rank 0 called all_reduce(SUM) on float32[786432]; rank 1 called all_reduce(SUM) on float32[3]" \
+                    in e, e
+            else:
+                assert "passed inputs of different sizes: rank 0 3145728 bytes, rank 1 12 bytes" in e, e
+
+
 # How rank 1 fails while the others run collectives (_dist_workers.case_killed): it exits after
 # a barrier, or is SIGKILLed in the middle of eager all-reduces, lazy ones read at a sync, or lazy
 # DDP training steps.
@@ -396,8 +410,8 @@ def test_launcher_forwards_signals(tmp_path):
 def test_exchange_reads_poll_before_blocking(world, spin):
     """A read of loom's own exchanges polls its socket for the message up to LOOM_DIST_SPIN_US
     before it blocks (runtime/distributed/gloo.cpp, Note [Spinning before a blocking read]);
-    every read is one or the other. A direct all-reduce of under 128 KiB reads a header and one
-    chunk from each peer. With a budget of 0.2 s (set explicitly, so ranks poll even where they
+    every read is one or the other. A direct all-reduce of under 16 KiB reads one message from
+    each peer, its header and its data (Note [One message per peer]). With a budget of 0.2 s (set explicitly, so ranks poll even where they
     outnumber the cores), a peer's message arrives while polling unless the machine stops the
     peer for that long: most reads are polled, which they can only be where the socket of every
     peer's pair was found. By default, ranks that outnumber the cores do not poll at all."""
@@ -406,7 +420,7 @@ def test_exchange_reads_poll_before_blocking(world, spin):
     if spin is None and world <= len(os.sched_getaffinity(0)):
         pytest.skip("the default polls here: whether a read gets its message in 100 us depends on the load")
     for r in expect_success(run_job("exchange_reads", world, env=env, args=[str(calls)])):
-        reads = calls * 2 * (world - 1)
+        reads = calls * (world - 1)
         assert r["collectives"] == calls
         assert r["exchange_reads_polled"] + r["exchange_reads_blocked"] == reads, r
         if spin == "200000":
