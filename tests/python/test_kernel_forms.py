@@ -125,7 +125,8 @@ def test_blocked_row_sums_are_accurate_and_keep_special_values(tmp_path, n):
     # C++ row kernels sum float32 in float over blocks of 256 elements and add the blocks in
     # double (fusion/render.cpp blocked_sum): a row shorter than a block, a whole block, a
     # partial last block, many blocks; positive and mixed-sign rows; inf and NaN in the last block.
-    x = RNG.standard_normal((6, n)).astype(np.float32) * 100
+    rng = np.random.default_rng(n)  # not the module's RNG: the later tests keep their data
+    x = rng.standard_normal((6, n)).astype(np.float32) * 100
     x[1] = np.abs(x[1]) + 1e-3
     x[2] = np.float32(1.0)  # each block's float sum is exact: so is the row's
     x[3, -1] = np.inf
