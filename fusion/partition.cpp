@@ -643,6 +643,14 @@ Program Partitioner::run() {
   return p;
 }
 
+// What recomputing an op costs in the rule of initial_materialization, in simple arithmetic ops.
+// erf and erfc are polynomials of about 20 multiply-adds (the CPU prelude's loom_erff, libm's
+// erfcf): a value holding one is stored once two kernels would evaluate it (exact GELU's Phi(x),
+// read by its forward and its derivative). exp and the other math functions count as one: their
+// values are mostly reused inside one row kernel (softmax's exp, kept across the row's passes),
+// where storing them would only add traffic.
+int64_t recompute_cost(OpId op) { return op == OpId::Erf || op == OpId::Erfc ? 16 : 1; }
+
 // Values that must be stored: outputs, reductions, what library ops read, and (with fusion)
 // expensive values read by several consumers, and values whose expression would make a kernel
 // too long (kMaxInlinedOps); without fusion, every op's result.
@@ -672,13 +680,14 @@ std::vector<bool> initial_materialization(const Trace& t, const PartitionOptions
     // it, and the full-size loads of stored values (a stored value at least half the size of the
     // reader: a broadcast bias or a row statistic stays in cache and does not count). A value
     // read by several consumers is stored when recomputing it in each costs more than a store
-    // and a load each: 16 ops, or 3 full-size loads (gpt's residual stream, a sum of matmul
-    // outputs, embeddings and biases, was recomputed from 13 loads in each layer norm kernel).
+    // and a load each: 16 ops (recompute_cost: an erf is 16), or 3 full-size loads (gpt's
+    // residual stream, a sum of matmul outputs, embeddings and biases, was recomputed from 13
+    // loads in each layer norm kernel).
     std::vector<int64_t> cost(n, 0), loads(n, 0);
     for (size_t i = 0; i < n; ++i) {
       const Node& node = *t.nodes[i];
       if (is_leaf(node)) continue;
-      int64_t c = cls(node) == OpClass::View ? 0 : 1, l = 0;
+      int64_t c = cls(node) == OpClass::View ? 0 : recompute_cost(node.op()), l = 0;
       int64_t size = numel_of(node.shape());
       for (int32_t in : t.inputs[i]) {
         if (!m[in]) c += cost[in], l += loads[in];

@@ -287,8 +287,41 @@ Tensor clamp(const Tensor& x, const std::optional<Arg>& min, const std::optional
   return where(inside, x, out);
 }
 
+namespace {
+
+// Phi(x), the standard normal CDF, as the Gelu primitive computes it: (erf(x / sqrt 2) + 1) / 2.
+Tensor normal_cdf(const Tensor& x) {
+  return mul(add(unary(OpId::Erf, mul(x, Scalar(0.7071067811865476))), Scalar(int64_t{1})), Scalar(0.5));
+}
+
+}  // namespace
+
+// With autograd, exact GELU is x * Phi(x) as a composite that keeps Phi(x) for its derivative
+// Phi(x) + x phi(x): the primitive's derivative computed erf again, which was half of the
+// backward kernel's time in gpt's MLP (the partitioner stores Phi from the forward kernel:
+// recomputing an erf costs more than reading the value back, fusion/partition.cpp). The same
+// values as the primitive's: x * ((e + 1) * 0.5) rounds as (0.5 * x) * (e + 1), both halvings
+// exact. float16 and bfloat16 keep the primitive, which computes in float32 and rounds once.
 Tensor gelu(const Tensor& x, std::string_view approximate) {
-  if (approximate == "none") return unary(OpId::Gelu, x);
+  if (approximate == "none") {
+    bool composite = grad_enabled() && requires_grad(*x) &&
+                     (x->dtype() == DType::Float32 || x->dtype() == DType::Float64);
+    if (!composite) return unary(OpId::Gelu, x);
+    Tensor cdf, y;
+    {
+      GradModeGuard unrecorded(false);
+      cdf = normal_cdf(x);
+      y = mul(x, cdf);
+    }
+    record_composite({"GeluBackward0", {x.get()}, 0b1u, false, {cdf}}, *y,
+                     [](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                       const Tensor& v = s.inputs[0];
+                       Tensor phi = s.recompute() ? normal_cdf(v) : s.extras[0];
+                       Tensor pdf = mul(unary(OpId::Exp, mul(mul(v, v), Scalar(-0.5))), Scalar(0.3989422804014327));
+                       return {mul(g, add(phi, mul(v, pdf)))};
+                     });
+    return y;
+  }
   LOOM_CHECK(approximate == "tanh", Runtime, "approximate argument must be either none or tanh.");
   return unary(OpId::GeluTanh, x);
 }

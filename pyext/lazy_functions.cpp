@@ -1,5 +1,5 @@
 // Module functions of execution: loom.sync(), loom.synchronize(), loom.metrics(),
-// loom.metrics_reset() (DESIGN decisions 3 and 13), loom.get_num_threads().
+// loom.metrics_reset() (DESIGN decisions 3 and 13), loom.get_num_threads() / set_num_threads().
 #include <map>
 
 #include "graph/compiled.h"
@@ -14,6 +14,8 @@
 #include "rtc/disk_cache.h"
 #include "rtc/nvrtc.h"
 #include "runtime/background.h"
+#include "runtime/blas.h"
+#include "runtime/blocking.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/thread_pool.h"
@@ -76,6 +78,30 @@ PyObject* f_metrics_reset(PyObject*, PyObject*) {
 PyObject* f_get_num_threads(PyObject*, PyObject*) {
   LOOM_PY_BEGIN
   return PyLong_FromLong(num_threads());
+  LOOM_PY_END(nullptr)
+}
+
+// set_num_threads(n): the pool's threads and OpenBLAS's, as torch.set_num_threads sets its
+// intra-op pool's and its BLAS's. An int only (PyTorch refuses floats and strings too).
+PyObject* f_set_num_threads(PyObject*, PyObject* arg) {
+  LOOM_PY_BEGIN
+  if (!PyLong_Check(arg) || PyBool_Check(arg)) {
+    PyErr_Format(PyExc_RuntimeError, "set_num_threads expects an int, but got %s", Py_TYPE(arg)->tp_name);
+    return nullptr;
+  }
+  long long n = PyLong_AsLongLong(arg);
+  if (n == -1 && PyErr_Occurred()) PyErr_Clear();
+  if (n < 1 || n > kMaxThreads) {
+    PyErr_Format(PyExc_RuntimeError, "set_num_threads expects a positive integer (at most %d), but got %S",
+                 kMaxThreads, arg);
+    return nullptr;
+  }
+  {
+    BlockingRegion region;  // waits for a parallel loop another thread runs
+    set_num_threads(static_cast<int>(n));
+  }
+  blas::set_threads(static_cast<int>(n));
+  return Py_NewRef(Py_None);
   LOOM_PY_END(nullptr)
 }
 
@@ -209,7 +235,10 @@ PyMethodDef lazy_functions[] = {
      "metrics_reset(): zero every counter of metrics() (plan_cache_entries and plan_cache_bytes describe the cache "
      "as it is, and stay)"},
     {"get_num_threads", f_get_num_threads, METH_NOARGS,
-     "get_num_threads(): threads the CPU kernels use (LOOM_NUM_THREADS, default: the machine's cores)"},
+     "get_num_threads(): threads the CPU kernels use (set_num_threads's, else LOOM_NUM_THREADS, default: the "
+     "machine's cores)"},
+    {"set_num_threads", f_set_num_threads, METH_O,
+     "set_num_threads(int): the threads the CPU kernels (and OpenBLAS's products) use from now on"},
     {"_cache_dir", f_cache_dir, METH_NOARGS,
      "_cache_dir(): the folder compiled CPU modules are cached in (LOOM_CACHE_DIR, else the user's cache folder)"},
     {"_set_executor", f_set_executor, METH_O, "_set_executor(name): 'compiled', 'fused', 'unfused', 'fused-nograph', 'interpreter', 'cuda-emulated' or 'cuda-emulated-unfused'; each keeps its caches across switches"},

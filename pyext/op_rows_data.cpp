@@ -2,16 +2,74 @@
 // with PyTorch's names, signatures and defaults. The varargs forms PyTorch writes in Python
 // (meshgrid(*tensors), atleast_1d(*tensors), block_diag, cartesian_prod) wrap these rows in
 // pyext/loom/_functional.py.
+#include <algorithm>
+
+#include "lazy/dispatch.h"
 #include "lazy/ops_movement.h"
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
 #include "runtime/error.h"
+#include "runtime/layout.h"
 
 namespace loom::py {
 
 // indexing.cpp: x with x[indices] = values (or += with accumulate), indices read as a Python
 // index (a tuple of tensors, None, slices ...), as Tensor.index_put reads its list.
 Tensor index_put_python(const Tensor& x, PyObject* indices, const Tensor& values, bool accumulate);
+
+// The positions offset + sum_k i_k * stride_k for every index (i_0, ..., i_n-1) of `size`, an int64
+// tensor of that shape placed as `like`.
+static Tensor strided_positions(IntSpan size, IntSpan stride, int64_t offset, const Tensor& like) {
+  Placement where = placement_of(like);
+  Tensor positions = ops::full(Dims{}, Scalar(offset), DType::Int64, where);
+  for (size_t k = 0; k < size.size(); ++k) {
+    Dims shape(size.size(), 1);
+    shape[k] = size[k];
+    Tensor along = ops::arange(size[k], Scalar(int64_t{0}), Scalar(stride[k]), DType::Int64, where);
+    positions = ops::add(positions, ops::reshape(along, shape));
+  }
+  return ops::expand(positions, size);
+}
+
+// as_strided: a view of x whose element i_0, ..., i_n-1 is x's storage element storage_offset +
+// sum_k i_k * stride_k (storage_offset None: x's own). PyTorch reads any of the storage's
+// elements; loom reads x's own only, so x must be contiguous (its storage order is then its element
+// order) and the view must stay within them. Elements may repeat (overlapping windows): the
+// gradient adds up at each element. Also the view Tensor.as_strided_ makes self (tensor_methods.cpp).
+Tensor as_strided(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  Dims size = p.int_list(1), stride = p.int_list(2);
+  LOOM_CHECK(size.size() == stride.size(), Runtime, "mismatch in length of strides and shape: size ",
+             format_dims(size), ", stride ", format_dims(stride));
+  check_sizes(size);
+  for (int64_t s : stride)
+    LOOM_CHECK(s >= 0, Runtime, "as_strided: Negative strides are not supported at the moment, got strides: ",
+               format_dims(stride));
+  const Layout* own = x->known_layout();
+  LOOM_CHECK(!own || own->is_contiguous(), Runtime, "loom's as_strided takes a contiguous input (of shape ",
+             format_dims(x->sizes()), " here it is not): call .contiguous() first");
+  int64_t base = own ? own->offset : 0;
+  int64_t relative = p.optional_int64(3).value_or(base) - base;
+  int64_t last = relative;
+  for (size_t k = 0; k < size.size(); ++k) last += (size[k] - 1) * stride[k];
+  bool empty = numel_of(size) == 0;
+  LOOM_CHECK(relative >= 0 && (empty || last < x->numel()), Runtime, "as_strided: size ", format_dims(size),
+             ", stride ", format_dims(stride), " and storage offset ", relative + base, " reach storage elements ",
+             relative + base, " to ", last + base, ", but loom's as_strided reads only the input's own ",
+             x->numel(), " elements (", base, " to ", base + x->numel() - 1, ")");
+  auto layout_of = [size, stride, relative](const Layout& l) -> std::optional<Layout> {
+    return Layout{size, stride, l.offset + relative};
+  };
+  Dims shape(x->sizes());
+  int64_t numel = x->numel();
+  DType dtype = x->dtype();
+  auto backward = [=](const Tensor& g) -> Tensor {
+    Tensor positions = ops::flatten(strided_positions(size, stride, relative, g));
+    Tensor flat = ops::full(Dims{numel}, Scalar(0.0), dtype, placement_of(g));
+    return ops::reshape(ops::index_add(flat, 0, positions, ops::flatten(g)), shape);
+  };
+  return ops::strided_view(x, layout_of, "AsStridedBackward0", backward);
+}
 
 namespace {
 
@@ -51,6 +109,53 @@ Result diff(const Parsed& p) {
     x = x->dtype() == DType::Bool ? ops::binary(OpId::Ne, next, previous) : ops::sub(next, previous);
   }
   return x;
+}
+
+// select_scatter / slice_scatter / diagonal_scatter: input with the region `view_of` selects
+// replaced by src (of the region's shape), as a new tensor: a clone with src copied into that
+// view of it, so input's gradient is the rest's and src's the region's.
+template <typename ViewOf>
+Tensor scatter_into(const Tensor& x, const Tensor& src, ViewOf view_of) {
+  Tensor region = view_of(x);
+  LOOM_CHECK(std::ranges::equal(region->sizes(), src->sizes()), Runtime,
+             "expected src to have a size equal to the slice of self. src size = ", format_dims(src->sizes()),
+             ", slice size = ", format_dims(region->sizes()));
+  Tensor out = ops::clone(x);
+  ops::copy_(*view_of(out), src);
+  return out;
+}
+
+Result slice_scatter(const Parsed& p) {
+  int64_t dim = p.int64(2), step = p.int64(5);
+  std::optional<int64_t> start = p.optional_int64(3), end = p.optional_int64(4);
+  return scatter_into(p.tensor(0), p.tensor(1), [&](const Tensor& t) { return ops::slice(t, dim, start, end, step); });
+}
+
+// masked_scatter: input with the positions where mask (broadcast to input's shape) is true
+// filled, in row-major order, with source's leading elements. The k-th true position takes
+// source's element k: a running count of the mask picks it, so nothing is read on the host unless
+// source might be too short (fewer elements than the mask), which must then be checked.
+Result masked_scatter(const Parsed& p) {
+  Tensor x = p.tensor(0), mask = p.tensor(1), source = p.tensor(2);
+  LOOM_CHECK(mask->dtype() == DType::Bool, Runtime,
+             "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+             dtype_info(mask->dtype()).scalar_type_name);
+  LOOM_CHECK(source->dtype() == x->dtype(), Runtime,
+             "masked_scatter: expected self and source to have same dtypes but got ",
+             dtype_info(x->dtype()).scalar_type_name, " and ", dtype_info(source->dtype()).scalar_type_name);
+  Tensor m = ops::expand(mask, x->sizes());
+  if (source->numel() < m->numel()) {
+    Tensor ones = ops::sum(ops::cast(m, DType::Int64));
+    Array count = copy_to(ops::values_for_shape(ones, "masked_scatter"), DType::Int64, kCPU);
+    LOOM_CHECK(*static_cast<const int64_t*>(count.data()) <= source->numel(), Runtime,
+               "Number of elements of source < number of ones in mask (source has ", source->numel(), ", mask ",
+               *static_cast<const int64_t*>(count.data()), ")");
+  }
+  if (source->numel() == 0) return ops::clone(x);
+  Tensor rank = ops::sub(ops::cumsum(ops::flatten(ops::cast(m, DType::Int64)), 0), Scalar(int64_t{1}));
+  rank = ops::clamp(rank, Arg(Scalar(int64_t{0})), Arg(Scalar(source->numel() - 1)));
+  Tensor picked = ops::reshape(ops::index_select(ops::flatten(source), 0, rank), x->sizes());
+  return ops::where(m, picked, x);
 }
 
 // hsplit / vsplit / dsplit: (sections) or (indices).
@@ -171,6 +276,35 @@ const Row kRows[] = {
      LOOM_BODY(ops::diag_embed(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
     {{"trace(Tensor input)"}, kBoth, LOOM_BODY(ops::trace(p.tensor(0)))},
     {{"diff(Tensor input, int n=1, int dim=-1, Tensor? prepend=None, Tensor? append=None)"}, kBoth, diff},
+    {{"diagflat(Tensor input, int offset=0)"}, kBoth, LOOM_BODY(ops::diag(ops::flatten(p.tensor(0)), p.int64(1))),
+     "A 2-d tensor with the flattened input on diagonal `offset`."},
+    {{"select_scatter(Tensor input, Tensor src, int dim, int index)"}, kBoth, [](const Parsed& p) -> Result {
+       int64_t dim = p.int64(2), index = p.int64(3);
+       return scatter_into(p.tensor(0), p.tensor(1), [&](const Tensor& t) { return ops::select(t, dim, index); });
+     }},
+    {{"slice_scatter(Tensor input, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1)"}, kBoth,
+     slice_scatter},
+    {{"diagonal_scatter(Tensor input, Tensor src, int offset=0, int dim1=0, int dim2=1)"}, kBoth,
+     [](const Parsed& p) -> Result {
+       int64_t offset = p.int64(2), dim1 = p.int64(3), dim2 = p.int64(4);
+       return scatter_into(p.tensor(0), p.tensor(1),
+                           [&](const Tensor& t) { return ops::diagonal(t, offset, dim1, dim2); });
+     }},
+    {{"as_strided(Tensor input, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)"}, kBoth,
+     LOOM_BODY(as_strided(p)), "A view; the input must be contiguous and the view stay within its elements (PyTorch reads the whole "
+     "storage)."},
+    {{"masked_scatter(Tensor input, Tensor mask, Tensor source)"}, kAll, masked_scatter,
+     "Reads the mask's count on the host (a sync on the lazy device) only when source has fewer elements than the "
+     "mask."},
+    // PyTorch's "unsafe" splits skip its view tracking; loom's splits are the plain ones.
+    {{"split_with_sizes(Tensor input, int[] split_sizes, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::split_sections(p.tensor(0), p.int_list(1), p.int64(2)))},
+    {{"unsafe_split_with_sizes(Tensor input, int[] split_sizes, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::split_sections(p.tensor(0), p.int_list(1), p.int64(2)))},
+    {{"unsafe_split(Tensor input, int split_size, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::split(p.tensor(0), p.int64(1), p.int64(2)))},
+    {{"unsafe_chunk(Tensor input, int chunks, int dim=0)"}, kBoth,
+     LOOM_BODY(ops::chunk(p.tensor(0), p.int64(1), p.int64(2)))},
     {{"roll(Tensor input, int[1] shifts, int[1] dims=[])"}, kBoth,
      LOOM_BODY(ops::roll(p.tensor(0), p.int_list(1), p.int_list(2)))},
     {{"rot90(Tensor input, int k=1, int[] dims=[0,1])"}, kBoth,

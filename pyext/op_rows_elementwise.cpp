@@ -2,11 +2,15 @@
 // (trigonometric and hyperbolic functions, fmod, copysign, logaddexp, xlogy, shifts, tests such
 // as isfinite and isclose) and the activations that loom.nn.functional calls, with PyTorch's
 // names, aliases (arcsin, fix, absolute, ...), signatures and defaults.
+#include <cmath>
 #include <limits>
 
+#include "lazy/dispatch.h"
+#include "lazy/ops_movement.h"
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
 #include "runtime/error.h"
+#include "runtime/layout.h"
 
 namespace loom::py {
 namespace {
@@ -124,6 +128,71 @@ Tensor digamma(const Tensor& x0) {
   return ops::where(zero, Scalar(-std::numeric_limits<double>::infinity()), value);
 }
 
+// gcd / lcm: two integer tensors (not bool) broadcast and promoted.
+std::pair<Tensor, Tensor> integer_pair(const char* name, const Tensor& a, const Tensor& b) {
+  LOOM_CHECK(is_integral(a->dtype()) && is_integral(b->dtype()), Runtime, name,
+             " is only implemented for integer tensors, got ", dtype_info(a->dtype()).scalar_type_name, " and ",
+             dtype_info(b->dtype()).scalar_type_name);
+  DType dtype = result_type({Arg(a), Arg(b)});
+  Dims shape = broadcast_shapes(a->sizes(), b->sizes());
+  return {ops::cast(ops::expand(a, shape), dtype), ops::cast(ops::expand(b, shape), dtype)};
+}
+
+// The greatest common divisor, non-negative (gcd(0, 0) = 0): Euclid's steps over the whole
+// tensor until every remainder is 0, which needs a look at the values after each step (a sync on
+// the lazy device; at most ~90 steps for int64).
+Tensor gcd(const Tensor& input, const Tensor& other) {
+  auto [a0, b0] = integer_pair("gcd", input, other);
+  Tensor a = ops::unary(OpId::Abs, a0), b = ops::unary(OpId::Abs, b0);
+  for (;;) {
+    Tensor nonzero = ops::binary(OpId::Ne, b, Scalar(int64_t{0}));
+    Array any = copy_to(ops::values_for_shape(ops::any(nonzero), "gcd"), DType::Int64, kCPU);
+    if (*static_cast<const int64_t*>(any.data()) == 0) return a;
+    Tensor divisor = ops::where(nonzero, b, Scalar(int64_t{1}));
+    Tensor rest = ops::where(nonzero, ops::binary(OpId::Remainder, a, divisor), b);
+    a = ops::where(nonzero, b, a);
+    b = rest;
+  }
+}
+
+// The least common multiple, non-negative; 0 when either is 0.
+Tensor lcm(const Tensor& input, const Tensor& other) {
+  auto [a, b] = integer_pair("lcm", input, other);
+  Tensor g = gcd(a, b);
+  Tensor zero = ops::binary(OpId::Eq, g, Scalar(int64_t{0}));
+  Tensor quotient = ops::div(a, ops::where(zero, Scalar(int64_t{1}), g), "trunc");
+  return ops::where(zero, Scalar(int64_t{0}), ops::unary(OpId::Abs, ops::mul(quotient, b)));
+}
+
+// nextafter: the next representable value after input towards other, by a step of the bit
+// pattern (read as an integer of the same width, which orders the magnitudes of one sign): up
+// when moving away from zero, down when moving towards it; from zero the smallest subnormal of
+// other's sign; other itself when equal; NaN when either is.
+Tensor nextafter(const Tensor& input, const Tensor& other) {
+  LOOM_CHECK(is_floating(input->dtype()) && is_floating(other->dtype()), Runtime,
+             "nextafter is only implemented for floating-point tensors, got ",
+             dtype_info(input->dtype()).scalar_type_name,
+             " and ", dtype_info(other->dtype()).scalar_type_name);
+  DType dtype = result_type({Arg(input), Arg(other)});
+  Dims shape = broadcast_shapes(input->sizes(), other->sizes());
+  Tensor x = ops::contiguous(ops::cast(ops::expand(input, shape), dtype));
+  Tensor y = ops::cast(ops::expand(other, shape), dtype);
+  DType bits_type = itemsize(dtype) == 8 ? DType::Int64 : itemsize(dtype) == 4 ? DType::Int32 : DType::Int16;
+  double tiny = dtype == DType::Float64   ? std::numeric_limits<double>::denorm_min()
+                : dtype == DType::Float32 ? std::numeric_limits<float>::denorm_min()
+                : dtype == DType::Float16 ? std::ldexp(1.0, -24)
+                                          : std::ldexp(1.0, -133);  // bfloat16
+  Tensor bits = ops::view_dtype(ops::clone(ops::detach(x)), bits_type);
+  Tensor away = ops::binary(OpId::Eq, ops::binary(OpId::Gt, y, x), ops::binary(OpId::Gt, x, Scalar(0.0)));
+  Tensor stepped = ops::where(away, ops::add(bits, Scalar(int64_t{1})), ops::sub(bits, Scalar(int64_t{1})));
+  Tensor result = ops::view_dtype(ops::contiguous(stepped), dtype);
+  Tensor from_zero = ops::copysign(ops::full(shape, Scalar(tiny), dtype, placement_of(x)), y);
+  result = ops::where(ops::binary(OpId::Eq, x, Scalar(0.0)), from_zero, result);
+  result = ops::where(ops::binary(OpId::Eq, x, y), y, result);
+  Tensor nan = ops::binary(OpId::LogicalOr, ops::unary(OpId::IsNan, x), ops::unary(OpId::IsNan, y));
+  return ops::where(nan, ops::add(x, y), result);
+}
+
 Result relu(const Parsed& p) { return ops::unary(OpId::Relu, p.tensor(0)); }
 Result elu(const Parsed& p) { return ops::elu(p.tensor(0), p.scalar(1), p.scalar(2), p.scalar(3)); }
 Result celu(const Parsed& p) { return ops::celu(p.tensor(0), p.scalar(1)); }
@@ -137,6 +206,23 @@ Result mish(const Parsed& p) { return ops::mish(p.tensor(0)); }
 Result threshold(const Parsed& p) { return ops::threshold(p.tensor(0), p.scalar(1), p.scalar(2)); }
 
 const Row kRows[] = {
+    // loom's tensors are real: angle is pi for negative values (0 else, NaN for NaN), in a floating
+    // dtype; conj_physical is a copy.
+    {{"angle(Tensor input)"}, kBoth, [](const Parsed& p) -> Result {
+       Tensor x = p.tensor(0);
+       Tensor f = is_floating(x->dtype()) ? x : ops::cast(x, default_float_dtype());
+       Tensor zero = ops::full(f->sizes(), Scalar(0.0), f->dtype(), placement_of(f));
+       Tensor a = ops::where(ops::binary(OpId::Lt, f, Scalar(0.0)), Scalar(kPi), zero);
+       return ops::where(ops::unary(OpId::IsNan, f), f, a);  // through f: a gradient of zero, as PyTorch's
+     }},
+    {{"conj_physical(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::clone(p.tensor(0)))},
+    {{"gcd(Tensor input, Tensor other)"}, kAll | kInplaceFunction, LOOM_BODY(gcd(p.tensor(0), p.tensor(1))),
+     "Integers only; loops over Euclid's steps, reading after each whether any remainder is left (a sync on the "
+     "lazy device)."},
+    {{"lcm(Tensor input, Tensor other)"}, kAll | kInplaceFunction, LOOM_BODY(lcm(p.tensor(0), p.tensor(1))),
+     "Integers only; computed from gcd."},
+    {{"nextafter(Tensor input, Tensor other)"}, kAll,
+     LOOM_BODY(nextafter(p.tensor(0), p.tensor(1)))},
     // ---- math ----
     {{"trunc(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0)))},
     {{"fix(Tensor input)"}, kAll | kInplaceFunction, LOOM_BODY(ops::trunc(p.tensor(0))), "trunc()"},

@@ -7,7 +7,9 @@
 
 #include "lazy/ops_linalg.h"
 #include "pyext/op_table.h"
+#include "lazy/ops_movement.h"
 #include "runtime/error.h"
+#include "runtime/layout.h"
 
 namespace loom::py {
 namespace {
@@ -40,6 +42,55 @@ Result linalg_norm(const Parsed& p) {
   return ops::matrix_norm(x, "", order_of(p, 1, 2), matrix_dims, keepdim, dtype);
 }
 
+// The cross product of 3-vectors along dim, the operands broadcast: component i is
+// a[i+1] b[i+2] - a[i+2] b[i+1] (indices mod 3), which rolls by one and two line up.
+Tensor cross(const Tensor& a, const Tensor& b, int64_t dim) {
+  LOOM_CHECK(a->ndim() == b->ndim(), Runtime, "linalg.cross: inputs must have the same number of dimensions. Got ",
+             format_dims(a->sizes()), " and ", format_dims(b->sizes()));
+  Dims shape = broadcast_shapes(a->sizes(), b->sizes());
+  dim = wrap_dim(dim, static_cast<int64_t>(shape.size()));
+  LOOM_CHECK(a->sizes()[dim] == 3 && b->sizes()[dim] == 3, Runtime, "linalg.cross: inputs dimension ", dim,
+             " must have length 3. Got ", a->sizes()[dim], " and ", b->sizes()[dim]);
+  Tensor x = ops::expand(a, shape), y = ops::expand(b, shape);
+  Dims at{dim}, one{-1}, two{-2};
+  return ops::sub(ops::mul(ops::roll(x, one, at), ops::roll(y, two, at)),
+                  ops::mul(ops::roll(x, two, at), ops::roll(y, one, at)));
+}
+
+// torch.cross: dim None is the first dim of size 3 (deprecated in PyTorch 1.13, with its warning).
+Result cross_row(const Parsed& p) {
+  Tensor a = p.tensor(0), b = p.tensor(1);
+  if (std::optional<int64_t> dim = p.optional_int64(2)) return cross(a, b, *dim);
+  check_status(PyErr_WarnEx(PyExc_UserWarning,
+                            "Using torch.cross without specifying the dim arg is deprecated.\nPlease either pass the "
+                            "dim explicitly or simply use torch.linalg.cross.\nThe default value of dim will change "
+                            "to agree with that of linalg.cross in a future release.",
+                            1));
+  Dims shape = broadcast_shapes(a->sizes(), b->sizes());
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] == 3) return cross(a, b, static_cast<int64_t>(d));
+  LOOM_FAIL(Runtime, "no dimension of size 3 in input (shapes ", format_dims(a->sizes()), " and ",
+            format_dims(b->sizes()), ")");
+}
+
+// renorm: each slice along dim whose p-norm exceeds maxnorm scaled to norm maxnorm (by
+// maxnorm / (norm + 1e-7), PyTorch's factor).
+Result renorm(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  double order = p.scalar(1).as_double(), maxnorm = p.scalar(3).as_double();
+  LOOM_CHECK(order > 0, Runtime, "renorm: non-positive-norm not supported (p=", order, ")");
+  LOOM_CHECK(maxnorm >= 0, Runtime, "renorm: expected maxnorm to be >= 0 but got ", maxnorm);
+  LOOM_CHECK(x->ndim() > 1, Runtime, "renorm: input needs at least 2 dimensions, got ", x->ndim(), " dimensions");
+  int64_t dim = wrap_dim(p.int64(2), x->ndim());
+  ops::DimList others;
+  for (int64_t d = 0; d < x->ndim(); ++d)
+    if (d != dim) others.push_back(d);
+  Tensor norms = ops::vector_norm(x, order, others, true, std::nullopt);
+  Tensor factor = ops::where(ops::binary(OpId::Gt, norms, Scalar(maxnorm)),
+                             ops::div(Scalar(maxnorm), ops::add(norms, Scalar(1e-7))), Scalar(1.0));
+  return ops::mul(x, factor);
+}
+
 int64_t compute_mode(const Parsed& p, int i) {
   if (!p.has(i)) return 0;
   std::string mode = p.string(i);
@@ -68,6 +119,10 @@ const Row kRows[] = {
      LOOM_BODY(ops::addmv(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
     {{"addr(Tensor input, Tensor vec1, Tensor vec2, *, Scalar beta=1, Scalar alpha=1)"}, kAll,
      LOOM_BODY(ops::addr(p.tensor(0), p.tensor(1), p.tensor(2), p.scalar(3), p.scalar(4)))},
+    {{"cross(Tensor input, Tensor other, int? dim=None)"}, kBoth, cross_row,
+     "dim None: the first dim of size 3 (deprecated, as in PyTorch)."},
+    {{"renorm(Tensor input, Scalar p, int dim, Scalar maxnorm)"}, kAll, renorm,
+     "Each slice along dim whose p-norm exceeds maxnorm, scaled to norm maxnorm."},
     {{"chain_matmul(Tensor[] matrices)"}, kFunction, [](const Parsed& p) -> Result {
        std::vector<Tensor> ms = p.tensors(0);
        if (ms.size() == 1) return ops::clone(ms[0]);
@@ -100,6 +155,8 @@ const Row kRows[] = {
       "linalg_norm(Tensor input, str ord, int[1]? dim=None, bool keepdim=False, *, ScalarType? dtype=None)"},
      kFunction, linalg_norm},
     {{"linalg_multi_dot(Tensor[] tensors)"}, kFunction, LOOM_BODY(ops::multi_dot(p.tensors(0)))},
+    {{"linalg_cross(Tensor input, Tensor other, *, int dim=-1)"}, kFunction,
+     LOOM_BODY(cross(p.tensor(0), p.tensor(1), p.int64(2)))},
     {{"linalg_vecdot(Tensor x, Tensor y, *, int dim=-1)"}, kFunction,
      LOOM_BODY(ops::vecdot(p.tensor(0), p.tensor(1), p.int64(2)))},
 };

@@ -3,6 +3,8 @@
 // lazy/sampling.h as loom.<op>, Tensor.<op> and the in-place random fills (Tensor.uniform_, ...).
 // Results with two parts are named tuples, as torch.return_types are (values / indices, min / max).
 #include <array>
+#include <cmath>
+#include <tuple>
 #include <deque>
 #include <map>
 #include <string>
@@ -11,9 +13,12 @@
 #include "lazy/sampling.h"
 #include "lazy/sorting.h"
 #include "lazy/statistics.h"
+#include "lazy/dispatch.h"
+#include "lazy/ops_movement.h"
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
 #include "runtime/error.h"
+#include "runtime/layout.h"
 
 namespace loom::py {
 namespace {
@@ -39,6 +44,162 @@ PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const ch
   PyStructSequence_SET_ITEM(result.get(), 0, wrap(std::move(parts.first)));
   PyStructSequence_SET_ITEM(result.get(), 1, wrap(std::move(parts.second)));
   return result.release();
+}
+
+// The values of t (a sync for a pending lazy tensor) as float64 on the host, for an op whose
+// result size or error depends on them.
+std::vector<double> host_values(const Tensor& t, const char* cause) {
+  Array v = copy_to(ops::values_for_shape(t, cause), DType::Float64, kCPU);
+  const auto* data = static_cast<const double*>(v.data());
+  return std::vector<double>(data, data + v.numel());
+}
+
+// (min, max) of a non-empty tensor, read on the host in one sync.
+std::pair<double, double> host_range(const Tensor& x, const char* cause) {
+  auto [low, high] = ops::aminmax(x);
+  Tensor both = ops::stack({ops::cast(low, DType::Float64), ops::cast(high, DType::Float64)});
+  std::vector<double> v = host_values(both, cause);
+  return {v[0], v[1]};
+}
+
+const char* dtype_name(const Tensor& t) { return dtype_info(t->dtype()).scalar_type_name; }
+
+// bincount: how often each value 0, 1, ... occurs (the sum of weights at its positions), over
+// max(input) + 1 slots, at least minlength; int64 counts, or the weights' floating dtype (else
+// float64).
+Result bincount(const Parsed& p) {
+  Tensor x = p.tensor(0), weights = p.tensor(1);
+  int64_t minlength = p.int64(2);
+  LOOM_CHECK(is_integral(x->dtype()) && x->ndim() == 1, Runtime,
+             "bincount only supports 1-d non-negative integral inputs, got ", dtype_name(x), " of shape ",
+             format_dims(x->sizes()));
+  LOOM_CHECK(minlength >= 0, Runtime, "minlength should be >= 0");
+  if (weights)
+    LOOM_CHECK(weights->ndim() == 1 && weights->sizes()[0] == x->sizes()[0], Runtime,
+               "weights should be 1-d and have the same length as input: input ", format_dims(x->sizes()),
+               ", weights ", format_dims(weights->sizes()));
+  int64_t length = minlength;
+  if (x->numel() > 0) {
+    auto [low, high] = host_range(x, "bincount");
+    LOOM_CHECK(low >= 0, Runtime, "bincount only supports 1-d non-negative integral inputs, got the value ",
+               static_cast<int64_t>(low));
+    length = std::max(length, static_cast<int64_t>(high) + 1);
+  }
+  DType out = !weights ? DType::Int64 : is_floating(weights->dtype()) ? weights->dtype() : DType::Float64;
+  Tensor source = weights ? ops::cast(weights, out) : ops::full(x->sizes(), Scalar(int64_t{1}), out, placement_of(x));
+  return ops::scatter_add(ops::full(Dims{length}, Scalar(int64_t{0}), out, placement_of(x)), 0,
+                          ops::cast(x, DType::Int64), source);
+}
+
+// histc: counts in `bins` equal bins over [min, max] (min == max: the data's range, widened by one
+// each way if that is a point); values outside are left out, max falls in the last bin. No
+// gradient, as PyTorch's.
+Result histc(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  int64_t bins = p.int64(1);
+  double low = p.scalar(2).as_double(), high = p.scalar(3).as_double();
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "histc is only implemented for floating-point inputs, got ",
+             dtype_name(x));
+  LOOM_CHECK(bins > 0, Runtime, "torch.histogram(): bins must be > 0, but got ", bins, " for dimension 0");
+  LOOM_CHECK(low <= high, Runtime, "torch.histc: max must be larger than min (min=", low, ", max=", high, ")");
+  Tensor values = ops::flatten(ops::detach(x));
+  if (low == high && values->numel() > 0) std::tie(low, high) = host_range(values, "histc");
+  if (low == high) low -= 1, high += 1;
+  LOOM_CHECK(std::isfinite(low) && std::isfinite(high), Runtime, "torch.histc: range of [", low, ", ", high,
+             "] is not finite");
+  Tensor inside = ops::binary(OpId::LogicalAnd, ops::binary(OpId::Ge, values, Scalar(low)),
+                              ops::binary(OpId::Le, values, Scalar(high)));
+  double count = static_cast<double>(bins);
+  Tensor scaled = ops::mul(ops::div(ops::sub(values, Scalar(low)), Scalar(high - low)), Scalar(count));
+  Tensor position = ops::clamp(ops::unary(OpId::Floor, scaled), Arg(Scalar(0.0)), Arg(Scalar(count - 1)));
+  position = ops::cast(ops::where(inside, position, Scalar(0.0)), DType::Int64);
+  return ops::scatter_add(ops::full(Dims{bins}, Scalar(0.0), x->dtype(), placement_of(x)), 0, position,
+                          ops::cast(inside, x->dtype()));
+}
+
+// cov: the covariance of the variables in input's rows (a 1-d input: one variable, a 0-d result)
+// over the observations in its columns, weighted by fweights * aweights, divided by the weight
+// sum less `correction` (for aweights, PyTorch's correction * sum(w * aweights) / sum(w)).
+Tensor covariance(const Tensor& input, double correction, const Tensor& fweights, const Tensor& aweights) {
+  LOOM_CHECK(input->ndim() <= 2, Runtime,
+             "cov(): expected input to have two or fewer dimensions but got an input with ", input->ndim(),
+             " dimensions");
+  Tensor x = input->ndim() == 2 ? input : ops::reshape(input, Dims{1, -1});
+  if (!is_floating(x->dtype())) x = ops::cast(x, default_float_dtype());
+  int64_t observations = x->sizes()[1];
+  Tensor w;
+  for (auto [name, t] : {std::pair{"fweights", fweights}, std::pair{"aweights", aweights}}) {
+    if (!t) continue;
+    bool frequencies = std::string_view(name) == "fweights";
+    LOOM_CHECK(t->ndim() <= 1, Runtime, "cov(): expected ", name, " to have one or fewer dimensions but got ", name,
+               " with ", t->ndim(), " dimensions");
+    LOOM_CHECK(t->numel() == observations, Runtime, "cov(): expected ", name,
+               " to have the same numel as there are observations in the input but got ", t->numel(), " != ",
+               observations);
+    LOOM_CHECK(frequencies ? is_integral(t->dtype()) : is_floating(t->dtype()), Runtime, "cov(): expected ", name,
+               frequencies ? " to have integral dtype" : " to have floating point dtype", " but got ", name, " with ",
+               dtype_name(t), " dtype");
+    Tensor cast = ops::cast(t, x->dtype());
+    w = w ? ops::mul(w, cast) : cast;
+  }
+  // The divisor: known on the host without weights; with them a value of theirs, read to check
+  // it (a sync on the lazy device, as PyTorch's check syncs a GPU).
+  Tensor mean, scale;
+  double divisor;
+  if (!w) {
+    mean = ops::mean(x, {1}, true);
+    divisor = static_cast<double>(observations) - correction;
+    scale = ops::full(Dims{}, Scalar(std::max(divisor, 0.0)), x->dtype(), placement_of(x));
+  } else {
+    Tensor total = ops::sum(w);
+    mean = ops::div(ops::sum(ops::mul(x, w), {1}, true), total);
+    scale = !aweights ? ops::sub(total, Scalar(correction))
+                      : ops::sub(total, ops::mul(ops::div(ops::sum(ops::mul(w, ops::cast(aweights, x->dtype()))), total),
+                                                 Scalar(correction)));
+    divisor = host_values(scale, "cov")[0];
+    if (divisor <= 0) scale = ops::mul(scale, Scalar(0.0));
+  }
+  if (divisor <= 0) check_status(PyErr_WarnEx(PyExc_UserWarning, "cov(): degrees of freedom is <= 0", 1));
+  Tensor centered = ops::sub(x, mean);
+  Tensor result = ops::div(ops::matmul(w ? ops::mul(centered, w) : centered, ops::t(centered)), scale);
+  return input->ndim() < 2 ? ops::squeeze(result) : result;
+}
+
+// corrcoef: cov normalized by the standard deviations, clipped to [-1, 1].
+Tensor corrcoef(const Tensor& input) {
+  Tensor c = covariance(input, 1, Tensor(), Tensor());
+  if (c->ndim() == 0) return ops::div(c, c);
+  Tensor std = ops::unary(OpId::Sqrt, ops::diagonal(c));
+  Tensor normalized = ops::div(ops::div(c, ops::unsqueeze(std, 1)), ops::unsqueeze(std, 0));
+  return ops::clamp(normalized, Arg(Scalar(-1.0)), Arg(Scalar(1.0)));
+}
+
+// x * 2 ** exponent (exponent: float64 whole numbers) in two factors, each a power of two x's
+// dtype holds: for a subnormal, 2 ** -exponent alone would overflow.
+Tensor times_power_of_two(const Tensor& x, const Tensor& exponent) {
+  Tensor half = ops::unary(OpId::Floor, ops::div(exponent, Scalar(2.0)));
+  Tensor one = ops::full(half->sizes(), Scalar(1.0), DType::Float64, placement_of(half));
+  return ops::mul(ops::mul(x, ops::cast(ops::ldexp(one, half), x->dtype())),
+                  ops::cast(ops::ldexp(one, ops::sub(exponent, half)), x->dtype()));
+}
+
+// frexp: (mantissa, exponent) with input = mantissa * 2 ** exponent, |mantissa| in [0.5, 1); 0,
+// inf and NaN are their own mantissa with exponent 0. The mantissa's gradient is 2 ** -exponent.
+Result frexp(const Parsed& p) {
+  Tensor x = p.tensor(0);
+  LOOM_CHECK(is_floating(x->dtype()), Runtime, "torch.frexp() only supports floating-point dtypes, got ",
+             dtype_name(x));
+  Tensor wide = ops::cast(ops::detach(x), DType::Float64);
+  Tensor finite = ops::binary(OpId::LogicalAnd, ops::isfinite(wide), ops::binary(OpId::Ne, wide, Scalar(0.0)));
+  Tensor magnitude = ops::where(finite, ops::unary(OpId::Abs, wide), Scalar(1.0));
+  Tensor exponent = ops::add(ops::unary(OpId::Floor, ops::unary(OpId::Log2, magnitude)), Scalar(1.0));
+  // log2 may round across a power of two: one step either way puts the mantissa in [0.5, 1).
+  Tensor m = times_power_of_two(magnitude, ops::unary(OpId::Neg, exponent));
+  exponent = ops::sub(ops::add(exponent, ops::cast(ops::binary(OpId::Ge, m, Scalar(1.0)), DType::Float64)),
+                      ops::cast(ops::binary(OpId::Lt, m, Scalar(0.5)), DType::Float64));
+  exponent = ops::where(finite, exponent, Scalar(0.0));
+  return named_pair("frexp", {times_power_of_two(x, ops::unary(OpId::Neg, exponent)), ops::cast(exponent, DType::Int32)},
+                    "mantissa", "exponent");
 }
 
 // var_mean / std_mean: (dim, unbiased, keepdim), (dim, *, correction, keepdim) or (unbiased).
@@ -150,6 +311,13 @@ Result fill1(const Parsed& p) {
 #define LOOM_OPTIONS "ScalarType? dtype=None, Device? device=None, bool? requires_grad=False"
 
 const Row kRows[] = {
+    {{"bincount(Tensor input, Tensor? weights=None, int minlength=0)"}, kBoth, bincount,
+     "Reads input's range on the host (a sync on the lazy device), as the result's size depends on it."},
+    {{"histc(Tensor input, int bins=100, Scalar min=0, Scalar max=0)"}, kBoth, histc},
+    {{"cov(Tensor input, *, int correction=1, Tensor? fweights=None, Tensor? aweights=None)"}, kBoth,
+     LOOM_BODY(covariance(p.tensor(0), static_cast<double>(p.int64(1)), p.tensor(2), p.tensor(3)))},
+    {{"corrcoef(Tensor input)"}, kBoth, LOOM_BODY(corrcoef(p.tensor(0)))},
+    {{"frexp(Tensor input)"}, kBoth, frexp, "(mantissa, exponent): exponent is int32."},
     // ---- reductions ----
     {{"var_mean(Tensor input, int[1]? dim, bool unbiased=True, bool keepdim=False)",
       "var_mean(Tensor input, int[1]? dim=None, *, float? correction=None, bool keepdim=False)",

@@ -15,6 +15,10 @@
 #include "runtime/error.h"
 
 namespace loom::py {
+
+// op_rows_data.cpp: as_strided's view, which as_strided_ makes self.
+Tensor as_strided(const Parsed& p);
+
 namespace {
 
 using FastArgs = PyObject* const*;
@@ -248,6 +252,7 @@ Result become_view(const Parsed& p, const char* name, Tensor (*view)(const Parse
   return Py_NewRef(self);
 }
 Tensor transposed(const Parsed& p) { return ops::transpose(p.tensor(0), p.int64(1), p.int64(2)); }
+Tensor strided(const Parsed& p) { return as_strided(p); }
 Tensor t_view(const Parsed& p) { return ops::t(p.tensor(0)); }
 Tensor squeezed(const Parsed& p) { return p.index ? ops::squeeze(p.tensor(0), p.dims(1)) : ops::squeeze(p.tensor(0)); }
 Tensor unsqueezed(const Parsed& p) { return ops::unsqueeze(p.tensor(0), p.int64(1)); }
@@ -352,6 +357,8 @@ const Row kRows[] = {
     {{"repeat(Tensor input, SymInt[] repeats)"}, kMethod,
      LOOM_BODY(ops::repeat(p.tensor(0), p.int_list(1))), "Tiles the tensor (a copy)."},
     {{"t_(Tensor input)"}, kMethod, LOOM_BODY(become_view(p, "t_", t_view))},
+    {{"as_strided_(Tensor input, SymInt[] size, SymInt[] stride, SymInt? storage_offset=None)"},
+     kMethod | kFunction, LOOM_BODY(become_view(p, "as_strided_", strided))},
     {{"transpose_(Tensor input, int dim0, int dim1)"}, kMethod, LOOM_BODY(become_view(p, "transpose_", transposed))},
     {{"swapaxes_(Tensor input, int axis0, int axis1)"}, kMethod, LOOM_BODY(become_view(p, "swapaxes_", transposed))},
     {{"swapdims_(Tensor input, int dim0, int dim1)"}, kMethod, LOOM_BODY(become_view(p, "swapdims_", transposed))},

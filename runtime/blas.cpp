@@ -112,6 +112,15 @@ void choose_kernels() {
 #endif
 }
 
+void set_threads(int threads) {
+#ifdef LOOM_HAVE_OPENBLAS
+  choose_kernels();  // its cap must not undo this count later
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
 bool uses_openblas() noexcept {
 #ifdef LOOM_HAVE_OPENBLAS
   return true;

@@ -50,6 +50,8 @@ void gemm_batch(DType dtype, int64_t m, int64_t n, int64_t k, int64_t count, int
 // process-wide, so numpy's products in the same process follow it too). gemm calls it; loom._C calls it at import so that the choice is made
 // before any timing.
 void choose_kernels();
+// OpenBLAS's thread count from now on (set_num_threads: torch.set_num_threads sets its BLAS's too).
+void set_threads(int threads);
 
 // True when OpenBLAS serves float32 / float64 products.
 bool uses_openblas() noexcept;

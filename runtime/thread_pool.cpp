@@ -42,16 +42,27 @@ std::optional<std::thread> ThreadPool::start_thread(std::function<void()> work) 
   }
 }
 
-ThreadPool::ThreadPool(int asked, StartThread start) {
+ThreadPool::ThreadPool(int asked, StartThread start) : start_(start) { start_workers(asked); }
+
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::start_workers(int asked) {
   int wanted = std::max(asked, 1) - 1;
   workers_.reserve(static_cast<size_t>(wanted));
+  uint64_t now;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = false;
+    now = generation_;  // new workers wait for the next job, not the one already done
+  }
   // Never throws once a worker runs: a worker outliving a half-built pool would wait on freed
   // memory, and the caller would find no pool (the hang this avoids).
   for (int i = 0; i < wanted; ++i) {
-    std::optional<std::thread> t = start([this] { work(); });
+    std::optional<std::thread> t = start_([this, now] { work(now); });
     if (!t) break;
     workers_.push_back(std::move(*t));
   }
+  threads_.store(static_cast<int>(workers_.size()) + 1, std::memory_order_relaxed);
   if (static_cast<int>(workers_.size()) < wanted) {
     warn_once("thread_pool", "the system refused to start more than " + std::to_string(workers_.size()) + " of " +
                                  std::to_string(wanted) + " worker threads (a thread, pids or address-space limit); " +
@@ -60,13 +71,22 @@ ThreadPool::ThreadPool(int asked, StartThread start) {
   }
 }
 
-ThreadPool::~ThreadPool() {
+void ThreadPool::stop_workers() {
   {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
   wake_.notify_all();
   for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  threads_.store(1, std::memory_order_relaxed);
+}
+
+void ThreadPool::resize(int asked) {
+  std::lock_guard busy(busy_);
+  if (asked == threads()) return;
+  stop_workers();
+  start_workers(asked);
 }
 
 // Work is cut into up to kChunksPerThread chunks per thread, claimed one at a time by whichever
@@ -77,8 +97,8 @@ constexpr int64_t kChunksPerThread = 8;
 
 void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   // Whole grains per chunk (rounding the chunk count down keeps every chunk at least a grain).
-  int64_t chunks = std::min<int64_t>(threads() * kChunksPerThread, n / std::max<int64_t>(grain, 1));
   std::unique_lock busy(busy_, std::try_to_lock);
+  int64_t chunks = std::min<int64_t>(threads() * kChunksPerThread, n / std::max<int64_t>(grain, 1));
   if (!busy.owns_lock() || chunks <= 1 || workers_.empty()) {
     body(0, n);
     return;
@@ -120,8 +140,7 @@ void ThreadPool::take_chunks(uint64_t job) {
   }
 }
 
-void ThreadPool::work() {
-  uint64_t seen = 0;
+void ThreadPool::work(uint64_t seen) {
   for (;;) {
     {
       std::unique_lock lock(mu_);
@@ -146,7 +165,12 @@ int parse_thread_count(const char* text) {
   return n;
 }
 
+namespace {
+std::atomic<int> threads_set{0};  // set_num_threads's count; 0: none
+}  // namespace
+
 int configured_threads() {
+  if (int n = threads_set.load(std::memory_order_relaxed)) return n;
   if (const char* v = std::getenv("LOOM_NUM_THREADS"); v && *v) return parse_thread_count(v);
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, static_cast<unsigned>(kMaxThreads)));
 }
@@ -163,6 +187,13 @@ ThreadPool& pool() {
 }  // namespace
 
 int num_threads() { return pool().threads(); }
+
+void set_num_threads(int threads) {
+  LOOM_CHECK(threads >= 1 && threads <= kMaxThreads, Value, "set_num_threads expects a positive integer up to ",
+             kMaxThreads, ", but got ", threads);
+  threads_set.store(threads, std::memory_order_relaxed);
+  pool().resize(threads);
+}
 
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body) {
   if (n <= 0) return;

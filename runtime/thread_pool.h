@@ -13,7 +13,9 @@
 //
 // LOOM_NUM_THREADS sets the thread count (default: the hardware's); 1 disables the pool. A value
 // that is not a whole number from 1 to kMaxThreads is an error (loom::Error, Value), raised by
-// every function below, never read as a number it does not spell.
+// every function below, never read as a number it does not spell. set_num_threads (the program's
+// torch.set_num_threads) changes the count later: the pool stops its workers and starts the new
+// number, once the loop running now (if any) has ended.
 //
 // Starting never fails and never hangs: when the system refuses a thread (a pids cgroup, a thread
 // limit, an address-space limit too small for one more stack), the pool keeps the workers it
@@ -42,9 +44,12 @@ int num_threads();
 // pool's threads, and returns when all chunks are done. `body` must not throw.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
 
-// The thread count LOOM_NUM_THREADS asks for (unset or empty: the hardware's), checked; the
-// extension calls it at import so a bad value fails there.
+// The thread count asked for: the last set_num_threads's, else LOOM_NUM_THREADS's (unset or empty:
+// the hardware's), checked; the extension calls it at import so a bad value fails there.
 int configured_threads();
+// Makes the process's pool run `threads` threads (workers + the caller) from now on; 1 to
+// kMaxThreads, else Error(Value). Waits for the parallel loop running now, if any.
+void set_num_threads(int threads);
 // The same check of one value of LOOM_NUM_THREADS (exposed for tests).
 int parse_thread_count(const char* text);
 
@@ -63,14 +68,22 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  int threads() const noexcept { return static_cast<int>(workers_.size()) + 1; }
+  // Read without a lock: a loop deciding whether to go parallel may race with resize().
+  int threads() const noexcept { return threads_.load(std::memory_order_relaxed); }
   void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& body);
+  // Stops the workers and starts threads - 1 new ones, after the loop running now (if any). A loop
+  // started meanwhile runs on its caller alone.
+  void resize(int threads);
 
  private:
+  void start_workers(int asked);
+  void stop_workers();
   void take_chunks(uint64_t job);
-  void work();
+  void work(uint64_t seen);
 
-  std::vector<std::thread> workers_;
+  StartThread start_;
+  std::atomic<int> threads_{1};
+  std::vector<std::thread> workers_;  // changed only with busy_ held
   std::mutex busy_;  // held by the thread whose job runs
   std::mutex mu_;    // guards everything below
   std::condition_variable wake_, done_;

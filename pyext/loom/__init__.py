@@ -9,7 +9,7 @@ from loom._C import *  # noqa: F401,F403  the tensor type, dtypes, creation ops 
 from loom._C import bool, bfloat16, float16, float32, float64, int8, int16, int32, int64, uint8  # noqa: A001
 from loom._tensor_str import set_printoptions
 from loom import accelerator, autograd, backends, cuda, jit, linalg, onnx, testing, version
-del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot  # noqa: F821 (loom.linalg's)
+del linalg_vector_norm, linalg_matrix_norm, linalg_norm, linalg_multi_dot, linalg_vecdot, linalg_cross  # noqa: F821
 from loom._functional import (atleast_1d, atleast_2d, atleast_3d, block_diag, broadcast_shapes,  # noqa: F401
                               broadcast_tensors, cartesian_prod, chain_matmul, einsum, meshgrid, result_type, spmm,
                               tensordot)
@@ -88,8 +88,20 @@ from loom import _aliasing  # noqa: E402
 from loom import random  # noqa: E402
 from loom.random import (fork_rng, get_rng_state, initial_seed, manual_seed, seed,  # noqa: E402,F401,F811
                          set_rng_state)
-from loom._creation import empty_strided, logspace, range, scalar_tensor  # noqa: E402,A001
+from loom._creation import (asarray, empty_strided, frombuffer, logspace, range, scalar_tensor,  # noqa: E402,A001
+                            to_dlpack)
 from loom._legacy_tensor import cpu_classes as _legacy_classes  # noqa: E402
+from loom._threads import (get_num_interop_threads, init_num_threads, set_num_interop_threads,  # noqa: E402,F401
+                           set_num_threads)
+from loom._nn_function_forms import *  # noqa: E402,F401,F403  (torch.dropout, torch.layer_norm, ...)
+from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
+                           set_anomaly_enabled)
+from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401
+from loom._tensor_functions import (cumulative_trapezoid, gradient, histogram, isin,  # noqa: E402,F401
+                                    trapezoid, trapz, vander)
+from loom._windows import (bartlett_window, blackman_window, hamming_window, hann_window,  # noqa: E402,F401
+                           kaiser_window)
+from loom._view_copies import *  # noqa: E402,F401,F403  (view_copy, permute_copy, ..., split_with_sizes, fill)
 
 globals().update(_legacy_classes)  # loom.FloatTensor, loom.LongTensor, ... (legacy constructors)
 

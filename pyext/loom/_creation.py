@@ -137,3 +137,59 @@ def new_empty_strided(self, size, stride, *, dtype=None, layout=None, device=Non
 def new_empty_strided_method(self, args, kwargs):
     """Tensor.new_empty_strided's entry (pyext/tensor_methods.cpp)."""
     return new_empty_strided(self, *args, **kwargs)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    """obj as a tensor, sharing its memory where it can (PyTorch's asarray): a tensor is returned
+    itself unless dtype or device differ (then converted) or copy=True; numpy arrays and buffers
+    are shared (as_tensor), sequences copied. copy=False refuses to copy. requires_grad=True sets
+    it on the result (on obj itself when that is returned, as PyTorch does)."""
+    if isinstance(obj, loom.Tensor):
+        converts = (dtype is not None and dtype != obj.dtype) or \
+            (device is not None and loom.device(device) != obj.device)
+        if converts and copy is False:
+            raise ValueError(f"asarray(): can't alias a {obj.dtype} tensor on {obj.device} as dtype={dtype}, "
+                             f"device={device} without copying (copy=False)")
+        t = obj.to(dtype=dtype or obj.dtype, device=device or obj.device) if converts else obj
+        if copy and t is obj:
+            t = obj.clone()
+    elif copy:
+        t = loom.tensor(obj, dtype=dtype, device=device)
+    else:
+        t = loom.as_tensor(obj, dtype=dtype, device=device)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-d tensor over an object's buffer (bytes after `offset`, `count` elements or all),
+    sharing its memory: writes through either are seen by the other."""
+    import numpy as np
+    view = memoryview(buffer).cast("B")
+    available = len(view) - offset
+    if count == 0 or (count < 0 and available <= 0):
+        raise ValueError(f"both buffer length ({len(view)}) and count ({count}) must not be 0")
+    if offset < 0 or offset > len(view):
+        raise ValueError(f"offset ({offset} bytes) must be non-negative and no greater than buffer length "
+                         f"({len(view)} bytes) minus 1")
+    size = dtype.itemsize
+    if count < 0:
+        if available % size:
+            raise ValueError(f"buffer length ({available} bytes) after offset ({offset} bytes) must be a multiple of "
+                             f"element size ({size})")
+        count = available // size
+    elif count * size > available:
+        raise ValueError(f"requested buffer length ({count} * {size} bytes) after offset ({offset} bytes) must not be "
+                         f"greater than actual buffer length ({len(view)} bytes)")
+    raw = np.frombuffer(view, dtype=np.uint8, count=count * size, offset=offset)
+    t = loom.as_tensor(raw).view(dtype)
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def to_dlpack(tensor):
+    """A DLPack capsule of tensor's memory (tensor.__dlpack__()), for from_dlpack of another
+    library."""
+    return tensor.__dlpack__()

@@ -5,6 +5,7 @@ running them, so forward, backward and the optimizer update of a training step b
 """
 
 import functools
+import threading
 
 from loom import _C
 
@@ -141,14 +142,32 @@ class enable_grad(_GradMode):
 
 
 class inference_mode(_GradMode):
-    """Like no_grad (loom has no separate inference tensors): inference_mode(mode=True)."""
+    """Like no_grad (loom has no separate inference tensors): inference_mode(mode=True).
+    is_inference_mode_enabled() says whether the innermost one of this thread is on."""
 
     def __init__(self, mode=True):
         super().__init__(not mode)
         self._mode = mode
+        self._inference_saved = []
+
+    def __enter__(self):
+        self._inference_saved.append(is_inference_mode_enabled())
+        _inference_state.enabled = bool(self._mode)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        _inference_state.enabled = self._inference_saved.pop()
+        return super().__exit__(*exc)
 
     def _args(self):
         return (self._mode,)
+
+
+_inference_state = threading.local()  # .enabled: inside an inference_mode(True) of this thread
+
+
+def is_inference_mode_enabled():
+    return getattr(_inference_state, "enabled", False)
 
 
 class set_grad_enabled(_GradMode):
@@ -304,10 +323,22 @@ class Variable(metaclass=_VariableMeta):
 
 
 _anomaly_enabled = False
+_anomaly_check_nan = True
 
 
 def is_anomaly_enabled():
     return _anomaly_enabled
+
+
+def is_anomaly_check_nan_enabled():
+    return _anomaly_check_nan
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """torch.set_anomaly_enabled: sets the anomaly flags (no context; set_detect_anomaly is the
+    public form)."""
+    global _anomaly_enabled, _anomaly_check_nan
+    _anomaly_enabled, _anomaly_check_nan = bool(enabled), bool(check_nan)
 
 
 def set_detect_anomaly(mode):

@@ -9,5 +9,6 @@ matrix_norm = _C.linalg_matrix_norm
 norm = _C.linalg_norm
 multi_dot = _C.linalg_multi_dot
 vecdot = _C.linalg_vecdot
+cross = _C.linalg_cross
 
-__all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot"]
+__all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "cross"]

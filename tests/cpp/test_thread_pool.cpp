@@ -4,7 +4,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +86,49 @@ BOOST_AUTO_TEST_CASE(a_job_returns_after_its_slowest_chunk) {
     }
   }
   BOOST_TEST(worker_chunks.load() > 0);  // the worker did take part
+}
+
+// set_num_threads (torch.set_num_threads): a resized pool runs its loops on exactly the new
+// number of threads, and a loop running while another thread resizes completes.
+BOOST_AUTO_TEST_CASE(a_resized_pool_runs_on_the_new_thread_count) {
+  ThreadPool pool(2);
+  for (int threads : {4, 1, 3, 3, 2}) {
+    pool.resize(threads);
+    BOOST_TEST(pool.threads() == threads);
+    std::mutex mu;
+    std::set<std::thread::id> seen;
+    std::vector<std::atomic<int>> hits(4096);
+    for (int round = 0; round < 200 && static_cast<int>(seen.size()) < threads; ++round)
+      pool.run(4096, 1, [&](int64_t lo, int64_t hi) {
+        auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        for (int64_t i = lo; i < hi; ++i) hits[static_cast<size_t>(i)].fetch_add(1);
+        std::lock_guard lock(mu);
+        seen.insert(std::this_thread::get_id());
+      });
+    BOOST_TEST(static_cast<int>(seen.size()) == threads);  // every thread took part, and no more
+    int rounds = hits[0].load();
+    for (auto& h : hits) BOOST_TEST_REQUIRE(h.load() == rounds);
+  }
+  std::atomic<int64_t> total{0};
+  std::thread runner([&] {
+    for (int r = 0; r < 100; ++r) pool.run(1000, 10, [&](int64_t a, int64_t b) { total += b - a; });
+  });
+  for (int r = 0; r < 20; ++r) pool.resize(1 + r % 3);
+  runner.join();
+  BOOST_TEST(total.load() == 100 * 1000);
+}
+
+BOOST_AUTO_TEST_CASE(set_num_threads_sizes_the_process_pool) {
+  int before = num_threads();
+  set_num_threads(3);
+  BOOST_TEST(num_threads() == 3);
+  BOOST_TEST(configured_threads() == 3);
+  for (int bad : {0, -2, kMaxThreads + 1}) BOOST_CHECK_THROW(set_num_threads(bad), Error);
+  BOOST_TEST(num_threads() == 3);
+  set_num_threads(before);
+  BOOST_TEST(num_threads() == before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,5 @@
 """Composite ops with derivatives of their own (record_composite: lazy/ops_norm.cpp, ops_loss.cpp,
-ops_attention.cpp; GELU is one primitive each way): values and gradients against PyTorch in
+ops_attention.cpp; exact GELU keeps Phi(x) for its derivative, lazy/ops.cpp): values and gradients against PyTorch in
 float64 and float32, finite differences, double backward, grad_fn names, the kernels each runs
 in lazy mode, saved inputs' version checks, and PyTorch's errors for bad input.
 
@@ -101,8 +101,9 @@ CASES = [
          [N(2, 4, 3), C([[0, 3, 1], [2, 2, 0]])], layouts=("contiguous", "strided")),
     Case("cross_entropy_4d_none_ignore", lambda m, x, t: F(m).cross_entropy(x, t, reduction="none", ignore_index=1),
          [N(2, 3, 2, 2), C([[[0, 1], [2, 2]], [[1, 0], [0, 2]]])], layouts=("contiguous", "strided")),
-    # GELU: one primitive each way
+    # GELU: exact as a composite keeping Phi(x), the tanh form one primitive each way
     Case("gelu", lambda m, x: F(m).gelu(x), [N(3, 4, scale=2)]),
+    Case("gelu_wide", lambda m, x: F(m).gelu(x), [N(2, 3, 40, scale=5)]),
     Case("gelu_tanh", lambda m, x: F(m).gelu(x, approximate="tanh"), [N(3, 4, scale=2)]),
     # scaled_dot_product_attention
     Case("sdpa", _sdpa(), [N(2, 3, 4), N(2, 5, 4), N(2, 5, 3)]),
@@ -369,3 +370,56 @@ def test_sdpa_bad_shapes_raise():
         F(loom).scaled_dot_product_attention(q, q, q, attn_mask=loom.ones(3, 3), is_causal=True)
     with pytest.raises(RuntimeError):
         F(loom).scaled_dot_product_attention(q, q, q, attn_mask=loom.ones(4, 4, dtype=loom.bool))
+
+
+# ---- exact GELU: Phi(x) computed once for the forward and the derivative ----
+
+def _gelu_step(x, b):
+    """A pre-activation from a bias add, GELU, and its gradient, in one lazy step."""
+    h = x + b
+    y = F(loom).gelu(h)
+    (g,) = loom.autograd.grad([(y * y).sum()], [x])
+    return y, g
+
+
+def test_gelu_step_evaluates_erf_once(tmp_path):
+    """In a step holding GELU's forward and backward, the partitioner stores Phi(x) from the
+    forward kernel (an erf costs more to recompute than a load: fusion/partition.cpp), so the
+    backward kernel evaluates no erf of its own; fused equals unfused and float64 PyTorch."""
+    from _fusion_helpers import dumping_to, run_lazy
+
+    rng = np.random.default_rng(11)
+    xv = (rng.standard_normal((64, 96)) * 3).astype(np.float32)
+    bv = rng.standard_normal(96).astype(np.float32)
+
+    def program(x, b):
+        x.requires_grad_()
+        return _gelu_step(x, b)
+
+    with dumping_to(tmp_path):
+        fused = run_lazy(program, [xv, bv], "fused")
+    sources = "".join(f.read_text() for f in tmp_path.glob("*.cpp"))
+    bodies = sources[sources.index("extern \"C\" __attribute__"):]  # kernels, after the prelude's definition
+    assert bodies.count("loom_erff(") == 1, bodies.count("loom_erff(")
+    unfused = run_lazy(program, [xv, bv], "unfused")
+    tx = torch.tensor(xv.astype(np.float64), requires_grad=True)
+    th = tx + torch.tensor(bv.astype(np.float64))
+    ty = torch.nn.functional.gelu(th)
+    (tg,) = torch.autograd.grad([(ty * ty).sum()], [tx])
+    for got, other, want in zip(fused, unfused, (ty.detach().numpy(), tg.numpy())):
+        np.testing.assert_allclose(got, other, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+
+
+def test_gelu_without_grad_is_one_primitive(device):
+    """No autograd (inference, float16): the Gelu primitive, nothing kept."""
+    a = np.random.default_rng(12).standard_normal((3, 4)) * 2
+    x = loom.tensor(a, device=device, dtype=loom.float32)
+    assert F(loom).gelu(x).grad_fn is None
+    h = loom.tensor(a, device=device, dtype=loom.float16).requires_grad_()
+    y = F(loom).gelu(h)
+    assert y.dtype is loom.float16 and y.grad_fn.name() == "GeluBackward0"
+    y.float().sum().backward()
+    assert h.grad.dtype is loom.float16
+    want = torch.nn.functional.gelu(torch.tensor(a, dtype=torch.float32))
+    np.testing.assert_allclose(y.float().detach().numpy(), want.numpy(), rtol=2e-3, atol=2e-3)

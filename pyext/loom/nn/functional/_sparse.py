@@ -6,13 +6,33 @@ from loom import _C
 one_hot = _C.one_hot
 
 
-def embedding(input, weight, padding_idx=None):
+def _renorm_rows_(weight, indices, max_norm, norm_type):
+    """Scales in place (no gradient recorded) each row of weight that `indices` looks up and whose
+    norm_type-norm exceeds max_norm, to norm max_norm (by max_norm / (norm + 1e-7), PyTorch's
+    factor). Every row's norm is computed and the looked-up ones picked by a mask, so no index is
+    read on the host (nothing syncs on the lazy device)."""
+    with loom.no_grad():
+        norms = loom.linalg.vector_norm(weight, norm_type, dim=1)
+        looked_up = loom.zeros(weight.shape[0], dtype=loom.bool, device=weight.device)
+        looked_up = looked_up.index_fill(0, indices.reshape(-1), True)
+        scale = loom.where(looked_up & (norms > max_norm), max_norm / (norms + 1e-7), loom.ones_like(norms))
+        weight.mul_(scale.unsqueeze(1))
+    return weight
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` picked by the integer tensor `input` (gradients scatter-add back).
-    Lookups of row `padding_idx` pass no gradient to it, as in PyTorch."""
+    Lookups of row `padding_idx` pass no gradient to it, as in PyTorch. With max_norm, the rows
+    looked up are first renormalized in weight itself (torch.embedding_renorm_). `sparse` asks PyTorch
+    for a sparse gradient; loom's is dense, with the same values."""
+    if scale_grad_by_freq:
+        raise NotImplementedError("loom's embeddings do not scale gradients by frequency (scale_grad_by_freq) yet")
     if padding_idx is not None:
         if not -weight.shape[0] <= padding_idx < weight.shape[0]:
             raise AssertionError("Padding_idx must be within num_embeddings")
         padding_idx %= weight.shape[0]
+    if max_norm is not None:
+        _renorm_rows_(weight, input, max_norm, norm_type)
     flat = weight.index_select(0, input.reshape(-1))
     out = flat.reshape(*input.shape, weight.shape[1])
     if padding_idx is not None and out.requires_grad:

@@ -30,7 +30,7 @@ def _make_weight(num_embeddings, embedding_dim, _weight, device, dtype):
 
 def _unsupported(max_norm, scale_grad_by_freq, sparse):
     if max_norm is not None:
-        raise NotImplementedError("loom's embeddings do not renormalize rows (max_norm) yet")
+        raise NotImplementedError("loom's embedding bags do not renormalize rows (max_norm) yet")
     if scale_grad_by_freq:
         raise NotImplementedError("loom's embeddings do not scale gradients by frequency yet")
     if sparse:
@@ -44,7 +44,7 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, device=None, dtype=None):
         super().__init__()
-        _unsupported(max_norm, scale_grad_by_freq, sparse)
+        _unsupported(None, scale_grad_by_freq, sparse)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _padding_row(padding_idx, num_embeddings)
         self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, False, False
@@ -62,12 +62,16 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
         return s
 
     @classmethod

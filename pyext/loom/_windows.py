@@ -1,0 +1,106 @@
+"""The window functions of signal processing, as torch.hann_window, ...: 1-d tensors of
+`window_length` values (periodic: the first window_length of a symmetric window one longer, the
+form spectral analysis wants), made with loom's ops in the requested floating dtype."""
+
+import math
+
+import loom
+
+
+def _positions(name, window_length, periodic, dtype):
+    """(dtype, N): the checked dtype (default: the default dtype) and the denominator of the
+    positions n / N: the symmetric window's length less one, which is window_length for a periodic
+    window. Lengths 0 and 1 are the callers' (an empty window, [1])."""
+    if isinstance(window_length, bool) or not isinstance(window_length, int):
+        raise TypeError(f"{name}(): argument 'window_length' must be int, not {type(window_length).__name__}")
+    if window_length < 0:
+        raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
+    dtype = loom.get_default_dtype() if dtype is None else dtype
+    if not dtype.is_floating_point:
+        raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
+    return dtype, (window_length if periodic else window_length - 1)
+
+
+def _finish(values, requires_grad):
+    return values.requires_grad_(True) if requires_grad else values
+
+
+def _cosine_sum(name, coefficients, window_length, periodic, dtype, layout, device, requires_grad):
+    """sum_k (-1)^k a_k cos(2 pi k n / N), the family hann, hamming and blackman belong to."""
+    dtype, span = _positions(name, window_length, periodic, dtype)
+    if window_length <= 1:
+        return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
+    n = loom.arange(window_length, dtype=dtype, device=device)
+    values = loom.zeros(window_length, dtype=dtype, device=device) + coefficients[0]
+    for k, a in enumerate(coefficients[1:], start=1):
+        values = values + ((-1) ** k * a) * (n * (2 * math.pi * k / span)).cos()
+    return _finish(values, requires_grad)
+
+
+def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
+                requires_grad=False):
+    return _cosine_sum("hann_window", (0.5, 0.5), window_length, periodic, dtype, layout, device, requires_grad)
+
+
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
+                   pin_memory=False, requires_grad=False):
+    return _cosine_sum("hamming_window", (alpha, beta), window_length, periodic, dtype, layout, device, requires_grad)
+
+
+def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
+                    requires_grad=False):
+    return _cosine_sum("blackman_window", (0.42, 0.5, 0.08), window_length, periodic, dtype, layout, device,
+                       requires_grad)
+
+
+def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, pin_memory=False,
+                    requires_grad=False):
+    """The triangle 1 - |2n / N - 1|."""
+    dtype, span = _positions("bartlett_window", window_length, periodic, dtype)
+    if window_length <= 1:
+        return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
+    n = loom.arange(window_length, dtype=dtype, device=device)
+    return _finish(1 - (n * (2.0 / span) - 1).abs(), requires_grad)
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None, pin_memory=False,
+                  requires_grad=False):
+    """I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), I0 the modified Bessel function of order 0
+    (its power series, summed in float64 until the terms no longer count)."""
+    dtype, span = _positions("kaiser_window", window_length, periodic, dtype)
+    if window_length <= 1:
+        return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
+    n = loom.arange(window_length, dtype=loom.float64, device=device)
+    ratio = n * (2.0 / span) - 1
+    argument = beta * (1 - ratio * ratio).clamp(min=0).sqrt()
+    return _finish((_i0(argument) / _i0_number(beta)).to(dtype), requires_grad)
+
+
+def _i0_terms(x_half_squared, count):
+    """sum_{k < count} ((x/2)^2)^k / (k!)^2."""
+    term = loom.ones_like(x_half_squared)
+    total = term
+    for k in range(1, count):
+        term = term * x_half_squared / (k * k)
+        total = total + term
+    return total
+
+
+def _i0_number(x):
+    total, term, k = 1.0, 1.0, 1
+    while term > 1e-17 * total:
+        term *= (x / 2) ** 2 / (k * k)
+        total += term
+        k += 1
+    return total
+
+
+def _i0(x):
+    """I0 of a float64 tensor whose values are at most `beta`: as many terms as I0(beta) needs."""
+    limit = float(x.max()) if x.numel() else 0.0
+    count, term, total = 1, 1.0, 1.0
+    while term > 1e-17 * total:
+        term *= (limit / 2) ** 2 / (count * count)
+        total += term
+        count += 1
+    return _i0_terms((x / 2) * (x / 2), count)
