@@ -1,0 +1,27 @@
+"""Probability distributions with PyTorch's torch.distributions interface: sampling (sample, and
+rsample where the sample is a differentiable function of the parameters), log_prob, entropy, cdf
+and icdf, and the KL divergences between pairs of families (kl_divergence, register_kl).
+
+Everything is composed of loom's ops, so on device="lazy" a distribution's arithmetic joins the
+step's trace like any other. Checking arguments reads values: parameters and values on a lazy
+device are checked only when validate_args=True is passed (checking them by default would force a
+sync at every construction and log_prob, which eager PyTorch does not pay); on other devices they
+are checked as PyTorch checks them.
+
+Families: Normal, Uniform, Laplace, Exponential, Bernoulli, Categorical, OneHotCategorical, and
+Independent. Families that need gamma-distributed samples or a Cholesky factorization (Gamma,
+Beta, Dirichlet, MultivariateNormal, ...) are not built."""
+
+from loom.distributions import constraints
+from loom.distributions.bernoulli import Bernoulli
+from loom.distributions.categorical import Categorical, OneHotCategorical
+from loom.distributions.distribution import Distribution
+from loom.distributions.exponential import Exponential
+from loom.distributions.independent import Independent
+from loom.distributions.kl import kl_divergence, register_kl
+from loom.distributions.laplace import Laplace
+from loom.distributions.normal import Normal
+from loom.distributions.uniform import Uniform
+
+__all__ = ["Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace", "Normal",
+           "OneHotCategorical", "Uniform", "constraints", "kl_divergence", "register_kl"]

@@ -1,0 +1,65 @@
+"""Laplace(loc, scale): the double exponential, with a reparameterized sample by inverting the cdf."""
+
+import numbers
+
+import loom
+from loom.distributions import constraints
+from loom.distributions.distribution import Distribution, as_size, broadcast_all
+
+
+class Laplace(Distribution):
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        batch_shape = () if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) else self.loc.size()
+        super().__init__(batch_shape, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Laplace, _instance)
+        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+    @property
+    def variance(self):
+        return 2 * self.scale.pow(2)
+
+    @property
+    def stddev(self):
+        return 2 ** 0.5 * self.scale
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(as_size(sample_shape))
+        eps = loom.finfo(self.loc.dtype).eps
+        # u in (-1, 1), kept off -1 so that log1p(-|u|) stays finite.
+        u = loom.rand(shape, dtype=self.loc.dtype, device=self.loc.device) * (2 - eps) - (1 - eps)
+        return self.loc - self.scale * u.sign() * loom.log1p(-u.abs())
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return -loom.log(2 * self.scale) - (value - self.loc).abs() / self.scale
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 0.5 - 0.5 * (value - self.loc).sign() * loom.expm1(-(value - self.loc).abs() / self.scale)
+
+    def icdf(self, value):
+        term = value - 0.5
+        return self.loc - self.scale * term.sign() * loom.log1p(-2 * term.abs())
+
+    def entropy(self):
+        return 1 + loom.log(2 * self.scale)
