@@ -1,0 +1,108 @@
+"""loom.special: the functions of torch.special that loom composes from its ops (so they record
+lazily, fuse and differentiate). Bessel functions, polygamma, zeta, erfcx and the orthogonal
+polynomials are not here: loom has no kernels for them."""
+
+import math
+
+import loom
+
+expit = loom.sigmoid
+logit = loom.logit
+erf = loom.erf
+erfc = loom.erfc
+erfinv = loom.erfinv
+exp2 = loom.exp2
+expm1 = loom.expm1
+log1p = loom.log1p
+gammaln = loom.lgamma
+digamma = loom.digamma
+psi = loom.digamma
+xlogy = loom.xlogy
+sinc = loom.sinc
+round = loom.round  # noqa: A001
+logsumexp = loom.logsumexp
+
+
+def softmax(input, dim, *, dtype=None):
+    return loom.softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    return loom.log_softmax(input, dim, dtype=dtype)
+
+
+def _float(x):
+    return x if x.dtype.is_floating_point else x.to(loom.get_default_dtype())
+
+
+def xlog1py(input, other):
+    """input * log1p(other), and 0 where input is 0 and other is not NaN (even where log1p(other) is
+    infinite or NaN). The gradient for other is 0 where input is 0 (PyTorch's is NaN where other is
+    also -1); the one for input is log1p(other) where that is finite."""
+    input, other = loom.broadcast_tensors(*_as_tensors(input, other))
+    # Where input is 0, an other outside log1p's finite range is replaced by 0: the product is then
+    # the 0 wanted, and no infinity reaches either gradient. No where() around the product, so the
+    # gradient for input at 0 is still log1p(other).
+    outside = (input == 0) & ((other <= -1) | (other == math.inf))
+    return input * loom.log1p(other.masked_fill(outside, 0))
+
+
+def entr(input):
+    """-x log x elementwise: 0 at 0 and -inf below 0. Its gradient at exactly 0 is 0 here, where
+    PyTorch's is the one-sided limit +inf."""
+    x = _float(input)
+    positive = x > 0
+    safe = loom.where(positive, x, loom.ones_like(x))
+    body = loom.where(positive, -x * loom.log(safe), loom.zeros_like(x))
+    return body.masked_fill(x < 0, -math.inf)
+
+
+def ndtr(input):
+    """The standard normal distribution function."""
+    return 0.5 * loom.erfc(_float(input) * -math.sqrt(0.5))
+
+
+def ndtri(input):
+    """The inverse of ndtr."""
+    return math.sqrt(2.0) * loom.erfinv(2 * _float(input) - 1)
+
+
+def log_ndtr(input):
+    """log(ndtr(x)), accurate in both tails. Above 0, log1p(-ndtr(-x)) keeps the tiny distance from
+    1 that ndtr(x) rounds away. Far in the lower tail (below -20 in double precision, -10 in single),
+    where ndtr underflows, the asymptotic series of the Mills ratio:
+    log ndtr(x) = -x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8 - 945/x^10)."""
+    x = _float(input)
+    t = -20.0 if x.dtype == loom.float64 else -10.0
+    tail, upper = x < t, x > 0
+    # Each branch sees only inputs of its own range, so none makes infinities for the others'
+    # gradients.
+    lo = loom.where(tail, x, loom.full_like(x, t))
+    mid = x.clamp(min=t, max=0.0)
+    hi = loom.where(upper, x, loom.zeros_like(x))
+    z = lo.reciprocal().square()
+    series = 1 - z * (1 - z * (3 - z * (15 - z * (105 - 945 * z))))
+    asymptotic = -0.5 * lo.square() - loom.log(-lo) - 0.5 * math.log(2 * math.pi) + loom.log(series)
+    body = loom.log(0.5 * loom.erfc(mid * -math.sqrt(0.5)))
+    above = loom.log1p(-0.5 * loom.erfc(hi * math.sqrt(0.5)))
+    return loom.where(tail, asymptotic, loom.where(upper, above, body))
+
+
+def multigammaln(input, p):
+    """The log of the multivariate gamma function of dimension p."""
+    if p < 1:
+        raise ValueError(f"p has to be greater than or equal to 1, got {p}")
+    x = _float(input)
+    j = loom.arange(p, dtype=x.dtype, device=x.device)
+    return p * (p - 1) / 4 * math.log(math.pi) + loom.lgamma(x.unsqueeze(-1) - j / 2).sum(-1)
+
+
+def _as_tensors(*values):
+    first = next(v for v in values if isinstance(v, loom.Tensor))
+    return [v if isinstance(v, loom.Tensor) else loom.tensor(v, dtype=first.dtype, device=first.device)
+            for v in values]
+
+
+__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "log1p", "log_ndtr",
+           "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "psi", "round", "sinc", "softmax",
+           "xlog1py", "xlogy"]
