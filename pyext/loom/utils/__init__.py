@@ -1,5 +1,6 @@
-"""loom.utils: data loading (loom.utils.data, as torch.utils.data) and hook handles."""
+"""loom.utils: data loading (loom.utils.data, as torch.utils.data), activation checkpointing
+(loom.utils.checkpoint) and hook handles."""
 
-from loom.utils import data, hooks
+from loom.utils import checkpoint, data, hooks
 
-__all__ = ["data", "hooks"]
+__all__ = ["checkpoint", "data", "hooks"]
