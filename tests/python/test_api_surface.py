@@ -463,6 +463,17 @@ def test_grid_sample_after_affine_grid_is_the_spatial_transformer_of_the_tutoria
                                        align_corners=False)
 
 
+def test_autograd_submodules_import_as_in_torch():
+    """Scripts write `from torch.autograd.functional import jacobian`: a submodule import, which
+    needs loom.autograd to be a package, not only an attribute lookup."""
+    import importlib
+    for name in ("functional", "profiler"):
+        module = importlib.import_module(f"loom.autograd.{name}")
+        assert getattr(loom.autograd, name) is module
+    from loom.autograd.functional import jacobian
+    np.testing.assert_allclose(jacobian(lambda x: x * x, loom.tensor([1.0, 2.0])).numpy(), [[2, 0], [0, 4]])
+
+
 def test_autograd_functional_matches_torch():
     a, b = np.array([0.3, -1.2, 2.0]), np.array([[1.0, 2.0], [0.5, -1.0], [2.0, 0.1]])
     results = []

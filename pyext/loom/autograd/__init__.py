@@ -379,13 +379,10 @@ def detect_anomaly(check_nan=True):
 
 
 # ---- torch.autograd.profiler (the legacy profiler's names, on loom.profiler) and
-# torch.autograd.functional (jacobian, hessian, ...), loaded when first asked for ----
+# torch.autograd.functional (jacobian, hessian, ...): submodules, imported when first asked for ----
 
 def __getattr__(name):
-    if name == "profiler":
-        from loom import _autograd_profiler
-        return _autograd_profiler
-    if name == "functional":
-        from loom import _autograd_functional
-        return _autograd_functional
+    if name in ("profiler", "functional"):
+        import importlib
+        return importlib.import_module(f"loom.autograd.{name}")
     raise AttributeError(f"module 'loom.autograd' has no attribute '{name}'")
