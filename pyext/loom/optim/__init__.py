@@ -1,6 +1,6 @@
 """loom.optim: optimizers and learning-rate schedules, as torch.optim."""
 
-from loom.optim import lr_scheduler
+from loom.optim import lr_scheduler, swa_utils
 from loom.optim.adadelta import Adadelta
 from loom.optim.adagrad import Adagrad
 from loom.optim.adam import Adam, AdamW
@@ -15,4 +15,4 @@ from loom.optim.rprop import Rprop
 from loom.optim.sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "Adadelta", "Adagrad", "RMSprop", "Adamax", "NAdam", "RAdam", "ASGD",
-           "Rprop", "LBFGS", "lr_scheduler"]
+           "Rprop", "LBFGS", "lr_scheduler", "swa_utils"]
