@@ -175,19 +175,7 @@ def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     return _cell("GRU", input, (hx,), w_ih, w_hh, b_ih, b_hh)[0]
 
 
-def pdist(input, p=2.0):
-    """The p-norm distances between the rows of a 2-d input, pair (i, j) for i < j in row-major
-    order: n * (n - 1) / 2 values."""
-    import loom
-    if input.dim() != 2:
-        raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
-    if not input.is_floating_point():
-        raise RuntimeError(f"pdist only supports floating-point dtypes, got {input.dtype}")
-    if p < 0:
-        raise RuntimeError("pdist only supports non-negative p values")
-    n = input.shape[0]
-    pairs = loom.triu_indices(n, n, 1, device=input.device)
-    return loom.linalg.vector_norm(input[pairs[0]] - input[pairs[1]], p, dim=-1)
+pdist = _F.pdist  # loom.nn.functional's, the same function
 
 
 def constant_pad_nd(input, pad, value=0):

@@ -144,3 +144,17 @@ def softmin(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
         dim = _softmax_dim("softmin", input.dim(), _stacklevel)
     return (-input).softmax(dim, dtype=dtype)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    """A sample from the Gumbel-softmax (concrete) distribution over `dim`: softmax((logits + g) /
+    tau) with g standard Gumbel noise. hard=True returns the one-hot of its argmax, with the soft
+    sample's gradient (the straight-through estimator). eps is accepted for PyTorch's signature
+    (unused there too)."""
+    gumbels = -_C.empty_like(logits).exponential_().log()
+    soft = ((logits + gumbels) / tau).softmax(dim)
+    if not hard:
+        return soft
+    index = soft.argmax(dim, keepdim=True)
+    one_hot = _C.zeros_like(logits).scatter_(dim, index, 1.0)
+    return one_hot - soft.detach() + soft
