@@ -67,7 +67,7 @@ def reset_peak_memory_stats(device="cpu"):
 
 
 from loom.serialization import load, save  # noqa: E402
-from loom import distributions, nn, optim, special, utils  # noqa: E402  (they import loom)
+from loom import distributions, func, nn, optim, special, utils  # noqa: E402  (they import loom)
 # PyTorch names these resampling functions torch.<name> too (the same function).
 from loom.nn.functional import channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
 from loom import amp, cpu  # noqa: E402
