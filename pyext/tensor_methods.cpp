@@ -101,6 +101,27 @@ PyObject* m_new_empty_strided(PyObject* self, PyObject* args, PyObject* kwargs) 
   return call_python_with("loom._creation", "new_empty_strided_method", self, args, kwargs);
 }
 
+// Methods written in Python (loom/_tensor_methods.py): the function `Name` there, called as
+// Name(self, *args, **kwargs).
+template <const char* Name>
+PyObject* m_in_python(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyRef module = PyRef::steal(PyImport_ImportModule("loom._tensor_methods"));
+  if (!module) return nullptr;
+  PyRef fn = PyRef::steal(PyObject_GetAttrString(module.get(), Name));
+  if (!fn) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  PyRef all = PyRef::steal(PyTuple_New(n + 1));
+  if (!all) return nullptr;
+  PyTuple_SET_ITEM(all.get(), 0, Py_NewRef(self));
+  for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SET_ITEM(all.get(), i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+  return PyObject_Call(fn.get(), all.get(), kwargs);
+}
+constexpr char kFillDiagonal[] = "fill_diagonal_";
+constexpr char kSumToSize[] = "sum_to_size";
+constexpr char kMatrixPower[] = "matrix_power";
+constexpr char kMvlgamma[] = "mvlgamma";
+constexpr char kMvlgammaInplace[] = "mvlgamma_";
+
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).numel()); }
 PyObject* m_element_size(PyObject* self, PyObject*) { return PyLong_FromSize_t(itemsize(impl_of(self).dtype())); }
@@ -421,6 +442,14 @@ PyMethodDef tensor_methods[] = {
      "new(*sizes), new(data), new(other): the legacy constructor, in this tensor's dtype and device"},
     {"new_empty_strided", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_new_empty_strided)),
      METH_VARARGS | METH_KEYWORDS, "new_empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False)"},
+#define LOOM_IN_PYTHON(name) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(m_in_python<name>)), \
+                            METH_VARARGS | METH_KEYWORDS
+    {"fill_diagonal_", LOOM_IN_PYTHON(kFillDiagonal), "fill_diagonal_(fill_value, wrap=False): the main diagonal set"},
+    {"sum_to_size", LOOM_IN_PYTHON(kSumToSize), "sum_to_size(*size): summed down to a size it broadcasts to"},
+    {"matrix_power", LOOM_IN_PYTHON(kMatrixPower), "matrix_power(n): the n-th power of a square matrix, n >= 0"},
+    {"mvlgamma", LOOM_IN_PYTHON(kMvlgamma), "mvlgamma(p): the log multivariate gamma function"},
+    {"mvlgamma_", LOOM_IN_PYTHON(kMvlgammaInplace), "mvlgamma_(p): mvlgamma in place"},
+#undef LOOM_IN_PYTHON
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},
     {"nelement", m_numel, METH_NOARGS, "the number of elements"},

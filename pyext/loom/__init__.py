@@ -94,6 +94,7 @@ from loom._legacy_tensor import cpu_classes as _legacy_classes  # noqa: E402
 from loom._threads import (get_num_interop_threads, init_num_threads, set_num_interop_threads,  # noqa: E402,F401
                            set_num_threads)
 from loom._nn_function_forms import *  # noqa: E402,F401,F403  (torch.dropout, torch.layer_norm, ...)
+from loom._tensor_methods import matrix_power, mvlgamma  # noqa: E402,F401  (torch.matrix_power, torch.mvlgamma)
 from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
                            set_anomaly_enabled)
 from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401

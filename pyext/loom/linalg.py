@@ -11,4 +11,10 @@ multi_dot = _C.linalg_multi_dot
 vecdot = _C.linalg_vecdot
 cross = _C.linalg_cross
 
-__all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "cross"]
+
+def matrix_power(A, n):
+    """A to the n-th power, n >= 0 (Tensor.matrix_power)."""
+    return A.matrix_power(n)
+
+
+__all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "cross", "matrix_power"]
