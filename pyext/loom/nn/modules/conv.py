@@ -7,13 +7,8 @@ import loom
 from loom.nn import functional as F
 from loom.nn import init
 from loom.nn.modules.module import Module
+from loom.nn.modules.utils import _tuple_of
 from loom.nn.parameter import Parameter
-
-
-def _ntuple(value, n):
-    if isinstance(value, (list, tuple)):
-        return tuple(value)
-    return (value,) * n
 
 
 def _factory(device, dtype):
@@ -27,8 +22,8 @@ class _ConvNd(Module):
                  groups, bias, padding_mode, device=None, dtype=None):
         super().__init__()
         k = self._dims
-        kernel_size, stride, dilation = _ntuple(kernel_size, k), _ntuple(stride, k), _ntuple(dilation, k)
-        output_padding = _ntuple(output_padding, k)
+        kernel_size, stride, dilation = _tuple_of(kernel_size, k), _tuple_of(stride, k), _tuple_of(dilation, k)
+        output_padding = _tuple_of(output_padding, k)
         if groups <= 0:
             raise ValueError("groups must be a positive integer")
         if in_channels % groups != 0:
@@ -42,7 +37,7 @@ class _ConvNd(Module):
             if padding == "same" and any(s != 1 for s in stride):
                 raise ValueError("padding='same' is not supported for strided convolutions")
         else:
-            padding = _ntuple(padding, k)
+            padding = _tuple_of(padding, k)
         valid_padding_modes = {"zeros", "reflect", "replicate", "circular"}
         if padding_mode not in valid_padding_modes:
             raise ValueError(f"padding_mode must be one of {valid_padding_modes}, but got padding_mode='{padding_mode}'")

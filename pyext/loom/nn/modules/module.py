@@ -120,6 +120,26 @@ class Module:
         computed, before the module's own backward, and may return new grad_output."""
         return self._add_hook(self._backward_pre_hooks, hook, prepend, False)
 
+    def _hook_table(self, name):
+        # Made on first use: modules built without Module.__init__ (unpickled, older
+        # subclasses) still take these hooks.
+        table = self.__dict__.get(name)
+        if table is None:
+            table = OrderedDict()
+            object.__setattr__(self, name, table)
+        return table
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs) runs before this module's entries are loaded, and may change state_dict."""
+        return self._add_hook(self._hook_table("_load_state_dict_pre_hooks"), hook, False, False)
+
+    def register_load_state_dict_post_hook(self, hook):
+        """hook(module, incompatible_keys) runs once load_state_dict has loaded everything, before
+        strict mode raises: it may remove keys from incompatible_keys.missing_keys and
+        .unexpected_keys (it must return None)."""
+        return self._add_hook(self._hook_table("_load_state_dict_post_hooks"), hook, False, False)
+
     def register_backward_hook(self, hook):
         """PyTorch's deprecated form; loom gives it register_full_backward_hook's meaning."""
         return self.register_full_backward_hook(hook)
@@ -231,6 +251,21 @@ class Module:
             if not isinstance(mod, Module):
                 raise AttributeError("`" + item + "` is not an nn.Module")
         return mod
+
+    def set_submodule(self, target, module, strict=False):
+        """Puts `module` at dotted path `target`, replacing what is there (strict: only an existing
+        submodule)."""
+        if target == "":
+            raise ValueError("Cannot set the submodule without a target name!")
+        if not isinstance(module, Module):
+            raise ValueError(f"`module` is not an nn.Module, found {type(module)}")
+        parent_path, _, name = target.rpartition(".")
+        parent = self.get_submodule(parent_path)
+        if strict and not hasattr(parent, name):
+            raise AttributeError(parent._get_name() + " has no attribute `" + name + "`")
+        if hasattr(parent, name) and not isinstance(getattr(parent, name), Module):
+            raise AttributeError("`" + name + "` is not an nn.Module")
+        setattr(parent, name, module)
 
     def get_parameter(self, target):
         module_path, _, name = target.rpartition(".")
@@ -351,15 +386,30 @@ class Module:
         missing, unexpected, errors = [], [], []
         metadata = getattr(state_dict, "_metadata", None)
 
+        state_dict = OrderedDict(state_dict)  # pre-hooks may change it; the caller's stays as it was
+        if metadata is not None:
+            state_dict._metadata = metadata
+        loaded = []
+
         def load(module, prefix):
             local_metadata = {} if metadata is None else metadata.get(prefix[:-1], {})
+            for hook in list(module.__dict__.get("_load_state_dict_pre_hooks", {}).values()):
+                hook(module, state_dict, prefix, local_metadata, True, missing, unexpected, errors)
             module._load_from_state_dict(state_dict, prefix, local_metadata, True, missing, unexpected, errors)
+            loaded.append(module)
             for name, child in module._modules.items():
                 if child is not None:
                     load(child, prefix + name + ".")
 
         with loom.no_grad():
             load(self, "")
+        incompatible = _IncompatibleKeys(missing, unexpected)
+        for module in loaded:
+            for hook in list(module.__dict__.get("_load_state_dict_post_hooks", {}).values()):
+                if hook(module, incompatible) is not None:
+                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not expected "
+                                       "to return new values, if incompatible_keys need to be modified, it should be "
+                                       "done inplace.")
         if strict:
             if unexpected:
                 errors.insert(0, "Unexpected key(s) in state_dict: {}. ".format(", ".join(f'"{k}"' for k in unexpected)))
@@ -368,7 +418,7 @@ class Module:
         if errors:
             raise RuntimeError("Error(s) in loading state_dict for {}:\n\t{}".format(type(self).__name__,
                                                                                     "\n\t".join(errors)))
-        return _IncompatibleKeys(missing, unexpected)
+        return incompatible
 
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
         """This module's own entries (PyTorch's algorithm and signature, including which keys
@@ -485,6 +535,13 @@ class Module:
             return t.to(device) if device is not None else t
 
         return self._convert(convert)
+
+    def to_empty(self, *, device, recurse=True):
+        """Parameters and buffers moved to `device` as uninitialized storage of their shapes and
+        dtypes (for a model built on the meta device, then initialized in place)."""
+        if not recurse:
+            raise NotImplementedError("loom's to_empty moves every submodule (recurse=True)")
+        return self._convert(lambda t: loom.empty_like(t, device=device))
 
     def cpu(self):
         return self.to("cpu")

@@ -3,10 +3,7 @@ unpooling in 1, 2 and 3 dims, with PyTorch's arguments and reprs."""
 
 from loom.nn import functional as F
 from loom.nn.modules.module import Module
-
-
-def _ntuple(value, n):
-    return tuple(value) if isinstance(value, (list, tuple)) else (value,) * n
+from loom.nn.modules.utils import _tuple_of
 
 
 class _MaxPoolNd(Module):
@@ -48,9 +45,9 @@ class _AvgPoolNd(Module):
 class AvgPool1d(_AvgPoolNd):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
         super().__init__()
-        self.kernel_size = _ntuple(kernel_size, 1)
-        self.stride = _ntuple(stride if stride is not None else kernel_size, 1)
-        self.padding = _ntuple(padding, 1)
+        self.kernel_size = _tuple_of(kernel_size, 1)
+        self.stride = _tuple_of(stride if stride is not None else kernel_size, 1)
+        self.padding = _tuple_of(padding, 1)
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
 
     def forward(self, input):
@@ -140,9 +137,9 @@ class _MaxUnpoolNd(Module):
     def __init__(self, kernel_size, stride=None, padding=0):
         super().__init__()
         k = self._dims
-        self.kernel_size = _ntuple(kernel_size, k)
-        self.stride = _ntuple(stride if stride is not None else kernel_size, k)
-        self.padding = _ntuple(padding, k)
+        self.kernel_size = _tuple_of(kernel_size, k)
+        self.stride = _tuple_of(stride if stride is not None else kernel_size, k)
+        self.padding = _tuple_of(padding, k)
 
     def forward(self, input, indices, output_size=None):
         return type(self)._fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)

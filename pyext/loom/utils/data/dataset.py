@@ -129,6 +129,31 @@ class Subset(Dataset):
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
 
+class StackDataset(Dataset):
+    """Several datasets of one length read together: StackDataset(a, b)[i] is (a[i], b[i]) and
+    StackDataset(x=a, y=b)[i] is {"x": a[i], "y": b[i]}."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise ValueError("Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like input/output,"
+                             " but both types are given.")
+        datasets = list(args) or list(kwargs.values())
+        if not datasets:
+            raise ValueError("At least one dataset should be passed")
+        self._length = len(datasets[0])
+        if any(self._length != len(d) for d in datasets):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = tuple(args) if args else dict(kwargs)
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
+
+
 def random_split(dataset, lengths, generator=None):
     """Subsets of a random permutation of the dataset with the given lengths, or fractions of
     its length that sum to 1 (the remainder goes one by one to the first subsets)."""
