@@ -147,24 +147,33 @@ def _tracked(tree):
     return _rebuild(tree, iter([t if t.requires_grad else t.detach().requires_grad_(True) for t in _leaves(tree)]))
 
 
+def _traced_call(func, args, kwargs, argnums, has_aux):
+    """func called with the arguments at argnums tracked for differentiation. Returns the
+    arguments as passed, the picked positions, whether argnums was one int, whether the results
+    keep their history (_outer), func's output and its aux (None without has_aux)."""
+    picked, single = _argnums(argnums, len(args))
+    keep = _outer([args[a] for a in picked])
+    args = list(args)
+    with autograd.enable_grad():
+        for a in picked:
+            args[a] = _tracked(args[a])
+        result = func(*args, **kwargs)
+    output, aux = result if has_aux else (result, None)
+    return args, picked, single, keep, output, aux
+
+
 def grad_and_value(func, argnums=0, has_aux=False):
     """A function returning (gradient of func's scalar output with respect to the arguments at
     argnums, func's output) (with has_aux, func returns (output, aux), and so does the value)."""
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        picked, single = _argnums(argnums, len(args))
-        keep = _outer([args[a] for a in picked])
-        args = list(args)
+        args, picked, single, keep, output, aux = _traced_call(func, args, kwargs, argnums, has_aux)
+        if not isinstance(output, loom.Tensor) or output.numel() != 1:
+            raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
+                               f"{type(output).__name__}" + (f" of shape {tuple(output.shape)}"
+                                                             if isinstance(output, loom.Tensor) else ""))
+        inputs = [leaf for a in picked for leaf in _leaves(args[a])]
         with autograd.enable_grad():
-            for a in picked:
-                args[a] = _tracked(args[a])
-            result = func(*args, **kwargs)
-            output, aux = result if has_aux else (result, None)
-            if not isinstance(output, loom.Tensor) or output.numel() != 1:
-                raise RuntimeError(f"grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, got "
-                                   f"{type(output).__name__}" + (f" of shape {tuple(output.shape)}"
-                                                                 if isinstance(output, loom.Tensor) else ""))
-            inputs = [leaf for a in picked for leaf in _leaves(args[a])]
             got = autograd.grad(output, inputs, create_graph=True, allow_unused=True) if output.requires_grad \
                 else [None] * len(inputs)
         grads = iter([loom.zeros_like(x) if g is None else g for g, x in zip(got, inputs)])
@@ -218,18 +227,12 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     of shape output.shape + argument.shape, by one reverse pass per output element."""
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        picked, single = _argnums(argnums, len(args))
-        for a in picked:
+        for a in _argnums(argnums, len(args))[0]:
             if not isinstance(args[a], loom.Tensor):
                 raise NotImplementedError("loom's jacrev differentiates tensor arguments only")
-        keep = _outer([args[a] for a in picked])
-        args = list(args)
+        args, picked, single, keep, output, aux = _traced_call(func, args, kwargs, argnums, has_aux)
+        inputs = [args[a] for a in picked]
         with autograd.enable_grad():
-            for a in picked:
-                args[a] = _tracked(args[a])
-            result = func(*args, **kwargs)
-            output, aux = result if has_aux else (result, None)
-            inputs = [args[a] for a in picked]
             flat = output.reshape(-1)
             rows = [[] for _ in inputs]
             for j in range(flat.numel()):

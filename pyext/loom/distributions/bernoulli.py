@@ -1,13 +1,12 @@
 """Bernoulli(probs= | logits=): one coin flip per batch element, given either parameter; the
 other is computed on first use."""
 
-import numbers
 from functools import cached_property
 
 import loom
 from loom.distributions import constraints
-from loom.distributions.distribution import (Distribution, as_size, broadcast_all, logits_to_probs,
-                                             probs_to_logits)
+from loom.distributions.distribution import (Distribution, as_size, batch_shape_of, broadcast_all,
+                                             logits_to_probs, probs_to_logits)
 from loom.nn import functional as F
 
 
@@ -26,17 +25,13 @@ class Bernoulli(Distribution):
         else:
             self.logits = param
         self._param = param
-        super().__init__(() if isinstance(given, numbers.Number) else param.size(), validate_args=validate_args)
+        super().__init__(batch_shape_of((given,), param), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(batch_shape))
-                new._param = getattr(new, name)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        # The parameter given (probs or logits), and the other one too where it was computed.
+        given = {k: self.__dict__[k].expand(batch_shape) for k in ("probs", "logits") if k in self.__dict__}
+        return self._expanded(Bernoulli, batch_shape, _instance, _param=given.get("probs", given.get("logits")),
+                              **given)
 
     @cached_property
     def logits(self):

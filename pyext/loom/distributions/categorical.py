@@ -31,16 +31,10 @@ class Categorical(Distribution):
         super().__init__(batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Categorical, _instance)
         param_shape = loom.Size(tuple(batch_shape) + (self._num_events,))
-        for name in ("probs", "logits"):
-            if name in self.__dict__:
-                setattr(new, name, self.__dict__[name].expand(param_shape))
-                new._param = getattr(new, name)
-        new._num_events = self._num_events
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        given = {k: self.__dict__[k].expand(param_shape) for k in ("probs", "logits") if k in self.__dict__}
+        return self._expanded(Categorical, batch_shape, _instance, _param=given.get("probs", given.get("logits")),
+                              _num_events=self._num_events, **given)
 
     @property
     def support(self):
@@ -106,11 +100,8 @@ class OneHotCategorical(Distribution):
         super().__init__(param.size()[:-1], param.size()[-1:], validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(OneHotCategorical, _instance)
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self.event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(OneHotCategorical, batch_shape, _instance,
+                              _categorical=self._categorical.expand(batch_shape))
 
     @property
     def probs(self):

@@ -125,6 +125,16 @@ class Distribution:
                              f"within the support ({support!r}) of the distribution {self!r}, but found invalid "
                              f"values:\n{value}")
 
+    def _expanded(self, cls, batch_shape, _instance=None, **params):
+        """expand()'s result: an instance of cls with `params` (the parameters already expanded to
+        batch_shape) and this one's event shape and argument checking, checked no further."""
+        new = self._get_checked_instance(cls, _instance)
+        for name, value in params.items():
+            setattr(new, name, value)
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(f"Subclass {type(self).__name__} of {cls.__name__} that defines a custom "
@@ -138,13 +148,45 @@ class Distribution:
         return f"{type(self).__name__}({args})"
 
 
+class LocationScale(Distribution):
+    """A family of loc + scale * X for one standard variable X (Normal's, Laplace's): the shared
+    parameters, their checks and broadcasting, and the moments that are loc."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self.loc, self.scale = broadcast_all(loc, scale)
+        super().__init__(batch_shape_of((loc, scale), self.loc), validate_args=validate_args)
+
+    def _expand_as(self, cls, batch_shape, _instance):
+        return self._expanded(cls, batch_shape, _instance, loc=self.loc.expand(batch_shape),
+                              scale=self.scale.expand(batch_shape))
+
+    @property
+    def mean(self):
+        return self.loc
+
+    @property
+    def mode(self):
+        return self.loc
+
+
+def batch_shape_of(given, tensor):
+    """The batch shape of a family whose parameters were `given` and broadcast to `tensor`: () when
+    every one was a Python number, as PyTorch has it."""
+    return () if all(isinstance(v, numbers.Number) for v in given) else tensor.size()
+
+
 def broadcast_all(*values):
     """The arguments as tensors of one shape: numbers become tensors of the first tensor's dtype and
     device (the default dtype on the CPU where there is none)."""
     first = next((v for v in values if isinstance(v, loom.Tensor)), None)
     for v in values:
         if not isinstance(v, (loom.Tensor, numbers.Number)):
-            raise ValueError(f"Input arguments must all be instances of numbers.Number or Tensor, not {type(v).__name__}")
+            raise ValueError(f"Input arguments must all be instances of numbers.Number or Tensor, not "
+                             f"{type(v).__name__}")
     options = dict(dtype=first.dtype, device=first.device) if first is not None else \
         dict(dtype=loom.get_default_dtype())
     tensors = [v if isinstance(v, loom.Tensor) else loom.tensor(v, **options) for v in values]

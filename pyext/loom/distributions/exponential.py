@@ -1,10 +1,8 @@
 """Exponential(rate): waiting times of rate `rate`, with a reparameterized sample -log(u) / rate."""
 
-import numbers
-
 import loom
 from loom.distributions import constraints
-from loom.distributions.distribution import Distribution, as_size, broadcast_all
+from loom.distributions.distribution import Distribution, as_size, batch_shape_of, broadcast_all
 
 
 class Exponential(Distribution):
@@ -14,15 +12,10 @@ class Exponential(Distribution):
 
     def __init__(self, rate, validate_args=None):
         (self.rate,) = broadcast_all(rate)
-        batch_shape = () if isinstance(rate, numbers.Number) else self.rate.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(batch_shape_of((rate,), self.rate), validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Exponential, _instance)
-        new.rate = self.rate.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Exponential, batch_shape, _instance, rate=self.rate.expand(batch_shape))
 
     @property
     def mean(self):

@@ -1,36 +1,12 @@
 """Laplace(loc, scale): the double exponential, with a reparameterized sample by inverting the cdf."""
 
-import numbers
-
 import loom
-from loom.distributions import constraints
-from loom.distributions.distribution import Distribution, as_size, broadcast_all
+from loom.distributions.distribution import LocationScale, as_size
 
 
-class Laplace(Distribution):
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = () if isinstance(loc, numbers.Number) and isinstance(scale, numbers.Number) else self.loc.size()
-        super().__init__(batch_shape, validate_args=validate_args)
-
+class Laplace(LocationScale):
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Laplace, _instance)
-        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @property
-    def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
-        return self.loc
+        return self._expand_as(Laplace, batch_shape, _instance)
 
     @property
     def variance(self):

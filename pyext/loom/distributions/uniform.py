@@ -1,10 +1,8 @@
 """Uniform(low, high): the half-open interval [low, high), with a reparameterized sample."""
 
-import numbers
-
 import loom
 from loom.distributions import constraints
-from loom.distributions.distribution import Distribution, as_size, broadcast_all
+from loom.distributions.distribution import Distribution, as_size, batch_shape_of, broadcast_all
 
 
 class Uniform(Distribution):
@@ -13,18 +11,14 @@ class Uniform(Distribution):
 
     def __init__(self, low, high, validate_args=None):
         self.low, self.high = broadcast_all(low, high)
-        batch_shape = () if isinstance(low, numbers.Number) and isinstance(high, numbers.Number) else self.low.size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        super().__init__(batch_shape_of((low, high), self.low), validate_args=validate_args)
         if self._validate_args and self._should_check(self.low) and not bool((self.low < self.high).all()):
             raise ValueError(f"Expected parameter low ({tuple(self.low.shape)}) of distribution {self!r} to be "
                              f"less than high everywhere, but found invalid values:\nlow={self.low}\nhigh={self.high}")
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Uniform, _instance)
-        new.low, new.high = self.low.expand(batch_shape), self.high.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expanded(Uniform, batch_shape, _instance,
+                              low=self.low.expand(batch_shape), high=self.high.expand(batch_shape))
 
     @property
     def support(self):

@@ -42,6 +42,17 @@ def _register_original(owner, name, value, like):
         owner.register_buffer(name, value.detach())
 
 
+def _check_unchanged(value, original):
+    """A parametrization's output must keep the tensor's shape and dtype (unless unsafe=True)."""
+    if not isinstance(value, loom.Tensor):
+        raise ValueError(f"A parametrization must return a tensor. Got {type(value).__name__}.")
+    if value.dtype != original.dtype or value.shape != original.shape:
+        raise ValueError(f"Registering a parametrization may not change the shape or dtype of the tensor "
+                         f"(unsafe=False).\nunparametrized dtype: {original.dtype}\nparametrized dtype: "
+                         f"{value.dtype}\nunparametrized shape: {tuple(original.shape)}\n"
+                         f"parametrized shape: {tuple(value.shape)}")
+
+
 class ParametrizationList(ModuleList):
     """The chain of parametrizations of one tensor, holding its original (or originals)."""
 
@@ -71,14 +82,7 @@ class ParametrizationList(ModuleList):
                                      f"{type(part).__name__}")
                 _register_original(self, f"original{i}", part, original)
         if not unsafe:
-            value = self()
-            if not isinstance(value, loom.Tensor):
-                raise ValueError(f"A parametrization must return a tensor. Got {type(value).__name__}.")
-            if value.dtype != original.dtype or value.shape != original.shape:
-                raise ValueError(f"Registering a parametrization may not change the shape or dtype of the tensor "
-                                 f"(unsafe=False).\nunparametrized dtype: {original.dtype}\nparametrized dtype: "
-                                 f"{value.dtype}\nunparametrized shape: {tuple(original.shape)}\n"
-                                 f"parametrized shape: {tuple(value.shape)}")
+            _check_unchanged(self(), original)
 
     def originals(self):
         return [self.original] if self.is_tensor else [getattr(self, f"original{i}") for i in range(self.ntensors)]
@@ -137,14 +141,7 @@ def register_parametrization(module, tensor_name, parametrization, *, unsafe=Fal
         chain = module.parametrizations[tensor_name]
         if not unsafe:
             current = getattr(module, tensor_name)
-            value = parametrization(current)
-            if not isinstance(value, loom.Tensor):
-                raise ValueError(f"A parametrization must return a tensor. Got {type(value).__name__}.")
-            if value.dtype != current.dtype or value.shape != current.shape:
-                raise ValueError(f"Registering a parametrization may not change the shape or dtype of the tensor "
-                                 f"(unsafe=False).\nunparametrized dtype: {current.dtype}\nparametrized dtype: "
-                                 f"{value.dtype}\nunparametrized shape: {tuple(current.shape)}\n"
-                                 f"parametrized shape: {tuple(value.shape)}")
+            _check_unchanged(parametrization(current), current)
         chain.append(parametrization)
         chain.unsafe |= unsafe
         return module
