@@ -73,10 +73,8 @@ def feature_alpha_dropout_(input, p, train):
 def embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     """The rows of `weight` at `indices`; padding_idx (-1: none) gets no gradient. `sparse` asks
     for a sparse gradient in PyTorch; loom's gradients are dense, with the same values."""
-    if scale_grad_by_freq:
-        raise NotImplementedError("loom's embedding has no scale_grad_by_freq (gradients scaled by the inverse "
-                                  "frequency of each index in the batch)")
-    return _F.embedding(indices, weight, padding_idx=None if padding_idx == -1 else padding_idx)
+    return _F.embedding(indices, weight, padding_idx=None if padding_idx == -1 else padding_idx,
+                        scale_grad_by_freq=scale_grad_by_freq)
 
 
 def embedding_renorm_(input, indices, max_norm, norm_type):

@@ -209,8 +209,7 @@ def test_embedding_form_takes_the_weight_first(device):
     idx = np.array([[0, 3, 1], [2, 2, 0]])
     check(lambda m, w, i: m.embedding(w, i), [r(4, 3), idx], device)
     check(lambda m, w, i: m.embedding(w, i, 2), [r(4, 3), idx], device)
-    with pytest.raises(NotImplementedError, match="scale_grad_by_freq"):
-        loom.embedding(loom.randn(4, 3), loom.tensor([0]), -1, True)
+    check(lambda m, w, i: m.embedding(w, i, -1, True), [r(4, 3), idx], device)  # scale_grad_by_freq
 
 
 def test_pdist_errors():

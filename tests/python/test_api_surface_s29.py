@@ -104,3 +104,52 @@ def test_stack_dataset():
     np.testing.assert_array_equal(batch["y"].numpy(), [0, 10])
     with pytest.raises(ValueError, match="Size mismatch"):
         loom.utils.data.StackDataset(a, loom.arange(3))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+def test_embedding_bag_max_norm_and_gradient_by_frequency_match_torch(mode, device):
+    """Values and the renormalized weight against torch's EmbeddingBag. The gradient against the
+    same bags made of torch's Embedding (scale_grad_by_freq) and sums: torch 1.13's CPU
+    EmbeddingBag divides some rows' gradients by another index's count (rows looked up twice get
+    2/3 of their gradient when another is looked up 3 times), which its Embedding does not."""
+    rng = np.random.default_rng(8)
+    w = rng.standard_normal((6, 3)) * 2
+    idx, offsets = np.array([1, 2, 2, 5, 1, 1, 0]), np.array([0, 3, 5])
+    bag = loom.nn.EmbeddingBag(6, 3, max_norm=1.5, scale_grad_by_freq=True, mode=mode).double()
+    with loom.no_grad():
+        bag.weight.copy_(loom.tensor(w))
+    bag = bag.to(device)
+    out = bag(loom.tensor(idx, device=device), loom.tensor(offsets, device=device))
+    (out * out).sum().backward()
+
+    reference = torch.nn.EmbeddingBag(6, 3, max_norm=1.5, mode=mode).double()
+    with torch.no_grad():
+        reference.weight.copy_(torch.tensor(w))
+    want = reference(torch.tensor(idx), torch.tensor(offsets))
+    np.testing.assert_allclose(out.detach().cpu().numpy(), want.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(bag.weight.detach().cpu().numpy(), reference.weight.detach().numpy(), rtol=1e-10)
+
+    emb = torch.nn.Embedding(6, 3, scale_grad_by_freq=True).double()
+    with torch.no_grad():
+        emb.weight.copy_(reference.weight)  # already renormalized
+    rows = emb(torch.tensor(idx))
+    bags = [rows[a:b] for a, b in zip(offsets, list(offsets[1:]) + [len(idx)])]
+    sums = torch.stack([r.sum(0) if mode == "sum" else r.mean(0) for r in bags])
+    (sums * sums).sum().backward()
+    np.testing.assert_allclose(bag.weight.grad.cpu().numpy(), emb.weight.grad.numpy(), rtol=1e-10)
+
+
+def test_embedding_module_scales_gradients_by_frequency_like_torch():
+    w = np.random.default_rng(9).standard_normal((5, 2))
+    idx = np.array([[0, 1, 1], [1, 4, 0]])
+    grads = []
+    for lib in (torch, loom):
+        emb = lib.nn.Embedding(5, 2, scale_grad_by_freq=True, padding_idx=4).double()
+        with lib.no_grad():
+            emb.weight.copy_(lib.tensor(w))
+        emb(lib.tensor(idx)).pow(2).sum().backward()
+        grads.append(emb.weight.grad.numpy())
+    np.testing.assert_allclose(grads[1], grads[0], rtol=1e-12)
+    with pytest.raises(ValueError, match="max mode"):
+        loom.nn.functional.embedding_bag(loom.tensor([[0, 1]]), loom.ones(2, 2), mode="max", scale_grad_by_freq=True)

@@ -20,13 +20,35 @@ def _renorm_rows_(weight, indices, max_norm, norm_type):
     return weight
 
 
+class _ScaledGradient(loom.autograd.Function):
+    """The identity, whose gradient is multiplied by `scale`."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.scale, None
+
+
+def _by_inverse_frequency(rows, indices, num_rows):
+    """rows (one per index) whose gradients are divided by how often their index occurs among
+    `indices` (scale_grad_by_freq: each row's total gradient is then the mean, not the sum, of
+    its lookups'). The counts are tensor data: nothing is read on the host."""
+    flat = indices.reshape(-1)
+    ones = loom.ones(flat.shape, dtype=rows.dtype, device=rows.device)
+    counts = loom.zeros(num_rows, dtype=rows.dtype, device=rows.device).index_add_(0, flat, ones)
+    return _ScaledGradient.apply(rows, counts.index_select(0, flat).reciprocal().unsqueeze(1))
+
+
 def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False, sparse=False):
     """Rows of `weight` picked by the integer tensor `input` (gradients scatter-add back).
     Lookups of row `padding_idx` pass no gradient to it, as in PyTorch. With max_norm, the rows
-    looked up are first renormalized in weight itself (torch.embedding_renorm_). `sparse` asks PyTorch
-    for a sparse gradient; loom's is dense, with the same values."""
-    if scale_grad_by_freq:
-        raise NotImplementedError("loom's embeddings do not scale gradients by frequency (scale_grad_by_freq) yet")
+    looked up are first renormalized in weight itself (torch.embedding_renorm_). With
+    scale_grad_by_freq, a row's gradient is divided by how often input looks it up. `sparse` asks
+    PyTorch for a sparse gradient; loom's is dense, with the same values."""
     if padding_idx is not None:
         if not -weight.shape[0] <= padding_idx < weight.shape[0]:
             raise AssertionError("Padding_idx must be within num_embeddings")
@@ -34,6 +56,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     if max_norm is not None:
         _renorm_rows_(weight, input, max_norm, norm_type)
     flat = weight.index_select(0, input.reshape(-1))
+    if scale_grad_by_freq and flat.requires_grad:
+        flat = _by_inverse_frequency(flat, input, weight.shape[0])
     out = flat.reshape(*input.shape, weight.shape[1])
     if padding_idx is not None and out.requires_grad:
         # The same values, detached where the padding row was looked up.
@@ -49,11 +73,14 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     an empty bag gives zeros. per_sample_weights (mode 'sum' only) scale each looked-up row.
 
     1-D input is written as a (bags x indices) membership matrix times the looked-up rows, so
-    the bags' boundaries stay tensor data: in lazy mode new offsets do not change the trace."""
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError("embedding_bag: max_norm, scale_grad_by_freq and sparse are not supported by loom")
+    the bags' boundaries stay tensor data: in lazy mode new offsets do not change the trace.
+    max_norm and scale_grad_by_freq act as in embedding(); the gradient is dense (sparse=True
+    gives its values densely)."""
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError("max mode does not support scaling the gradient by the frequency")
+    lookup = dict(max_norm=max_norm, norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq)
     if per_sample_weights is not None:
         if mode != "sum":
             raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
@@ -66,7 +93,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              "fixed length sequences.")
-        rows = embedding(input, weight)  # (B, N, D)
+        rows = embedding(input, weight, **lookup)  # (B, N, D)
         member = loom.ones_like(input, dtype=loom.bool)
     elif input.dim() == 1:
         if offsets is None:
@@ -81,7 +108,7 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                                                       device=offsets.device)])
                 if not include_last_offset else offsets.narrow(0, 1, bags)).unsqueeze(1)
         member = (position >= starts) & (position < ends)  # (B, N): which indices each bag holds
-        rows = embedding(input, weight).unsqueeze(0)  # (1, N, D)
+        rows = embedding(input, weight, **lookup).unsqueeze(0)  # (1, N, D)
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.unsqueeze(0)
         input = input.unsqueeze(0)

@@ -28,11 +28,8 @@ def _make_weight(num_embeddings, embedding_dim, _weight, device, dtype):
     return Parameter(_weight), False
 
 
-def _unsupported(max_norm, scale_grad_by_freq, sparse):
-    if max_norm is not None:
-        raise NotImplementedError("loom's embedding bags do not renormalize rows (max_norm) yet")
-    if scale_grad_by_freq:
-        raise NotImplementedError("loom's embeddings do not scale gradients by frequency yet")
+def _dense_only(sparse):
+    # A module asked for sparse gradients would feed an optimizer that expects them (SparseAdam).
     if sparse:
         raise NotImplementedError("loom has no sparse gradients: use sparse=False (the default)")
 
@@ -44,10 +41,11 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, device=None, dtype=None):
         super().__init__()
-        _unsupported(None, scale_grad_by_freq, sparse)
+        _dense_only(sparse)
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
         self.padding_idx = _padding_row(padding_idx, num_embeddings)
-        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, False, False
+        self.max_norm, self.norm_type, self.sparse = max_norm, norm_type, False
+        self.scale_grad_by_freq = scale_grad_by_freq
         self.weight, fresh = _make_weight(num_embeddings, embedding_dim, _weight, device, dtype)
         if fresh:
             self.reset_parameters()
@@ -62,7 +60,7 @@ class Embedding(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type, self.scale_grad_by_freq)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -96,11 +94,12 @@ class EmbeddingBag(Module):
                  mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, device=None,
                  dtype=None):
         super().__init__()
-        _unsupported(max_norm, scale_grad_by_freq, sparse)
+        _dense_only(sparse)
         if mode not in ("sum", "mean", "max"):
             raise ValueError("mode has to be one of sum, mean or max")
         self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
-        self.max_norm, self.norm_type, self.scale_grad_by_freq, self.sparse = max_norm, norm_type, False, False
+        self.max_norm, self.norm_type, self.sparse = max_norm, norm_type, False
+        self.scale_grad_by_freq = scale_grad_by_freq
         self.mode, self.include_last_offset = mode, include_last_offset
         self.padding_idx = _padding_row(padding_idx, num_embeddings)
         self.weight, fresh = _make_weight(num_embeddings, embedding_dim, _weight, device, dtype)
@@ -114,7 +113,8 @@ class EmbeddingBag(Module):
                 self.weight[self.padding_idx] = 0.0
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return F.embedding_bag(input, self.weight, offsets, mode=self.mode, per_sample_weights=per_sample_weights,
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, per_sample_weights=per_sample_weights,
                                include_last_offset=self.include_last_offset, padding_idx=self.padding_idx)
 
     def extra_repr(self):
