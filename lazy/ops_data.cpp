@@ -289,24 +289,37 @@ OutputMeta infer_gather(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 // Calls fn(x_offset, position) for every element of `index`, where x_offset addresses x at the
-// element's index with dim replaced by the index value. Negative indices are out of range: gather
-// and scatter_add do not wrap them, as in PyTorch.
+// element's index with dim replaced by the index value, and position counts index's elements in
+// row-major order. Negative indices are out of range: gather and scatter_add do not wrap them, as
+// in PyTorch. An int64 index on the CPU is read in place, at its strides, and both offsets move
+// by a stride per element rather than being summed over every dim again (cross_entropy gathers
+// one logit per row: converting the index and recomputing offsets took 14 us for 512 rows).
 template <typename Fn>
 void for_each_gathered(const Array& x, const Array& index, int64_t dim, Fn&& fn) {
-  Array idx = copy_to(index, DType::Int64, kCPU);
+  // (Copied when it shares memory with x: the scatters write x while they read the index.)
+  bool in_place = index.dtype == DType::Int64 && index.device().is_cpu() && !may_overlap(index, x);
+  Array idx = in_place ? index : copy_to(index, DType::Int64, kCPU);
   const int64_t* iv = static_cast<const int64_t*>(idx.data());
-  int64_t n = idx.numel();
+  int64_t n = idx.numel(), nd = idx.ndim();
+  if (n == 0) return;
   int64_t size = x.ndim() ? x.sizes()[dim] : 1;
-  Dims pos(idx.ndim(), 0);
+  int64_t along = x.ndim() ? x.strides()[dim] : 0;
+  // x's stride for index dim d (none along dim: the index value chooses the position there).
+  Dims x_strides(nd, 0);
+  for (int64_t d = 0; d < nd && d < x.ndim(); ++d) x_strides[d] = d == dim ? 0 : x.strides()[d];
+  Dims pos(nd, 0);
+  int64_t at = 0, offset = x.layout.offset;  // index element's offset in iv, x offset without dim
   for (int64_t e = 0; e < n; ++e) {
-    int64_t i = iv[e];
+    int64_t i = iv[at];
     LOOM_CHECK(i >= 0 && i < size, Runtime, "index ", i, " is out of bounds for dimension ", dim, " with size ", size);
-    int64_t offset = x.layout.offset;
-    for (int64_t d = 0; d < x.ndim(); ++d) offset += (d == dim ? i : pos[d]) * x.strides()[d];
-    fn(offset, e);
-    for (size_t d = pos.size(); d-- > 0;) {
-      if (++pos[d] < idx.sizes()[d]) break;
-      pos[d] = 0;
+    fn(offset + i * along, e);
+    for (int64_t d = nd; d-- > 0;) {
+      int64_t last = idx.sizes()[d] - 1;
+      if (pos[d] < last) {
+        ++pos[d], at += idx.strides()[d], offset += x_strides[d];
+        break;
+      }
+      pos[d] = 0, at -= last * idx.strides()[d], offset -= last * x_strides[d];
     }
   }
 }

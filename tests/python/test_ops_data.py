@@ -240,6 +240,24 @@ def test_gather(device, dtype, layout):
     sub.finish()
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_gather_and_scatter_add_read_an_index_of_any_layout(device, layout):
+    # The CPU gather and scatters read an int64 index in place, at its strides (a transposed,
+    # strided or expanded one, whose stride 0 repeats a row), rather than a contiguous copy.
+    g = np.random.default_rng(11)
+    x = random_array((6, 5, 4), "float32", seed=12)
+    src = random_array((6, 5, 4), "float32", seed=13)
+    sub = SubChecks()
+    for dim in (0, 1, 2):
+        index = g.integers(0, x.shape[dim], size=(6, 5, 4)).astype(np.int64)
+        with sub(f"dim={dim}"):
+            check(device, lambda m, t, i: m.gather(t, dim, i), x, index, layouts=["contiguous", layout])
+            check(device, lambda m, t, i: t.gather(dim, i), x, index, layouts=["transposed", layout])
+            check(device, lambda m, t, i, s: m.scatter_add(t, dim, i, s), x, index, src,
+                  layouts=["contiguous", layout, "contiguous"])
+    sub.finish()
+
+
 def test_gather_zero_dim(device):
     check(device, lambda m, t, i: m.gather(t, 0, i), np.array(2.5), np.array(0))
 
