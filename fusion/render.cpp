@@ -399,8 +399,9 @@ class KernelWriter {
     return need;
   }
 
+  // `blocked`: a C++ float32 sum in blocks (blocked_sum), accumulating into the block's f<index>.
   void stage_inner(const Stage& s, size_t index, const std::set<int32_t>& outer_done, const std::string& indent,
-                   const std::string& position) {
+                   const std::string& position, bool blocked = false) {
     std::set<int32_t> done = outer_done;
     emit(s.input, done, indent);
     std::string a = "a" + std::to_string(index);
@@ -412,7 +413,8 @@ class KernelWriter {
       keep(index, indent);
       return;
     }
-    out_ << indent << combine(s, a, var(s.input)) << "\n";
+    if (blocked) out_ << indent << "f" << index << " = f" << index << " + " << var(s.input) << ";\n";
+    else out_ << indent << combine(s, a, var(s.input)) << "\n";
     keep(index, indent);
   }
 
@@ -431,6 +433,18 @@ class KernelWriter {
     if (s.kind == ReduceKind::ArgMax || s.kind == ReduceKind::ArgMin) return "const i64 r" + std::to_string(index) + " = " + a + "i;";
     return "const " + std::string(compute_ctype(s.input_type)) + " r" + std::to_string(index) + " = (" +
            compute_ctype(s.input_type) + ")" + a + ";";
+  }
+
+  // Whether a C++ row stage sums float32 in blocks (cpu_stage): its double accumulator is the sum
+  // of float sums over blocks of kSumBlock elements of the innermost dim. Converting every element
+  // to double took two conversions and two double adds per vector of 16 floats, a quarter of BENCH
+  // softmax's row kernel. A block's float sum is a sum per vector lane over at most 256 / lanes
+  // elements (16 with AVX-512), then the lanes': about 20 roundings, where one float accumulator
+  // over a row of n elements rounds n / lanes times.
+  static constexpr int64_t kSumBlock = 256;
+  bool blocked_sum(const Stage& st) const {
+    return t_.kind == TargetKind::Cpu && st.kind == ReduceKind::Sum && st.input_type == DType::Float32 &&
+           acc_type(st) == std::string("double");
   }
 
   // One reduction stage over the inner dims of the current row. Sums, products, maxima and minima
@@ -459,10 +473,24 @@ class KernelWriter {
       }
     }
     if (arg) out_ << indent << "i64 " << kk << " = 0;\n";
+    bool blocked = simd && blocked_sum(st);
+    std::string f = "f" + std::to_string(s);
     std::string inner = indent;
     for (int64_t d = outer; d < rank; ++d) {
+      std::string x = "x" + std::to_string(d), n = "n" + std::to_string(d), first = "0", end = n;
+      if (d == rank - 1 && blocked) {
+        std::string xb = "xb" + std::to_string(s), B = std::to_string(kSumBlock);
+        out_ << inner << "for (i64 " << xb << " = 0; " << xb << " < " << n << "; " << xb << " += " << B << ") {\n";
+        inner += "  ";
+        out_ << inner << "const i64 xe" << s << " = " << n << " - " << xb << " < " << B << " ? " << n << " : " << xb
+             << " + " << B << ";\n";
+        out_ << inner << "float " << f << " = 0;\n";
+        pragma = "reduction(+:" + f + ")";
+        first = xb;
+        end = "xe" + std::to_string(s);
+      }
       if (d == rank - 1 && !pragma.empty() && simd) out_ << inner << "#pragma omp simd " << pragma << "\n";
-      out_ << inner << "for (i64 x" << d << " = 0; x" << d << " < n" << d << "; ++x" << d << ") {\n";
+      out_ << inner << "for (i64 " << x << " = " << first << "; " << x << " < " << end << "; ++" << x << ") {\n";
       inner += "  ";
     }
     if (extreme && !pragma.empty()) {
@@ -473,12 +501,17 @@ class KernelWriter {
       if (floating) out_ << inner << a << "n |= " << v << " != " << v << ";\n";
       keep(s, inner);
     } else {
-      stage_inner(st, s, outer_done, inner, kk);
+      stage_inner(st, s, outer_done, inner, kk, blocked);
     }
     if (arg) out_ << inner << "++" << kk << ";\n";
     for (int64_t d = rank; d-- > outer;) {
       inner.resize(inner.size() - 2);
       out_ << inner << "}\n";
+      if (d == rank - 1 && blocked) {
+        out_ << inner << a << " = " << a << " + (double)" << f << ";\n";
+        inner.resize(inner.size() - 2);
+        out_ << inner << "}\n";
+      }
     }
     if (extreme && floating)
       out_ << indent << "if (" << a << "n) " << a << " = "

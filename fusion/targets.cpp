@@ -27,10 +27,13 @@ LOOM_MATH2(pow) LOOM_MATH2(atan2) LOOM_MATH2(hypot)
 }
 )";
 
-// e^x in float32 on the CPU, for loom_expf's arguments (x >= -104 or NaN): loom's own, in
-// arithmetic the compiler vectorizes, so it needs no vector math library: 1.011 ulp at most over
-// all of them (all tried; 0.99 without FMA; glibc 2.36's vector expf behind the same mask: 2.64),
-// and a loop of exp alone runs about 1.3x faster than with libmvec's here (AVX-512).
+// e^x in float32 on the CPU: loom's own, in arithmetic the compiler vectorizes, so it needs no
+// vector math library: 1.011 ulp at most over all float32 inputs (all tried; 0.99 without FMA;
+// glibc 2.36's vector expf behind the mask below: 2.64), and a loop of exp alone runs about 1.3x
+// faster than with libmvec's here (AVX-512). The argument is clamped to [-104, 89] first (a min
+// and a max, which keep NaN): e^-104 rounds to an exact +0 (as does every e^x below it, -inf
+// included) and e^89 to inf, so the clamp changes no result (all 2^32 inputs compared bit for bit
+// with the mask form below) and costs two instructions where the mask took five.
 // x = n ln2 + r, |r| <= ln2 / 2: n is x / ln2 rounded by adding 1.5 * 2^23 (no float-to-int
 // conversion, so NaN stays NaN), ln2 a float pair whose high part times n is exact. e^r = 1 + r +
 // r^2 P(r), P of degree 4 (minimax, relative error 3.1e-9; scripts/fit_cpu_math.py). 2^n is
@@ -41,8 +44,8 @@ constexpr const char* kCpuExp = R"(
 #else
 #define LOOM_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
-LOOM_FN float loom_expf_core(float x) {
-  const float xc = x > 89.0f ? 89.0f : x;
+LOOM_FN float loom_expf(float x) {
+  const float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
   const float t = LOOM_FMAF(xc, 0x1.715476p+0f, 0x1.8p23f);
   const float n = t - 0x1.8p23f;
   float r = LOOM_FMAF(n, -0x1.62ep-1f, xc);
@@ -56,23 +59,21 @@ LOOM_FN float loom_expf_core(float x) {
   const int k = (int)(loom_f_bits(t) - loom_f_bits(0x1.8p23f)), k1 = k >> 1, k2 = k - k1;
   return (e * loom_bits_f((u32)(k1 + 127) << 23)) * loom_bits_f((u32)(k2 + 127) << 23);
 }
-#define LOOM_EXPF loom_expf_core
 )";
 
-// exp and exp2 with every argument below the function's underflow point (where the exact
-// result rounds to +0 in the type: e^x < 2^-150 for float, 2^-1075 for double; -inf included)
-// mapped to an exact 0 before the call. glibc's vector expf sends a lane holding such an argument
-// to its scalar slow path (a causal mask's -inf made softmax kernels several times slower); an
-// argument of +0 stays on the fast path, and the same mask applied to the result restores the 0.
-// The mask is applied to the bits: written as selects (`z ? 0 : x`, then `z ? 0 : r`), GCC threads
-// the two selects into one and calls exp on the original argument, and the slow path is back.
-// Thresholds sit just below the underflow points, so no denormal result changes; NaN compares
-// false and reaches the call. CUDA renders the same helpers around its own expf (LOOM_EXPF); the
-// CPU's is loom_expf_core (above).
+// exp and exp2 of the C library with every argument below the function's underflow point (where
+// the exact result rounds to +0 in the type: e^x < 2^-150 for float, 2^-1075 for double; -inf
+// included) mapped to an exact 0 before the call. glibc's vector exp sends a lane holding such an
+// argument to its scalar slow path (a causal mask's -inf made softmax kernels several times
+// slower); an argument of +0 stays on the fast path, and the same mask applied to the result
+// restores the 0. The mask is applied to the bits: written as selects (`z ? 0 : x`, then
+// `z ? 0 : r`), GCC threads the two selects into one and calls exp on the original argument, and
+// the slow path is back. Thresholds sit just below the underflow points, so no denormal result
+// changes; NaN compares false and reaches the call. The CPU's float32 exp is loom_expf (above);
+// CUDA's is this mask around its own expf (kCudaExpf).
 constexpr const char* kExpHelpers = R"(
 LOOM_FN float loom_mask_f(float v, u32 m) { return loom_bits_f(loom_f_bits(v) & m); }
 LOOM_FN double loom_mask_d(double v, u64 m) { union { u64 u; double d; } x; x.d = v; x.u &= m; return x.d; }
-LOOM_FN float loom_expf(float x) { const u32 m = (u32)-(int)!(x < -104.0f); return loom_mask_f(LOOM_EXPF(loom_mask_f(x, m)), m); }
 LOOM_FN double loom_exp(double x) { const u64 m = (u64)-(i64)!(x < -746.0); return loom_mask_d(exp(loom_mask_d(x, m)), m); }
 LOOM_FN float loom_exp2f(float x) { const u32 m = (u32)-(int)!(x < -150.0f); return loom_mask_f(exp2f(loom_mask_f(x, m)), m); }
 LOOM_FN double loom_exp2(double x) { const u64 m = (u64)-(i64)!(x < -1075.0); return loom_mask_d(exp2(loom_mask_d(x, m)), m); }
@@ -121,11 +122,15 @@ LOOM_FN float loom_erff(float x) {
 }
 )";
 
+constexpr const char* kCudaExpf = R"(
+LOOM_FN float loom_expf(float x) { const u32 m = (u32)-(int)!(x < -104.0f); return loom_mask_f(expf(loom_mask_f(x, m)), m); }
+)";
+
 const std::string kCpuPrelude = std::string("#define LOOM_FN static inline __attribute__((always_inline))\n") +
                                 kKernelPrelude + kCpuMath + kCpuExp + kExpHelpers + kCpuErf;
 
 const std::string kCudaPrelude = std::string("#define LOOM_FN static __device__ __forceinline__\n") +
-                                 kKernelPrelude + "#define LOOM_EXPF expf\n" + kExpHelpers + R"(
+                                 kKernelPrelude + kExpHelpers + kCudaExpf + R"(
 template <class T> LOOM_FN T loom_shfl_down(T v, int offset) { return __shfl_down_sync(0xffffffffu, v, offset); }
 )";
 

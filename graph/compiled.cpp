@@ -331,13 +331,18 @@ std::shared_ptr<const PlanKernels> kernels_of(const CompiledExecutor::Plan& plan
 
 // Queues the compile of `plan`'s -O1 kernels at -O3, and the swap once they are loaded. The job
 // holds the plan weakly: a plan evicted meanwhile is not kept alive for it (its kernels are still
-// compiled, for the next plan of the same program).
-void optimize_in_background(const std::shared_ptr<CompiledExecutor::Plan>& plan,
-                            std::shared_ptr<const PlanKernels> quick) {
+// compiled, for the next plan of the same program, from the disk cache). Nor does it hold the
+// plan's -O1 units, only their sources (rtc::HostKernelSources): they are unloaded with the last
+// plan that uses them, so loom.clear_plan_cache() leaves no module of the plans it dropped loaded
+// while a compile is in flight, and the -O3 units a job finishes after its plan is gone are
+// unloaded as it ends (nothing holds them).
+void optimize_in_background(const std::shared_ptr<CompiledExecutor::Plan>& plan, const PlanKernels& quick) {
   std::weak_ptr<CompiledExecutor::Plan> weak = plan;
-  run_in_background([weak, quick = std::move(quick), symbols = plan->function_symbols](const std::function<bool()>& stop) {
-    rtc::HostKernels full = rtc::optimize_host_kernels(quick->compiled, symbols, stop);
-    if (std::shared_ptr<CompiledExecutor::Plan> p = weak.lock()) p->code.store(kernels_of(*p, std::move(full)));
+  run_in_background([weak, sources = rtc::sources_of(quick.compiled),
+                     symbols = plan->function_symbols](const std::function<bool()>& stop) {
+    std::optional<rtc::HostKernels> full = rtc::optimize_host_kernels(sources, symbols, stop);
+    if (!full) return;
+    if (std::shared_ptr<CompiledExecutor::Plan> p = weak.lock()) p->code.store(kernels_of(*p, std::move(*full)));
   });
 }
 
@@ -450,7 +455,7 @@ std::vector<Array> CompiledExecutor::run(const Trace& t) {
   // This run's kernels, whatever a swap does meanwhile (PlanKernels).
   std::shared_ptr<const PlanKernels> code = plan.code.load();
   if (plan.runs.fetch_add(1, std::memory_order_relaxed) + 1 == kOptimizeAtRun && code && !code->compiled.optimized())
-    optimize_in_background(pinned.shared(), code);
+    optimize_in_background(pinned.shared(), *code);
   // Bind: every buffer as an array (inputs as given, outputs fresh, intermediates in the arena).
   Array arena = plan.take_arena();
   struct GiveBack {

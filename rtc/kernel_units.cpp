@@ -129,11 +129,25 @@ HostKernels compile_host_kernels(const std::string& prelude, const std::vector<s
   return out;
 }
 
-HostKernels optimize_host_kernels(const HostKernels& current, const std::vector<std::string>& symbols,
-                                  const std::function<bool()>& stop) {
+HostKernelSources sources_of(const HostKernels& kernels) {
+  HostKernelSources out;
+  for (const std::shared_ptr<HostModule>& unit : kernels.units)
+    out.units.push_back({unit->source(), unit->kernels(), unit->level(), unit});
+  out.unit_of = kernels.unit_of;
+  return out;
+}
+
+std::optional<HostKernels> optimize_host_kernels(const HostKernelSources& current, const std::vector<std::string>& symbols,
+                                                 const std::function<bool()>& stop) {
   HostKernels out;
-  for (const std::shared_ptr<HostModule>& unit : current.units) {
-    out.units.push_back(unit->level() == OptLevel::Quick ? optimize_host(unit->source(), unit->kernels(), stop) : unit);
+  for (const HostKernelSources::Unit& unit : current.units) {
+    if (unit.level == OptLevel::Quick) {
+      out.units.push_back(optimize_host(unit.source, unit.kernels, stop));
+      continue;
+    }
+    std::shared_ptr<HostModule> full = unit.loaded.lock();
+    if (!full) return std::nullopt;
+    out.units.push_back(std::move(full));
   }
   // Each symbol from the twin of the unit that defined it (the same source).
   out.unit_of = current.unit_of;

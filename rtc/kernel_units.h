@@ -22,7 +22,9 @@
 // same missing kernel at once may both compile it (the disk cache stores one).
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,11 +45,31 @@ struct HostKernels {
 HostKernels compile_host_kernels(const std::string& prelude, const std::vector<std::string>& functions,
                                  const std::vector<std::string>& symbols);
 
+// What optimize_host_kernels needs of a HostKernels, holding none of its units: each unit's
+// source, level and kernel count, and the unit itself weakly. A background -O3 compile keeps
+// this, not the HostKernels, so the -O1 units are unloaded with the last plan that holds them
+// even while their -O3 twins are being compiled (loom.clear_plan_cache() unloads every module of
+// the plans it drops at once, whatever is in flight: graph/compiled.cpp).
+struct HostKernelSources {
+  struct Unit {
+    std::string source;
+    int kernels = 0;
+    OptLevel level = OptLevel::Quick;
+    std::weak_ptr<HostModule> loaded;
+  };
+  std::vector<Unit> units;
+  std::vector<int32_t> unit_of;  // as HostKernels::unit_of
+};
+HostKernelSources sources_of(const HostKernels& kernels);
+
 // The same kernels at OptLevel::Full: each Quick unit of `current` compiled again at Full (or
 // found loaded or on disk), one after the other; `symbols` are those `current` was made for.
-// Later lookups of those kernels find the Full units. Throws as optimize_host() does (`stop`).
-HostKernels optimize_host_kernels(const HostKernels& current, const std::vector<std::string>& symbols,
-                                  const std::function<bool()>& stop);
+// Later lookups of those kernels find the Full units. Nothing (and nothing registered) when a unit
+// of `current` that was at Full already is no longer loaded: whoever ran these kernels is gone,
+// and loading it again would only keep a module nobody uses (the Full units compiled here are
+// on disk for the next plan anyway). Throws as optimize_host() does (`stop`).
+std::optional<HostKernels> optimize_host_kernels(const HostKernelSources& current, const std::vector<std::string>& symbols,
+                                                 const std::function<bool()>& stop);
 
 // LOOM_QUICK_KERNELS: whether kernels are compiled at Quick first (default; "0" turns it off).
 bool quick_kernels_enabled();

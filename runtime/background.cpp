@@ -40,6 +40,9 @@ struct Background {
       } catch (const std::exception& e) {
         if (!stop()) warn_once("background job", std::string("a background job of loom failed: ") + e.what());
       }
+      // What the job holds (its captures) goes before it counts as done, so that nothing it held
+      // outlives wait_for_background(); outside the lock, as releasing may unload a module.
+      job = nullptr;
       lock.lock();
       busy = false;
       idle.notify_all();

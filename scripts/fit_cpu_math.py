@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Fits the coefficients of loom_erff and loom_expf_core, the float32 erf and exp of CPU kernels
+"""Fits the coefficients of loom_erff and loom_expf, the float32 erf and exp of CPU kernels
 (fusion/targets.cpp), and prints the functions' polynomials as they stand there. Needs numpy and
 mpmath (Debian: python3-mpmath).
 
@@ -13,7 +13,7 @@ A fit is Lawson's iteratively reweighted least squares (it converges to the mini
 the coefficients are then rounded to float one at a time, from the constant term up, refitting
 the rest after each rounding so that the rounding of one is absorbed by the next.
 
-loom_expf_core(x): e^x = 2^n e^r, r = x - n ln2, |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r) with P of
+loom_expf(x): e^x = 2^n e^r, r = x - n ln2, |r| <= ln2 / 2, e^r = 1 + r + r^2 P(r) with P of
 degree 4 fitted to (e^r - 1 - r) / r^2 for least maximum relative error of e^r.
 
 The error bounds of the results (erf 1.31 ulp, exp 1.011 ulp over all 2^32 float32 inputs against
@@ -59,7 +59,7 @@ def exp_polynomial():
     r = r[r != 0]
     target = np.array([float((mp.exp(v) - 1 - v) / mp.mpf(v) ** 2) for v in r])
     p, err = rounded_to_float(np.stack([r**k for k in range(5)], 1), target, r * r / np.exp(r))
-    print(f"// loom_expf_core: e^r = 1 + r + r^2 P(r), relative error {err:.2e}")
+    print(f"// loom_expf: e^r = 1 + r + r^2 P(r), relative error {err:.2e}")
     print("  float p = " + hexf(p[-1]) + ";")
     for c in p[-2::-1]:
         print(f"  p = LOOM_FMAF(p, r, {hexf(c)});")

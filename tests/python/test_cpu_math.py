@@ -1,4 +1,4 @@
-"""loom's own float32 erf and exp in CPU kernels (loom_erff, loom_expf_core: fusion/targets.cpp,
+"""loom's own float32 erf and exp in CPU kernels (loom_erff, loom_expf: fusion/targets.cpp,
 coefficients from scripts/fit_cpu_math.py), and GELU built on them.
 
 - Accuracy: float32 inputs spread over the whole range (every 4099th bit pattern;
@@ -9,7 +9,8 @@ coefficients from scripts/fit_cpu_math.py), and GELU built on them.
   functions' text in a C driver.
 - Special values exactly: erf keeps the sign of +-0, denormals, +-inf give +-1, NaN stays NaN,
   large arguments give exactly +-1, and erf never leaves [-1, 1]; exp's are test_kernel_forms'.
-- The CPU rendering calls loom_erff and loom_expf_core; the CUDA rendering keeps CUDA's erff, expf.
+- The CPU rendering calls loom_erff and loom's loom_expf (no C library exp, no underflow mask: a
+  clamp); the CUDA rendering keeps CUDA's erff, expf (behind the underflow mask).
 - GELU, both forms, float32 and float64: fused, unfused, the interpreter, eager loom and PyTorch
   against float64 (bounds that allow for the erf's error), and gradients against PyTorch's.
 """
@@ -100,17 +101,18 @@ def test_erf_special_values():
     assert np.all(got[small & (x != 0)] != 0)
 
 
-def test_cpu_kernels_call_loom_erff_and_expf_core_and_cuda_its_own(tmp_path):
+def test_cpu_kernels_call_loom_erff_and_expf_and_cuda_its_own(tmp_path):
     with dumping_to(tmp_path / "dump") as dump:
         run_lazy(lambda t: (t.erf() * 2, t.double().erf(), t.exp() * 2), [np.ones(100, np.float32)], "fused")
     cpp = "".join(p.read_text() for p in dump.glob("*.cpp"))
     cu = "".join(p.read_text() for p in dump.glob("*.cu"))
     kernels = cpp.split("LOOM_FN float loom_erff", 1)[1]  # what follows the prelude's definitions
     assert "loom_erff(" in kernels and "loom_expf(" in kernels
-    assert "#define LOOM_EXPF loom_expf_core" in cpp
+    prelude_exp = cpp.split("LOOM_FN float loom_expf(float x) {", 1)[1].split("\n}\n", 1)[0]
+    assert "expf(" not in prelude_exp and "loom_mask_f" not in prelude_exp  # loom's polynomial, clamped
     assert " erf(" in cpp  # float64 keeps the C library's
     if cu:
-        assert "loom_erff" not in cu and "loom_expf_core" not in cu and "erff(" in cu and "#define LOOM_EXPF expf" in cu
+        assert "loom_erff" not in cu and "erff(" in cu and "loom_mask_f(expf(" in cu and "0x1.715476p+0f" not in cu
 
 
 # ---- GELU ----

@@ -4,6 +4,9 @@
   vector exp takes a slow path on such lanes): -inf, NaN, +inf, denormal arguments and
   arguments on either side of the underflow point, through fused kernels and softmax with a
   causal mask, against the unfused executor, eager loom and PyTorch.
+- Blocked float32 row sums (C++: float over blocks of 256 elements, the blocks in double): rows
+  shorter than a block, of whole and partial blocks, against float64 within 32 float32 epsilons
+  of the sum of magnitudes, inf and NaN in the last block, softmax and mean over such rows.
 - Column reductions (reductions over leading dims of contiguous data: bias and layer-norm
   gradients) walk their channels side by side (fusion/program.h `reduces_columns`): every
   reduction kind and dtype, several stages in one kernel, kept dims before the channels, and
@@ -113,6 +116,48 @@ def test_both_renderings_call_the_guarded_exp(tmp_path):
     cpp, cu = dumped_sources(tmp_path, lambda t: (t.exp() * 2,), [np.ones(100, np.float32)])
     for source in (cpp, cu):
         assert "loom_expf(" in source and "LOOM_FN float loom_expf" in source
+
+
+# ---- blocked float32 row sums ----
+
+@pytest.mark.parametrize("n", [1, 17, 255, 256, 257, 1000, 4099])
+def test_blocked_row_sums_are_accurate_and_keep_special_values(tmp_path, n):
+    # C++ row kernels sum float32 in float over blocks of 256 elements and add the blocks in
+    # double (fusion/render.cpp blocked_sum): a row shorter than a block, a whole block, a
+    # partial last block, many blocks; positive and mixed-sign rows; inf and NaN in the last block.
+    rng = np.random.default_rng(n)  # not the module's RNG: the later tests keep their data
+    x = rng.standard_normal((6, n)).astype(np.float32) * 100
+    x[1] = np.abs(x[1]) + 1e-3
+    x[2] = np.float32(1.0)  # each block's float sum is exact: so is the row's
+    x[3, -1] = np.inf
+    x[4, -1] = np.nan
+    x[5, :] = 0
+    x[5, -1] = 3.0
+
+    def program(t):
+        return t.sum(-1), (t * 2).softmax(-1), t.mean(-1, keepdim=True) - t.sum(-1, keepdim=True)
+
+    with dumping_to(tmp_path / "dump") as dump:
+        fused = run_lazy(program, [x], "fused")
+    cpp = "".join(p.read_text() for p in dump.glob("*.cpp"))
+    assert "xb0 += 256" in cpp  # the blocked form was taken
+    unfused = run_lazy(program, [x], "unfused")
+    exact = x.astype(np.float64).sum(-1)
+    bound = 32 * np.finfo(np.float32).eps * np.abs(x.astype(np.float64)).sum(-1) + np.finfo(np.float32).tiny
+    for got in (fused[0], unfused[0]):
+        finite = np.isfinite(exact)
+        assert np.all(np.abs(got[finite] - exact[finite]) <= bound[finite])
+        assert got[2] == n and got[5] == 3.0
+        assert got[3] == np.inf and np.isnan(got[4])
+    np.testing.assert_array_equal(fused[0], unfused[0])
+    t = torch.tensor(x.astype(np.float64))  # PyTorch in float64: the exact values, rounded once
+    want = [(t * 2).softmax(-1).numpy(), (t.mean(-1, keepdim=True) - t.sum(-1, keepdim=True)).numpy()]
+    tols = [np.full((6, 1), 1e-6), 2 * bound[:, None]]
+    for got_all in (fused, unfused):
+        for got, ref, tol in zip(got_all[1:], want, tols):
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+            finite = np.isfinite(ref)
+            assert np.all(np.abs(got[finite] - ref[finite]) <= np.broadcast_to(tol, ref.shape)[finite] + 1e-6 * np.abs(ref[finite]))
 
 
 # ---- column reductions ----

@@ -155,8 +155,8 @@ def test_the_swap_under_threads_running_the_plan_changes_no_result(tmp_path):
 
 
 SLOW_COMPILER = """#!/bin/sh
-# Waits a minute before compiling at -O3, after writing its process id where the test reads it.
-for a in "$@"; do [ "$a" = "-O3" ] && {{ echo $$ >> {pids}; sleep 60; }}; done
+# Waits before compiling at -O3, after writing its process id where the test reads it.
+for a in "$@"; do [ "$a" = "-O3" ] && {{ echo $$ >> {pids}; sleep {seconds}; }}; done
 exec g++ "$@"
 """
 
@@ -164,7 +164,7 @@ exec g++ "$@"
 def test_exiting_during_a_background_compile_stops_the_compiler(tmp_path):
     pids = tmp_path / "pids"
     compiler = tmp_path / "slow-cxx"
-    compiler.write_text(SLOW_COMPILER.format(pids=pids))
+    compiler.write_text(SLOW_COMPILER.format(pids=pids, seconds=60))
     compiler.chmod(0o755)
     program = textwrap.dedent("""
         import loom, numpy as np, time, os
@@ -188,3 +188,62 @@ def test_exiting_during_a_background_compile_stops_the_compiler(tmp_path):
     except FileNotFoundError:
         pass
     assert "-O3" not in levels_on_disk(tmp_path / "cache")  # nothing half-made was cached
+
+
+def test_clearing_the_plan_cache_during_a_background_compile_unloads_the_plans_modules(tmp_path):
+    # The -O3 compile of a plan that ran twice is in flight (the compiler waits 5 s) when the plan
+    # cache is cleared: the plan's -O1 modules are unloaded at once (the compile holds their
+    # sources, not them), the -O3 ones it finishes later are not kept loaded for a plan that is
+    # gone, and running the program again loads the -O3 ones from the disk cache, compiling
+    # nothing. (An in-flight compile used to keep the -O1 modules loaded until it ended, so a
+    # trace lowered again right after a clear found them in memory.)
+    pids = tmp_path / "pids"
+    compiler = tmp_path / "slow-cxx"
+    compiler.write_text(SLOW_COMPILER.format(pids=pids, seconds=5))
+    compiler.chmod(0o755)
+    program = textwrap.dedent("""
+        import json, os, time, loom, numpy as np
+
+        def mapped_levels():
+            cache = os.path.join(os.environ["LOOM_CACHE_DIR"], "cpu")
+            found = set()
+            for line in open("/proc/self/maps"):
+                path = line.split()[-1]
+                if path.startswith(cache) and path.endswith(".so"):
+                    found.add("-O3" if "flags: -O3 " in open(path[:-3] + ".key").read() else "-O1")
+            return sorted(found)
+
+        x = loom.tensor(np.linspace(-3, 3, 64 * 64, dtype=np.float32).reshape(64, 64), device="lazy")
+
+        def step():
+            return (x.softmax(-1) * 3 + x.exp()).sum(0).numpy().tobytes().hex()
+
+        first = step()
+        step()  # the second run queues the -O3 compile
+        while not os.path.exists(os.environ["PIDS"]):
+            time.sleep(0.02)
+        out = {"before_clear": mapped_levels()}
+        loom.clear_plan_cache()
+        out["cleared"] = mapped_levels()
+        out["optimized_at_clear"] = loom.metrics()["kernels_optimized"]
+        loom._C._wait_for_optimized_kernels()
+        out["after_compile"] = mapped_levels()
+        m = loom.metrics()
+        out["optimized"] = m["kernels_optimized"]
+        out["same"] = step() == first
+        again = loom.metrics()
+        out["compiled_again"] = again["kernels_compiled"] - m["kernels_compiled"]
+        out["loaded_from_disk"] = again["modules_loaded_from_disk"] - m["modules_loaded_from_disk"]
+        out["rerun"] = mapped_levels()
+        print(json.dumps(out))
+    """)
+    env = dict(os.environ, LOOM_CACHE_DIR=str(tmp_path / "cache"), LOOM_CXX=str(compiler), PIDS=str(pids))
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["before_clear"] == ["-O1"], out
+    assert out["optimized_at_clear"] == 0, out  # the compile was still running at the clear
+    assert out["cleared"] == [], out
+    assert out["optimized"] > 0 and out["after_compile"] == [], out
+    assert out["same"] and out["compiled_again"] == 0 and out["loaded_from_disk"] > 0, out
+    assert out["rerun"] == ["-O3"], out
