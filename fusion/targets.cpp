@@ -30,10 +30,11 @@ LOOM_MATH2(pow) LOOM_MATH2(atan2) LOOM_MATH2(hypot)
 // e^x in float32 on the CPU: loom's own, in arithmetic the compiler vectorizes, so it needs no
 // vector math library: 1.011 ulp at most over all float32 inputs (all tried; 0.99 without FMA;
 // glibc 2.36's vector expf behind the mask below: 2.64), and a loop of exp alone runs about 1.3x
-// faster than with libmvec's here (AVX-512). The argument is clamped to [-104, 89] first (a min
-// and a max, which keep NaN): e^-104 rounds to an exact +0 (as does every e^x below it, -inf
-// included) and e^89 to inf, so the clamp changes no result (all 2^32 inputs compared bit for bit
-// with the mask form below) and costs two instructions where the mask took five.
+// faster than with libmvec's here (AVX-512). Arguments above 89 are clamped to 89 (e^89 rounds
+// to inf), and those below -104 are computed as 0 with the result forced to +0 (every e^x below
+// -104 rounds to an exact +0, -inf included): clamping them to -104 instead gave the same results
+// but made the last multiply underflow to a denormal in every such lane, which Intel CPUs finish
+// in microcode (a causally masked softmax, half -inf, ran 2x slower); e^0 is computed at full speed.
 // x = n ln2 + r, |r| <= ln2 / 2: n is x / ln2 rounded by adding 1.5 * 2^23 (no float-to-int
 // conversion, so NaN stays NaN), ln2 a float pair whose high part times n is exact. e^r = 1 + r +
 // r^2 P(r), P of degree 4 (minimax, relative error 3.1e-9; scripts/fit_cpu_math.py). 2^n is
@@ -45,7 +46,8 @@ constexpr const char* kCpuExp = R"(
 #define LOOM_FMAF(a, b, c) ((a) * (b) + (c))
 #endif
 LOOM_FN float loom_expf(float x) {
-  const float xc = x > 89.0f ? 89.0f : (x < -104.0f ? -104.0f : x);
+  const bool zero = x < -104.0f;
+  const float xc = x > 89.0f ? 89.0f : (zero ? 0.0f : x);
   const float t = LOOM_FMAF(xc, 0x1.715476p+0f, 0x1.8p23f);
   const float n = t - 0x1.8p23f;
   float r = LOOM_FMAF(n, -0x1.62ep-1f, xc);
@@ -57,7 +59,8 @@ LOOM_FN float loom_expf(float x) {
   p = LOOM_FMAF(p, r, 0x1.fffffcp-2f);
   const float e = LOOM_FMAF(r * r, p, r) + 1.0f;
   const int k = (int)(loom_f_bits(t) - loom_f_bits(0x1.8p23f)), k1 = k >> 1, k2 = k - k1;
-  return (e * loom_bits_f((u32)(k1 + 127) << 23)) * loom_bits_f((u32)(k2 + 127) << 23);
+  const float y = (e * loom_bits_f((u32)(k1 + 127) << 23)) * loom_bits_f((u32)(k2 + 127) << 23);
+  return zero ? 0.0f : y;
 }
 )";
 
