@@ -17,7 +17,14 @@ namespace loom {
 namespace {
 
 thread_local bool grad_mode = true;
-std::atomic<uint64_t> next_sequence{0};
+// Sequence 0 is every AccumulateGrad's (GradFn::sequence's default: they are made on first use,
+// not by set_history), so the functions that set_history numbers start at 1. Were the first one a
+// process records numbered 0 as well, it would tie with the accumulators in the engine's queue on
+// that step only: the first step of a loop would run its leaves' accumulations in another order
+// than every later step, so its gradients would be made (and registered for the sync) in another
+// order and the step would lower a different trace (another key, other kernels) than the second.
+// It also keeps accumulators out of `sequence >= next_function_sequence()` ("made since").
+std::atomic<uint64_t> next_sequence{1};
 
 std::string describe(const TensorImpl& t) {
   return std::string(t.is_lazy() ? "lazy " : "") + dtype_name(t.dtype()) + format_dims(t.sizes());
