@@ -17,7 +17,14 @@ namespace loom {
 namespace {
 
 thread_local bool grad_mode = true;
-std::atomic<uint64_t> next_sequence{0};
+// Sequence 0 is every AccumulateGrad's (GradFn::sequence's default: they are made on first use,
+// not by set_history), so the functions that set_history numbers start at 1. Were the first one a
+// process records numbered 0 as well, it would tie with the accumulators in the engine's queue on
+// that step only: the first step of a loop would run its leaves' accumulations in another order
+// than every later step, so its gradients would be made (and registered for the sync) in another
+// order and the step would lower a different trace (another key, other kernels) than the second.
+// It also keeps accumulators out of `sequence >= next_function_sequence()` ("made since").
+std::atomic<uint64_t> next_sequence{1};
 
 std::string describe(const TensorImpl& t) {
   return std::string(t.is_lazy() ? "lazy " : "") + dtype_name(t.dtype()) + format_dims(t.sizes());
@@ -153,6 +160,32 @@ class CompositeBackward final : public GradFn {
   CompositeDerivative fn_;
 };
 
+// Whether a gradient is seen by no one but the `holders` references to it (the backward engine's,
+// AccumulateGrad's): no other tensor handle, no Python object, not a view and no tensor sharing
+// its value (its storage, or its pending node, which a sync would give them both), so a later
+// in-place accumulation into it changes nothing anyone else holds. PyTorch's AccumulateGrad takes
+// the incoming gradient as .grad on the same condition (its reference count).
+bool unshared(const TensorImpl& g, int32_t holders) {
+  if (g.use_count() != holders || g.is_view() || g.view_info() || g.autograd_meta()) return false;
+  if (g.is_pending()) return g.node()->use_count() == 1 && !g.destination();
+  return g.array().storage && g.array().storage->use_count() == 1;
+}
+
+// A pending view nothing else sees, of a base that died and that no other view shares (the
+// gradient of a linear layer's weight is t() of a product, a bias's a reshape of a sum): its value
+// as a tensor of its own, which is not a view (its writes reach no base), without a copy. Null
+// where that does not hold.
+Tensor sole_view_value(TensorImpl& g, int32_t holders) {
+  const auto& info = g.view_info();
+  if (g.use_count() != holders || !info || !g.is_pending() || g.autograd_meta() || g.destination()) return {};
+  const WeakTensor& base = *info->base;
+  // Held twice by g (its view info and its weak base), by nothing else.
+  if (base.target || g.weak_base() != &base || base.use_count() != 2) return {};
+  refresh_view(g);
+  if (g.node()->use_count() != 1) return {};
+  return make_ref<TensorImpl>(Ref<Node>(g.node()), g.device());
+}
+
 // Adds gradients into a leaf's .grad. It refers to the leaf weakly (the leaf holds it): a leaf
 // that died has nobody to read its gradient.
 class AccumulateGrad final : public GradFn {
@@ -168,8 +201,13 @@ class AccumulateGrad final : public GradFn {
     // An errored .grad (made by a step whose sync failed, lazy/sync.h) counts as none: eager
     // mode, where that step raised, would not have made it.
     if (!meta.grad || meta.grad->is_errored()) {
-      // A fresh tensor the leaf owns (never an alias of a value the graph still uses).
-      meta.grad = grad_enabled() ? g : (g == grad ? ops::clone(g) : g);
+      // A fresh tensor the leaf owns (never an alias of a value the graph still uses): the
+      // incoming gradient itself where nothing else can see it (the engine's and this call's
+      // references only), else a copy. Later steps add into it in place.
+      if (grad_enabled()) meta.grad = g;
+      else if (g != grad || unshared(*g, 2)) meta.grad = g;
+      else if (Tensor own = sole_view_value(*g, 2)) meta.grad = own;
+      else meta.grad = ops::clone(g);
       if (!grad_enabled()) autograd(*meta.grad).grad_fn.reset();
     } else if (grad_enabled()) {
       meta.grad = ops::add(meta.grad, g);  // create_graph: keep the history of the sum

@@ -120,7 +120,10 @@ class GradFn : public RefCounted {
   // that PyTorch wraps into tensors (x * 2, where(c, x, 0.5)); an edge without a function where
   // the input needs no gradient.
   std::vector<Edge> next;
-  uint64_t sequence = 0;   // creation order: later functions run first in backward
+  // Creation order: later functions run first in backward. 0 for an AccumulateGrad (made on first
+  // use, so its number would depend on when that was): among the functions ready, a leaf's
+  // accumulation runs last; every other function is numbered from 1 (set_history).
+  uint64_t sequence = 0;
   Ref<WeakTensor> retained;  // the non-leaf output whose .grad retain_grad() asked for
   // Tensor.register_hook: hooks of the tensor this function produced (for an AccumulateGrad, of
   // its leaf), run in order on the gradient that reached it before anything uses it (retain_grad's

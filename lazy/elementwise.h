@@ -29,8 +29,16 @@ enum class DTypeRule : uint8_t {
 template <typename F>
 DType promoted_dtype(std::span<const InputMeta> in) {
   if (F::rule == DTypeRule::Logical) return DType::Bool;
-  ResultType r;
   size_t first = F::rule == DTypeRule::Select ? 1 : 0;
+  // Tensors of one dtype and no numbers (most ops of a program) promote to that dtype.
+  bool uniform = first < in.size();
+  for (size_t i = first; i < in.size() && uniform; ++i)
+    uniform = !in[i].is_scalar && in[i].dtype == in[first].dtype;
+  if (uniform) {
+    DType p = in[first].dtype;
+    return F::rule == DTypeRule::PromoteFloat && !is_floating(p) ? default_float_dtype() : p;
+  }
+  ResultType r;
   for (size_t i = first; i < in.size(); ++i) {
     if (in[i].is_scalar) r.add_scalar(in[i].kind);
     else r.add_tensor(in[i].dtype, static_cast<int64_t>(in[i].shape.size()));

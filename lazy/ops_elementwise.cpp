@@ -1,5 +1,6 @@
 // Definitions of the elementwise ops: the shape and dtype rule shared by all of them, the CPU
 // kernel generated from each op's expression (lazy/elementwise.h), and Cast.
+#include <algorithm>
 #include <array>
 #include <cctype>
 #include <string>
@@ -35,9 +36,15 @@ template <typename F>
 OutputMeta infer(std::span<const InputMeta> in, const Attrs&) {
   LOOM_CHECK(static_cast<int>(in.size()) == F::arity, Runtime, snake_name(op_name(F::id)), " expects ", F::arity,
              " operands, got ", in.size());
+  // The broadcast shape: most ops meet operands of one shape, which need no broadcasting.
   Dims shape;
-  for (const InputMeta& m : in)
-    if (!m.is_scalar) shape = broadcast_shapes(shape, m.shape);
+  bool first = true;
+  for (const InputMeta& m : in) {
+    if (m.is_scalar) continue;
+    if (first) shape = Dims(m.shape);
+    else if (!std::ranges::equal(shape, m.shape)) shape = broadcast_shapes(shape, m.shape);
+    first = false;
+  }
   if constexpr (F::rule == DTypeRule::Select) {
     LOOM_CHECK(!in[0].is_scalar && in[0].dtype == DType::Bool, Runtime,
                "where expected condition to be a boolean tensor, but got a tensor with dtype ",
