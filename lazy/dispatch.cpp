@@ -128,24 +128,12 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
       if (a.tensor) refresh_view(*a.tensor);
   }
 
-  // What the shape rule sees of each argument: in place for up to 4 (uninitialized until set,
-  // where a SmallVec would set all 4 to InputMeta's defaults first), on the heap beyond.
-  union Slots {
-    Slots() noexcept {}
-    InputMeta items[4];
-  } slots;
-  std::vector<InputMeta> spill;
-  InputMeta* metas = slots.items;
-  if (args.size() > 4) {
-    spill.resize(args.size());
-    metas = spill.data();
+  SmallVec<InputMeta, 4> metas;
+  for (const Arg& a : args) {
+    if (a.tensor) metas.push_back({false, ScalarKind::Float, a.tensor->dtype(), a.tensor->sizes()});
+    else metas.push_back({true, a.scalar.kind(), DType::Float32, {}, a.scalar});
   }
-  for (size_t i = 0; i < args.size(); ++i) {
-    const Arg& a = args[i];
-    if (a.tensor) metas[i] = {false, ScalarKind::Float, a.tensor->dtype(), a.tensor->sizes()};
-    else metas[i] = {true, a.scalar.kind(), DType::Float32, {}, a.scalar};
-  }
-  OutputMeta meta = def.infer(std::span<const InputMeta>(metas, args.size()), attrs);
+  OutputMeta meta = def.infer(std::span<const InputMeta>(metas.data(), metas.size()), attrs);
   // Eager mode raises this when it allocates the result; lazy mode may never allocate it (a fused
   // ones(2**62).sum() would run for years), so it raises here, at the same line.
   if (lazy && !allocatable(meta.shape, meta.dtype)) check_allocatable(meta.shape, meta.dtype, device);

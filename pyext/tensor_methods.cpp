@@ -105,16 +105,7 @@ PyObject* m_new_empty_strided(PyObject* self, PyObject* args, PyObject* kwargs) 
 // Name(self, *args, **kwargs).
 template <const char* Name>
 PyObject* m_in_python(PyObject* self, PyObject* args, PyObject* kwargs) {
-  PyRef module = PyRef::steal(PyImport_ImportModule("loom._tensor_methods"));
-  if (!module) return nullptr;
-  PyRef fn = PyRef::steal(PyObject_GetAttrString(module.get(), Name));
-  if (!fn) return nullptr;
-  Py_ssize_t n = PyTuple_GET_SIZE(args);
-  PyRef all = PyRef::steal(PyTuple_New(n + 1));
-  if (!all) return nullptr;
-  PyTuple_SET_ITEM(all.get(), 0, Py_NewRef(self));
-  for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SET_ITEM(all.get(), i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
-  return PyObject_Call(fn.get(), all.get(), kwargs);
+  return call_python_method("loom._tensor_methods", Name, self, args, kwargs);
 }
 constexpr char kFillDiagonal[] = "fill_diagonal_";
 constexpr char kSumToSize[] = "sum_to_size";

@@ -111,15 +111,36 @@ PyMappingMethods tensor_mapping = {tensor_len, tensor_getitem, tensor_setitem};
 
 }  // namespace
 
+namespace {
+
+// module_name.function, or null (raised).
+PyRef python_function(const char* module_name, const char* function) {
+  PyRef module = PyRef::steal(PyImport_ImportModule(module_name));
+  if (!module) return PyRef();
+  return PyRef::steal(PyObject_GetAttrString(module.get(), function));
+}
+
+}  // namespace
+
 PyObject* call_python_with(const char* module_name, const char* function, PyObject* first, PyObject* args,
                            PyObject* kwargs) {
-  PyRef module = PyRef::steal(PyImport_ImportModule(module_name));
-  if (!module) return nullptr;
-  PyRef fn = PyRef::steal(PyObject_GetAttrString(module.get(), function));
+  PyRef fn = python_function(module_name, function);
   if (!fn) return nullptr;
   PyRef keywords = PyRef::steal(kwargs ? Py_NewRef(kwargs) : PyDict_New());
   if (!keywords) return nullptr;
   return PyObject_CallFunctionObjArgs(fn.get(), first, args, keywords.get(), nullptr);
+}
+
+PyObject* call_python_method(const char* module_name, const char* function, PyObject* self, PyObject* args,
+                             PyObject* kwargs) {
+  PyRef fn = python_function(module_name, function);
+  if (!fn) return nullptr;
+  Py_ssize_t n = PyTuple_GET_SIZE(args);
+  PyRef all = PyRef::steal(PyTuple_New(n + 1));
+  if (!all) return nullptr;
+  PyTuple_SET_ITEM(all.get(), 0, Py_NewRef(self));
+  for (Py_ssize_t i = 0; i < n; ++i) PyTuple_SET_ITEM(all.get(), i + 1, Py_NewRef(PyTuple_GET_ITEM(args, i)));
+  return PyObject_Call(fn.get(), all.get(), kwargs);
 }
 
 PyTypeObject TensorType = [] {

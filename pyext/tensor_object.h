@@ -40,6 +40,10 @@ const Array& array_arg(PyObject* obj, const char* what);
 // first = self). A new reference, or null (raised).
 PyObject* call_python_with(const char* module_name, const char* function, PyObject* first, PyObject* args,
                            PyObject* kwargs);
+// module_name.function(self, *args, **kwargs): a Tensor method written in Python. A new
+// reference, or null (raised).
+PyObject* call_python_method(const char* module_name, const char* function, PyObject* self, PyObject* args,
+                             PyObject* kwargs);
 
 // Slots implemented in other files.
 extern PyMethodDef tensor_methods[];

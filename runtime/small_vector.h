@@ -26,7 +26,7 @@ class SmallVec {
   using iterator = T*;
   using const_iterator = const T*;
 
-  SmallVec() noexcept = default;
+  SmallVec() noexcept {}
   explicit SmallVec(size_t n, T value = T()) { resize(n, value); }
   SmallVec(std::initializer_list<T> values) { assign(values.begin(), values.end()); }
   template <typename It>
@@ -133,7 +133,12 @@ class SmallVec {
   T* data_ = inline_;
   size_t size_ = 0;
   size_t capacity_ = N;
-  T inline_[N];
+  // Uninitialized until written, as a std::vector's spare capacity: a T with default member
+  // initializers (InputMeta, which every recorded op fills a SmallVec of) would otherwise be
+  // constructed N times per SmallVec for nothing.
+  union {
+    T inline_[N];
+  };
 };
 
 }  // namespace loom

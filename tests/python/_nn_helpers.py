@@ -84,3 +84,16 @@ def check_against_torch(tmodule, lmodule, inputs, device, rtol=1e-10, atol=1e-12
     for k, v in tmodule.state_dict().items():
         assert_close(lstate[k], v, rtol, atol, f"state {k}")
     return lout
+
+
+def counters_after_warm_up(step, warm_up=3, steps=2):
+    """loom.metrics() counters that moved over `steps` calls of step() after `warm_up` calls: what
+    a training loop does at steady state (each step is expected to sync itself, e.g. float(loss)).
+    A dict of name -> increase."""
+    for _ in range(warm_up):
+        step()
+    before = loom.metrics()
+    for _ in range(steps):
+        step()
+    after = loom.metrics()
+    return {k: after[k] - before[k] for k in after if isinstance(after[k], (int, float))}
