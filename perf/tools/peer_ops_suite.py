@@ -8,14 +8,16 @@ the torch lambda is the reference. This adapter keeps the torch lambdas and drop
     executed twice: once with `torch` bound to PyTorch (1.13 here, the reference), once with
     `torch` bound to loom. tinygrad's names are stand-ins that accept anything and never run,
     so a tinygrad lambda is never called; the suite's own `assert` statements and
-    self.assert* calls (which compare tinygrad against torch) are dropped.
+    self.assert* calls (which compare tinygrad against torch) are dropped, and a statement
+    that needs a tinygrad value as data (t.numpy()) is skipped (class _Rewrite).
   * helper_test_op and TestOps.helper_test_exception are replaced by recorders. A "case" is
     one such call. In each run a case builds the suite's inputs (numpy, seed 0, the same
     low/high/vals), calls the torch lambda, and, unless forward_only, takes the gradients of
     the output's sum with respect to the inputs (torch.autograd.grad), as the suite does.
   * loom runs each case on every device asked for ("cpu": eager; "lazy": recorded and run at
-    the sync that reads the result, with loom.set_default_device("lazy") so tensors the test
-    makes itself are lazy too). Values, shape and dtype are compared with the reference using
+    the sync that reads the result by the compiled executor, with loom.set_default_device("lazy")
+    so tensors the test makes itself are lazy too; "lazy/EXECUTOR": lazy run by another executor
+    of loom._C._set_executor, e.g. "lazy/cuda-emulated", the CUDA lowering run on the host). Values, shape and dtype are compared with the reference using
     the case's own tolerances (np.testing.assert_allclose for floating results, exact for the
     rest), gradients with grad_atol/grad_rtol. An exception case passes when loom raises the
     expected exception class (and, with exact=True, the same message); on "lazy" the result
@@ -82,7 +84,7 @@ class _Stub:
     def __bool__(self): return False
     def __eq__(self, o): return False
     def __ne__(self, o): return True
-    def __lt__(self, o): return False
+    def __lt__(self, o): return _Stub()   # (x < 0).where(...) on a tinygrad value stays tinygrad's
     __le__ = __gt__ = __ge__ = __lt__
     def __hash__(self): return id(self)
     def __contains__(self, o): return True
@@ -139,10 +141,34 @@ def _install_tinygrad_stubs():
         sys.modules[name] = m
 
 
-class _DropAsserts(ast.NodeTransformer):
-    """The suite's own asserts compare tinygrad with torch; the adapter compares loom with torch."""
+class _Rewrite(ast.NodeTransformer):
+    """Keeps a test's torch cases running past its tinygrad-only statements:
+
+    - `assert` statements go (they compare tinygrad with torch; the adapter compares loom with torch);
+    - an expression statement (a call such as np.testing.assert_equal(t.numpy(), ...) on a
+      tinygrad value, or a helper call whose inputs are tinygrad's) that raises TinygradOnly is
+      skipped and the test goes on with its next statement;
+    - `a, b = <tinygrad value>` unpacks into as many stand-ins as there are names."""
+
     def visit_Assert(self, node):
         return ast.copy_location(ast.Pass(), node)
+
+    def visit_Expr(self, node):
+        self.generic_visit(node)
+        handler = ast.ExceptHandler(type=ast.Name("peer_TinygradOnly_", ast.Load()), name=None, body=[ast.Pass()])
+        return ast.copy_location(ast.Try(body=[node], handlers=[handler], orelse=[], finalbody=[]), node)
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        t = node.targets[0]
+        if len(node.targets) == 1 and isinstance(t, (ast.Tuple, ast.List)) and \
+                not any(isinstance(e, ast.Starred) for e in t.elts):
+            node.value = ast.Call(ast.Name("peer_unpack_", ast.Load()), [node.value, ast.Constant(len(t.elts))], [])
+        return node
+
+
+def _unpack(value, n):
+    return tuple(_Stub() for _ in range(n)) if isinstance(value, _Stub) else value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,12 +229,14 @@ class Run:
     """One execution of the suite: the library bound to `torch` and the device loom uses."""
 
     def __init__(self, path, lib, real_torch, loom=None, device=None):
-        self.lib, self.real_torch, self.loom, self.device = lib, real_torch, loom, device
+        # "lazy/<executor>": the lazy device run by another of loom's executors (loom._C._set_executor)
+        device, _, self.executor = (device or "").partition("/")
+        self.lib, self.real_torch, self.loom, self.device = lib, real_torch, loom, device or None
         self.records = None
         src = open(path).read()
-        tree = _DropAsserts().visit(ast.parse(src, path))
+        tree = _Rewrite().visit(ast.parse(src, path))
         code = compile(ast.fix_missing_locations(tree), path, "exec")
-        g = {"__name__": "peer_suite", "__file__": path}
+        g = {"__name__": "peer_suite", "__file__": path, "peer_TinygradOnly_": TinygradOnly, "peer_unpack_": _unpack}
         saved = sys.modules.get("torch")
         sys.modules["torch"] = lib  # the suite's `import torch` binds the library under test
         try:
@@ -309,6 +337,7 @@ class Run:
         if self.device is not None:
             prev = self.loom.get_default_device() if hasattr(self.loom, "get_default_device") else None
             self.loom.set_default_device(self.device)
+            if self.executor: self.loom._C._set_executor(self.executor)
         try:
             tc = self.classes[cname](mname)
             getattr(tc, mname)()
@@ -321,6 +350,7 @@ class Run:
         finally:
             if self.device is not None:
                 self.loom.set_default_device(prev if prev is not None else "cpu")
+                if self.executor: self.loom._C._set_executor("compiled")
         counts = {}
         for r in self.records:   # a case is named by its line and its occurrence on that line
             counts[r["line"]] = counts.get(r["line"], 0) + 1
@@ -449,7 +479,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("path", help="tinygrad's test/backend/test_ops.py (read, never copied)")
-    p.add_argument("--devices", default="cpu,lazy")
+    p.add_argument("--devices", default="cpu,lazy", help="comma-separated: cpu, lazy, lazy/cuda-emulated, lazy/interpreter, ...")
     p.add_argument("-k", action="append", default=[], help="run tests whose id contains this (repeatable)")
     p.add_argument("--json", help="write every case's outcome here")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds one test may take before it counts as a crash")
@@ -547,7 +577,7 @@ def report(results, args):
           f"tinygrad-only inputs {tiny_cases}")
     for d in devs:
         s = stats[d]; tot = s["pass"] + s["fail"]
-        print(f"  {d:5s}: pass {s['pass']:4d}  fail {s['fail']:4d}  of {tot}  ({100.0*s['pass']/max(tot,1):.1f}%)")
+        print(f"  {d:20s}: pass {s['pass']:4d}  fail {s['fail']:4d}  of {tot}  ({100.0*s['pass']/max(tot,1):.1f}%)")
     for k, v in sorted(skipped_tests.items()):
         print(f"  tests {k}: {' '.join(t.split('.')[-1] for t in v)}")
     for d in devs:

@@ -69,3 +69,18 @@ def test_scan_dim_range_on_zero_dim(device, name, dim):
     """dim 1 / -2 raise IndexError as in PyTorch; 0 / -1 are the 0-d tensor's one dim."""
     check(device, lambda m, x: getattr(m, name)(x, dim), np.array(2.0, np.float32))
 
+
+
+def test_unbatched_cross_entropy_with_class_probabilities(device):
+    """An unbatched (C,) input with (C,) probabilities: its loss is a 0-d sum, then a 0-d mean."""
+    x = np.linspace(-2, 2, 7, dtype=np.float32)
+    p = np.abs(np.sin(np.arange(7, dtype=np.float32)))
+    fn = lambda m, a, b: m.nn.functional.cross_entropy(a, b)  # noqa: E731
+    check(device, fn, x, p, rtol=1e-5, atol=1e-6)
+    grads = []
+    for m, dev in ((loom, device), (torch, None)):
+        kw = {"device": dev} if dev else {}
+        a = m.tensor(x, requires_grad=True, **kw)
+        (g,) = m.autograd.grad(fn(m, a, m.tensor(p, **kw)), [a])
+        grads.append(g.detach().cpu().numpy())
+    np.testing.assert_allclose(grads[0], grads[1], rtol=1e-5, atol=1e-6)
