@@ -32,10 +32,11 @@ Failure categories: missing op (AttributeError / NotImplementedError: loom lacks
 the form), argument form (TypeError: a signature loom does not accept), loom error (another
 exception where torch succeeds), wrong shape, wrong dtype, wrong value, wrong gradient
 (shape, dtype or value of a gradient), wrong error (a different exception class or message,
-or none), crash (the worker process died or ran past --timeout).
+or none), crash (the worker process died or ran past --timeout on that device).
 
-Each test runs in a worker process; when a worker dies, the test it was running is a crash
-and a new worker continues with the next test.
+Each test runs in a worker process; when a worker dies, the test it was running is a crash on
+the device it was running (a death in PyTorch's run marks the test "reference crashed"), and a
+new worker continues with the next test.
 
 usage:
   .venv/bin/python perf/tools/peer_ops_suite.py PATH/TO/test_ops.py [--devices cpu,lazy]
@@ -51,9 +52,9 @@ import argparse
 import ast
 import json
 import os
+import selectors
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 import types
@@ -208,7 +209,7 @@ def _loom_namespace(loom, real_torch):
 def _dtype_name(dt): return str(dt).split(".")[-1]
 
 
-def _to_record(t, lib):
+def _to_record(t):
     """A result tensor as (array, dtype name, shape); bfloat16 goes through float32 for numpy."""
     if not hasattr(t, "detach"):
         raise TypeError(f"the lambda returned {type(t).__name__}, not a tensor")
@@ -233,7 +234,8 @@ class Run:
         device, _, self.executor = (device or "").partition("/")
         self.lib, self.real_torch, self.loom, self.device = lib, real_torch, loom, device or None
         self.records = None
-        src = open(path).read()
+        with open(path) as f:
+            src = f.read()
         tree = _Rewrite().visit(ast.parse(src, path))
         code = compile(ast.fix_missing_locations(tree), path, "exec")
         g = {"__name__": "peer_suite", "__file__": path, "peer_TinygradOnly_": TinygradOnly, "peer_unpack_": _unpack}
@@ -293,7 +295,7 @@ class Run:
         self.records.append(rec)
         try:
             ts = self.inputs(shps, vals, low, high, forward_only)
-            rec["out"] = _to_record(torch_fxn(*ts), self.lib)
+            rec["out"] = _to_record(torch_fxn(*ts))
         except TinygradOnly:
             rec["tinygrad_only"] = True   # e.g. vals=[..., dtypes.int.max]: the inputs are tinygrad's
             raise
@@ -303,7 +305,7 @@ class Run:
         if not forward_only and ts:
             try:
                 grads = self.lib.autograd.grad(torch_fxn(*ts).sum(), ts)
-                rec["grads"] = [_to_record(g, self.lib) for g in grads]
+                rec["grads"] = [_to_record(g) for g in grads]
             except Exception as e:
                 rec["grad_error"] = _exc(e)
 
@@ -446,11 +448,12 @@ def worker(args):
         print(json.dumps({"tests": tests}), flush=True)
         return
     for test in tests[args.start:]:
-        print(json.dumps({"begin": test}), flush=True)
+        print(json.dumps({"begin": test, "phase": "torch"}), flush=True)
         ref, ref_body = ref_run.run_test(test)
         out = {"test": test, "ref_body": ref_body, "cases": []}
         per_dev = {}
         for d, run in runs.items():
+            print(json.dumps({"begin": test, "phase": d}), flush=True)
             try:
                 recs, body = run.run_test(test)
             except BaseException as e:  # noqa: BLE001 - a harness-level failure is recorded, not fatal
@@ -505,8 +508,7 @@ def main():
     while start < len(tests):
         proc = subprocess.Popen(base + ["--worker", "--start", str(start)], stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True, bufsize=1)
-        current, began = None, time.time()
-        import selectors
+        current, phase, began = None, None, time.time()
         sel = selectors.DefaultSelector()
         sel.register(proc.stdout, selectors.EVENT_READ)
         crashed = None
@@ -517,7 +519,8 @@ def main():
                 if not line: break
                 msg = json.loads(line)
                 if "begin" in msg:
-                    current, began = msg["begin"], time.time()
+                    if msg["begin"] != current: began = time.time()
+                    current, phase = msg["begin"], msg["phase"]
                 else:
                     results.append(msg); start += 1; current = None
                     if not args.quiet:
@@ -529,7 +532,11 @@ def main():
         proc.wait()
         if start >= len(tests): break
         if current is None: current = tests[start]
-        results.append({"test": current, "crash": crashed or f"worker exited with {proc.returncode}", "cases": []})
+        why = crashed or f"worker exited with {proc.returncode}"
+        if phase == "torch":   # PyTorch itself died or hung: nothing to hold against loom
+            results.append({"test": current, "ref_body": {"type": "crash", "msg": why}, "cases": []})
+        else:
+            results.append({"test": current, "crash": f"{why} (on {phase})", "crash_device": phase, "cases": []})
         start += 1
     return report(results, args)
 
@@ -538,6 +545,7 @@ def _test_skip_kind(res):
     """Why a test has no torch case: the suite skips it, its torch side is unavailable, or it is tinygrad's."""
     body = res.get("ref_body") or {}
     if body.get("type") == "SkipTest": return "skipped by the suite"
+    if body.get("type") == "crash": return "reference crashed"
     if body.get("type") not in (None, "TinygradOnly"): return "reference unavailable"
     return "tinygrad-only"
 
@@ -550,10 +558,10 @@ def report(results, args):
     failures = {d: {} for d in devs}
     for res in results:
         if "crash" in res:
-            crashes.append(res)
-            for d in devs:
-                failures[d].setdefault("crash", []).append((res["test"], 0, res["crash"]))
-                stats[d]["fail"] += 1
+            crashes.append(res)   # counted on the device it died on; the devices after it did not run
+            d = res["crash_device"]
+            failures[d].setdefault("crash", []).append((res["test"], 0, res["crash"]))
+            stats[d]["fail"] += 1
             continue
         usable = [c for c in res["cases"] if "devices" in c]
         if not usable and not any("ref_unavailable" in c for c in res["cases"]):
@@ -572,7 +580,7 @@ def report(results, args):
     n_cases = sum(len(r["cases"]) for r in results)
     print(f"peer op suite: {args.path}")
     print(f"tests: {len(results)}, crashed: {len(crashes)}; without a comparable case: " +
-          ", ".join(f"{k} {len(v)}" for k, v in sorted(skipped_tests.items())))
+          (", ".join(f"{k} {len(v)}" for k, v in sorted(skipped_tests.items())) or "none"))
     print(f"cases: {n_cases}; not compared: reference unavailable in torch {__import__('torch').__version__} {ref_unavail}, "
           f"tinygrad-only inputs {tiny_cases}")
     for d in devs:
