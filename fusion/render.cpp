@@ -473,7 +473,9 @@ class KernelWriter {
       }
     }
     if (arg) out_ << indent << "i64 " << kk << " = 0;\n";
-    bool blocked = simd && blocked_sum(st);
+    // A stage with no inner dims (a 0-d input's reduction) has no innermost loop to block, so it
+    // accumulates into a<s> directly.
+    bool blocked = simd && blocked_sum(st) && rank > outer;
     std::string f = "f" + std::to_string(s);
     std::string inner = indent;
     for (int64_t d = outer; d < rank; ++d) {

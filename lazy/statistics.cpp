@@ -86,13 +86,19 @@ Tensor count_nonzero(const Tensor& x, const DimList& dims) {
 
 // ---- scans ----
 
+// PyTorch range-checks cumprod's and logcumsumexp's dim even for a 0-d input ([-1, 0]), as
+// cumsum's (apply_along itself takes any dim of a 0-d input).
 Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype) {
+  (void)wrap_dim(dim, x->ndim());
   Tensor v = dtype ? cast(x, *dtype) : x;
   Tensor out = apply_along(OpId::Cumprod, v, dim);
   return dtype ? cast(out, *dtype) : out;  // integer products run in int64: the same modulo 2^bits
 }
 
-Tensor logcumsumexp(const Tensor& x, int64_t dim) { return apply_along(OpId::Logcumsumexp, x, dim); }
+Tensor logcumsumexp(const Tensor& x, int64_t dim) {
+  (void)wrap_dim(dim, x->ndim());
+  return apply_along(OpId::Logcumsumexp, x, dim);
+}
 
 // The values are gathered at the indices: the gradient reaches the selected elements, as
 // PyTorch's cummax backward (a scatter of the gradient to the indices) sends it.
