@@ -288,6 +288,7 @@ class Lowering {
       case OpId::LinalgSolveTriangular:
       case OpId::LinalgDet:
       case OpId::LinalgInfo:
+      case OpId::LinalgEigh:
         LOOM_FAIL(NotImplemented, "torch.linalg's ", op_name(n.op()),
                   " is not implemented on CUDA devices (lazy:cuda) yet: it runs on cpu and lazy:cpu (LAPACK); "
                   "move its input there (", what, ")");

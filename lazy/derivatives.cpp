@@ -433,6 +433,7 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
     case OpId::LinalgSolveEx: return attrs[1] ? "LinalgInvExBackward0" : "LinalgSolveExBackward0";
     case OpId::LinalgSolveTriangular: return attrs[2] ? "TriangularSolveBackward0" : "LinalgSolveTriangularBackward0";
     case OpId::LinalgDet: return attrs[0] ? "LinalgSlogdetBackward0" : "LinalgDetBackward0";
+    case OpId::LinalgEigh: return "LinalgEighBackward0";
     default: return std::string(op_name(op)) + "Backward0";
   }
 }

@@ -4,6 +4,7 @@
 // torch's (tests/python/test_linalg_lapack.py checks both against finite differences).
 #include "lazy/derivatives.h"
 #include "lazy/ops_linalg.h"
+#include "lazy/ops_movement.h"
 
 namespace loom {
 namespace {
@@ -62,10 +63,28 @@ DERIVATIVE(LinalgDet) {
   g[0] = mul(expand_last2(scale), inv_t);
 }
 
+// eigh (result [..., n + 1, n]: the eigenvalues w, then the eigenvectors V): with gw, gV the
+// gradient's parts, gA = V (diag(gw) + skew(V^T gV) / E) V^T, E_ij = w_j - w_i off the diagonal
+// (skew(X) = (X - X^T) / 2, zero on the diagonal).
+DERIVATIVE(LinalgEigh) {
+  const Tensor& packed = result(c);
+  int64_t n = packed->sizes()[packed->ndim() - 1];
+  Tensor w = ops::select(packed, -2, 0), v = ops::narrow(packed, -2, 1, n);
+  Tensor gw = ops::select(c.grad, -2, 0), gv = ops::narrow(c.grad, -2, 1, n);
+  Tensor vtgv = matmul(mT(v), gv);
+  Tensor skew = mul(ops::sub(vtgv, mT(vtgv)), Scalar(0.5));
+  Tensor gaps = ops::sub(ops::unsqueeze(w, -2), ops::unsqueeze(w, -1));
+  Tensor ones = ops::full(Dims{n}, Scalar(int64_t{1}), w->dtype(), placement_of(w));
+  gaps = ops::add(gaps, ops::diag_embed(ones));  // 1 on the diagonal, where skew is 0
+  Tensor inner = ops::add(ops::div(skew, gaps), ops::diag_embed(gw));
+  g[0] = matmul(v, matmul(inner, mT(v)));
+}
+
 const bool registered = [] {
   define_backward(OpId::LinalgCholeskyEx, d_LinalgCholeskyEx, kResult);
   define_backward(OpId::LinalgSolveEx, d_LinalgSolveEx, {.inputs_for = {kIn0, kIn0}, .result_for = 1});
   define_backward(OpId::LinalgSolveTriangular, d_LinalgSolveTriangular, {.inputs_for = {kIn0, kIn0}, .result_for = 1});
+  define_backward(OpId::LinalgEigh, d_LinalgEigh, kResult);
   define_backward(OpId::LinalgDet, d_LinalgDet, {.inputs_for = {kIn0}, .result_for = 1});
   return true;
 }();

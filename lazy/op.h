@@ -59,7 +59,7 @@ namespace loom {
   X(AllReduce) X(Broadcast) X(AllGather) X(ReduceScatter) X(ReduceToRoot) X(GatherToRoot)          \
   X(ScatterFromRoot)                                                                                \
   /* LAPACK steps: factorizations and solvers (lazy/ops_lapack.cpp) */                             \
-  X(LinalgCholeskyEx) X(LinalgSolveEx) X(LinalgSolveTriangular) X(LinalgDet) X(LinalgInfo)
+  X(LinalgCholeskyEx) X(LinalgSolveEx) X(LinalgSolveTriangular) X(LinalgDet) X(LinalgInfo) X(LinalgEigh)
 
 enum class OpId : uint16_t {
 #define LOOM_OP_ENUM(name) name,

@@ -17,8 +17,8 @@
 // Matrices are handed to LAPACK column-major: each matrix is copied transposed into a work
 // buffer (the copy LAPACK needs anyway, since it works in place) and the result transposed back.
 #include <cmath>
-#include <complex>
 #include <limits>
+#include <string_view>
 #include <vector>
 
 #include "lazy/autograd.h"
@@ -94,6 +94,12 @@ lapack_int gesv(lapack_int n, lapack_int k, float* a, lapack_int* piv, float* b)
 }
 lapack_int gesv(lapack_int n, lapack_int k, double* a, lapack_int* piv, double* b) {
   return LAPACKE_dgesv_work(LAPACK_COL_MAJOR, n, k, a, n, piv, b, n);
+}
+lapack_int syevd(char uplo, lapack_int n, float* a, float* w) {
+  return LAPACKE_ssyevd(LAPACK_COL_MAJOR, 'V', uplo, n, a, n, w);
+}
+lapack_int syevd(char uplo, lapack_int n, double* a, double* w) {
+  return LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', uplo, n, a, n, w);
 }
 #endif
 
@@ -384,6 +390,54 @@ void run_info(std::span<const Operand> in, const Attrs& attrs, const Array& out)
 #endif
 }
 
+
+// ---- LinalgEigh: attrs [upper]; the eigenvalues (ascending) and eigenvectors of symmetric
+// matrices read from one triangle (syevd), packed as [..., n + 1, n]: row 0 the eigenvalues,
+// rows 1..n the eigenvectors as columns (one primitive, one result; linalg.eigh takes views). ----
+
+OutputMeta infer_eigh(std::span<const InputMeta> in, const Attrs&) {
+  check_square(in[0], "linalg.eigh");
+  LOOM_CHECK(in[0].dtype == DType::Float32 || in[0].dtype == DType::Float64, Runtime,
+             "\"linalg_eigh_cpu\" not implemented for '", dtype_info(in[0].dtype).scalar_type_name, "'");
+  check_lapack_built("linalg.eigh");
+  Dims shape(in[0].shape);
+  shape[shape.size() - 2] += 1;
+  return {in[0].dtype, shape};
+}
+
+void run_eigh(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+#if LOOM_HAVE_LAPACK
+  const Array& x = *in[0].array;
+  if (out.numel() == 0) return;
+  char uplo = attrs[0] ? 'U' : 'L';
+  with_float_type(x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    Batch<T> a(x);
+    int64_t n = a.rows;
+    Array result = empty(out.sizes(), out.dtype, kCPU);
+    T* r = static_cast<T*>(result.data());
+    std::vector<T> work(static_cast<size_t>(n * n));
+    for (int64_t b = 0; b < a.count; ++b) {
+      T* m = r + b * (n + 1) * n;
+      to_column_major(a.matrix(b), n, n, work.data());
+      lapack_int info = n ? syevd(uplo, static_cast<lapack_int>(n), work.data(), m) : 0;
+      if (info < 0) {  // LAPACKE refuses an input holding NaN: NaN results, as the factorization would give
+        std::fill(m, m + (n + 1) * n, std::numeric_limits<T>::quiet_NaN());
+        continue;
+      }
+      LOOM_CHECK(info == 0, LinAlg, failure_prefix("linalg.eigh", b, a.count, x.ndim() > 2),
+                 "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
+                 "repeated eigenvalues (error code: ", info, ").");
+      to_row_major(work.data(), n, n, m + n);
+    }
+    copy_(out, result);
+  });
+#else
+  (void)in, (void)attrs, (void)out;
+  check_lapack_built("linalg.eigh");
+#endif
+}
+
 const bool registered = [] {
   define_op(OpId::LinalgCholeskyEx,
             OpDef{.name = "LinalgCholeskyEx", .cls = OpClass::Other, .infer = infer_cholesky, .run_cpu = run_cholesky});
@@ -393,6 +447,8 @@ const bool registered = [] {
             OpDef{.name = "LinalgSolveTriangular", .cls = OpClass::Other, .infer = infer_solve_triangular,
                   .run_cpu = run_solve_triangular});
   define_op(OpId::LinalgDet, OpDef{.name = "LinalgDet", .cls = OpClass::Other, .infer = infer_det, .run_cpu = run_det});
+  define_op(OpId::LinalgEigh,
+            OpDef{.name = "LinalgEigh", .cls = OpClass::Other, .infer = infer_eigh, .run_cpu = run_eigh});
   define_op(OpId::LinalgInfo, OpDef{.name = "LinalgInfo", .cls = OpClass::Other, .infer = infer_info,
                                     .run_cpu = run_info});
   return true;
@@ -610,6 +666,16 @@ Tensor logdet(const Tensor& a) {
   auto [sign, logabs] = linalg_slogdet(a);
   return where(binary(OpId::Lt, sign, Scalar(int64_t{0})), Scalar(std::numeric_limits<double>::quiet_NaN()), logabs);
 }
+
+std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo) {
+  LOOM_CHECK(uplo == "L" || uplo == "U" || uplo == "l" || uplo == "u", Runtime,
+             "Expected UPLO argument to be 'L' or 'U', but got ", uplo);
+  Tensor packed = apply(OpId::LinalgEigh, {Arg(a)}, attrs_of({uplo == "U" || uplo == "u"}));
+  int64_t n = cols_of(a);
+  return {select(packed, -2, 0), narrow(packed, -2, 1, n)};
+}
+
+Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo) { return linalg_eigh(a, uplo).first; }
 
 }  // namespace ops
 }  // namespace loom

@@ -81,5 +81,8 @@ Tensor cholesky_inverse(const Tensor& l, bool upper);
 Tensor linalg_det(const Tensor& a);
 std::pair<Tensor, Tensor> linalg_slogdet(const Tensor& a);
 Tensor logdet(const Tensor& a);
+// linalg.eigh (eigenvalues ascending, eigenvectors as columns; UPLO "L" or "U") and eigvalsh.
+std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo = "L");
+Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo = "L");
 
 }  // namespace loom::ops

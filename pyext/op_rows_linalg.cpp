@@ -193,6 +193,10 @@ const Row kRows[] = {
     {{"slogdet(Tensor input)"}, kBoth,
      LOOM_BODY(named_pair("slogdet", ops::linalg_slogdet(p.tensor(0)), "sign", "logabsdet"))},
     {{"logdet(Tensor input)"}, kBoth, LOOM_BODY(ops::logdet(p.tensor(0)))},
+    {{"linalg_eigh(Tensor input, str UPLO='L')"}, kFunction,
+     LOOM_BODY(named_pair("linalg_eigh", ops::linalg_eigh(p.tensor(0), p.string(1)), "eigenvalues", "eigenvectors"))},
+    {{"linalg_eigvalsh(Tensor input, str UPLO='L')"}, kFunction,
+     LOOM_BODY(ops::linalg_eigvalsh(p.tensor(0), p.string(1)))},
 };
 
 }  // namespace

@@ -23,6 +23,8 @@ solve = _C.linalg_solve
 solve_triangular = _C.linalg_solve_triangular
 det = _C.linalg_det
 slogdet = _C.linalg_slogdet
+eigh = _C.linalg_eigh
+eigvalsh = _C.linalg_eigvalsh
 LinAlgError = _C._LinAlgError
 
 
@@ -32,4 +34,4 @@ def matrix_power(A, n):
 
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "cross", "matrix_power", "cholesky",
-           "cholesky_ex", "inv", "inv_ex", "solve", "solve_triangular", "det", "slogdet", "LinAlgError"]
+           "cholesky_ex", "inv", "inv_ex", "solve", "solve_triangular", "det", "slogdet", "eigh", "eigvalsh", "LinAlgError"]

@@ -310,3 +310,48 @@ def test_matrix_power_with_a_negative_exponent_and_show_config():
     np.testing.assert_allclose(loom.tensor(a).matrix_power(-3).numpy(),
                                torch.matrix_power(torch.tensor(a), -3).numpy(), rtol=1e-9, atol=1e-12)
     assert "LAPACKE" in loom.show_config() if isinstance(loom.show_config(), str) else True
+
+
+# ---- eigh / eigvalsh (syevd): eigenvectors are unique up to sign, so values compare V with its
+# columns' signs aligned to torch's, and gradients go through sign-invariant functions ----
+
+@pytest.mark.parametrize("uplo", ["L", "U"])
+@pytest.mark.parametrize("batch", BATCHES, ids=str)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("device", DEVICES)
+def test_eigh_matches_torch(device, dtype, batch, uplo):
+    a = spd(batch, 4) - 4 * np.eye(4)  # eigenvalues of both signs
+    a = a + np.triu(RNG.standard_normal(batch + (4, 4)), 1) * (uplo == "L")  # the triangle not read differs
+    ours, theirs = both(a, device, dtype)
+    w, v = loom.linalg.eigh(ours, UPLO=uplo)
+    tw, tv = torch.linalg.eigh(theirs, UPLO=uplo)
+    tol = DTYPES[dtype][2] * 10
+    close(w, tw, tol)
+    close(loom.linalg.eigvalsh(ours, uplo), tw, tol)
+    signs = np.sign(np.sum(numpy_of(v) * tv.numpy(), axis=-2, keepdims=True))
+    np.testing.assert_allclose(numpy_of(v) * signs, tv.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_eigh_gradients_match_torch_and_finite_differences(device):
+    a = spd((2,), 3)
+    ours, theirs = both(a, device, grad=True)
+    weights = RNG.standard_normal((2, 3, 3))
+
+    def f(m, x, w):  # sign-invariant in the eigenvectors: V diag(w) W-weighted V^T, plus the values
+        vals, vecs = m.linalg.eigh(x)
+        return (vecs * vecs * w).sum() + (vals ** 2).sum()
+
+    f(loom, ours, loom.tensor(weights, device=device)).backward()
+    f(torch, theirs, torch.tensor(weights)).backward()
+    np.testing.assert_allclose(ours.grad.cpu().numpy(), theirs.grad.numpy(), rtol=1e-8, atol=1e-10)
+    x = loom.tensor(a, requires_grad=True)
+    wts = loom.tensor(weights)
+    assert loom.autograd.gradcheck(lambda m: f(loom, (m + m.mT) / 2, wts), [x], atol=1e-6, rtol=1e-4)
+    # eigh's results are views of one packed result: their grad_fn leads to LinalgEighBackward0
+    view_fn = loom.linalg.eigh(loom.tensor(a, requires_grad=True))[0].grad_fn
+    assert view_fn.next_functions[0][0].name() == "LinalgEighBackward0"
+    with pytest.raises(RuntimeError, match="Expected UPLO argument to be 'L' or 'U', but got X"):
+        loom.linalg.eigh(loom.tensor(a), UPLO="X")
+    with pytest.raises(RuntimeError, match="must be batches of square matrices"):
+        loom.linalg.eigh(loom.zeros(2, 3))

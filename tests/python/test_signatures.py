@@ -220,7 +220,7 @@ SAMPLES.update({
 # the factorizations and solvers (LAPACK steps)
 SAMPLES.update({name: (lambda inp: (inp.spd,)) for name in [
     "linalg_cholesky", "linalg_cholesky_ex", "cholesky", "linalg_inv", "linalg_inv_ex", "inverse", "linalg_det",
-    "det", "linalg_slogdet", "slogdet", "logdet", "cholesky_inverse"]})
+    "det", "linalg_slogdet", "slogdet", "logdet", "cholesky_inverse", "linalg_eigh", "linalg_eigvalsh"]})
 SAMPLES.update({name: (lambda inp: (inp.spd, inp.col)) for name in ["linalg_solve", "linalg_solve_triangular"]})
 SAMPLES.update({name: (lambda inp: (inp.col, inp.spd)) for name in ["triangular_solve", "cholesky_solve"]})
 # keyword arguments a valid call needs (a required keyword-only parameter), given to every call of the row
@@ -237,7 +237,7 @@ TORCH_FUNCTIONS.update({name: getattr(torch._C._nn, name) for name in [
 TORCH_FUNCTIONS.update({name: getattr(torch._C._linalg, name) for name in [
     "linalg_vector_norm", "linalg_matrix_norm", "linalg_norm", "linalg_multi_dot", "linalg_vecdot", "linalg_cross",
     "linalg_cholesky", "linalg_cholesky_ex", "linalg_inv", "linalg_inv_ex", "linalg_det", "linalg_slogdet",
-    "linalg_solve", "linalg_solve_triangular"]})
+    "linalg_solve", "linalg_solve_triangular", "linalg_eigh", "linalg_eigvalsh"]})
 
 # A name may have two rows (a function whose overloads the method lacks: where(cond),
 # repeat_interleave(repeats)): the second is keyed "name.forms".
