@@ -280,6 +280,20 @@ class Lowering {
       default: break;
     }
     if (collectives::is_collective(n.op())) return collective(step, out, what);
+    // torch.linalg's LAPACK steps (lazy/ops_lapack.cpp) have no GPU kernels (cuSOLVER) yet: say
+    // which op and where, rather than lowering something no GPU has run.
+    switch (n.op()) {
+      case OpId::LinalgCholeskyEx:
+      case OpId::LinalgSolveEx:
+      case OpId::LinalgSolveTriangular:
+      case OpId::LinalgDet:
+      case OpId::LinalgInfo:
+      case OpId::LinalgEigh:
+        LOOM_FAIL(NotImplemented, "torch.linalg's ", op_name(n.op()),
+                  " is not implemented on CUDA devices (lazy:cuda) yet: it runs on cpu and lazy:cpu (LAPACK); "
+                  "move its input there (", what, ")");
+      default: break;
+    }
     LOOM_FAIL(NotImplemented, "the CUDA backend has no kernel for ", op_name(n.op()), " yet");
   }
 

@@ -428,6 +428,12 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
     case OpId::Xlogy: return "XlogyBackward" + std::string(!first_tensor ? "1" : second_tensor ? "0" : "2");
     // matmul's primitive is PyTorch's mm for matrices and bmm for batches.
     case OpId::MatMul: return input_shape.size() == 2 ? "MmBackward0" : "BmmBackward0";
+    // the LAPACK steps (lazy/ops_lapack.cpp): one primitive behind several PyTorch functions
+    case OpId::LinalgCholeskyEx: return attrs[1] == 1 ? "CholeskyBackward0" : "LinalgCholeskyExBackward0";
+    case OpId::LinalgSolveEx: return attrs[1] ? "LinalgInvExBackward0" : "LinalgSolveExBackward0";
+    case OpId::LinalgSolveTriangular: return attrs[2] ? "TriangularSolveBackward0" : "LinalgSolveTriangularBackward0";
+    case OpId::LinalgDet: return attrs[0] ? "LinalgSlogdetBackward0" : "LinalgDetBackward0";
+    case OpId::LinalgEigh: return "LinalgEighBackward0";
     default: return std::string(op_name(op)) + "Backward0";
   }
 }

@@ -57,7 +57,9 @@ namespace loom {
   X(Full) X(Arange) X(RandUniform) X(RandNormal) X(RandInt)                                         \
   /* collectives (lazy/collectives.h) */                                                            \
   X(AllReduce) X(Broadcast) X(AllGather) X(ReduceScatter) X(ReduceToRoot) X(GatherToRoot)          \
-  X(ScatterFromRoot)
+  X(ScatterFromRoot)                                                                                \
+  /* LAPACK steps: factorizations and solvers (lazy/ops_lapack.cpp) */                             \
+  X(LinalgCholeskyEx) X(LinalgSolveEx) X(LinalgSolveTriangular) X(LinalgDet) X(LinalgInfo) X(LinalgEigh)
 
 enum class OpId : uint16_t {
 #define LOOM_OP_ENUM(name) name,

@@ -54,4 +54,35 @@ Tensor pairwise_distance(const Tensor& x1, const Tensor& x2, double p = 2, doubl
 // linalg.vecdot: sum(x * y) over dim (real dtypes: no conjugate).
 Tensor vecdot(const Tensor& x, const Tensor& y, int64_t dim);
 
+// ---- factorizations and solvers: LAPACK steps (lazy/ops_lapack.cpp, Note [LAPACK steps]) ----
+// float32 / float64 matrices batched over the leading dims; PyTorch 1.13's checks and texts. A
+// singular or not positive-definite input raises ErrorKind::LinAlg where PyTorch raises
+// LinAlgError (lazy: when a result computed from it is read).
+
+// linalg.cholesky (legacy: torch.cholesky's texts and grad_fn); the factor of A's lower triangle.
+Tensor linalg_cholesky(const Tensor& a, bool upper, bool legacy = false);
+// linalg.cholesky_ex: (L, info), info int32 per matrix (0, or the order of the failing minor).
+std::pair<Tensor, Tensor> linalg_cholesky_ex(const Tensor& a, bool upper, bool check_errors);
+// linalg.inv (legacy: torch.inverse's texts) and linalg.inv_ex: (inverse, info).
+Tensor linalg_inv(const Tensor& a, bool legacy = false);
+std::pair<Tensor, Tensor> linalg_inv_ex(const Tensor& a, bool check_errors);
+// linalg.solve: X with A X = B (left) or X A = B; B a vector or a batch of matrices, broadcast.
+Tensor linalg_solve(const Tensor& a, const Tensor& b, bool left = true);
+// linalg.solve_triangular: A read from its upper or lower triangle (unit diagonal if asked).
+Tensor linalg_solve_triangular(const Tensor& a, const Tensor& b, bool upper, bool left = true,
+                               bool unitriangular = false);
+// torch.triangular_solve(b, A, upper, transpose, unitriangular): (solution, cloned_coefficient).
+std::pair<Tensor, Tensor> triangular_solve(const Tensor& b, const Tensor& a, bool upper, bool transpose,
+                                           bool unitriangular);
+// torch.cholesky_solve(B, L, upper): X with (L L^T) X = B (U^T U with upper); cholesky_inverse.
+Tensor cholesky_solve(const Tensor& b, const Tensor& l, bool upper);
+Tensor cholesky_inverse(const Tensor& l, bool upper);
+// linalg.det, linalg.slogdet (sign, logabsdet), torch.logdet (NaN for a negative determinant).
+Tensor linalg_det(const Tensor& a);
+std::pair<Tensor, Tensor> linalg_slogdet(const Tensor& a);
+Tensor logdet(const Tensor& a);
+// linalg.eigh (eigenvalues ascending, eigenvectors as columns; UPLO "L" or "U") and eigvalsh.
+std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo = "L");
+Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo = "L");
+
 }  // namespace loom::ops

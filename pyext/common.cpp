@@ -24,6 +24,7 @@ void set_python_error() noexcept {
       case ErrorKind::OutOfMemory: type = PyExc_MemoryError; break;
       case ErrorKind::Distributed: type = DistBackendError ? DistBackendError : PyExc_RuntimeError; break;
       case ErrorKind::Interrupted: raise_interrupt(e.what()); return;
+      case ErrorKind::LinAlg: type = LinAlgError ? LinAlgError : PyExc_RuntimeError; break;
     }
     PyErr_SetString(type, e.what());
   } catch (const std::bad_alloc&) {

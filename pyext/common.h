@@ -74,6 +74,8 @@ class PyRef {
 void set_python_error() noexcept;
 // The exception type of ErrorKind::Distributed (pyext/distributed_bindings.cpp), once registered.
 extern PyObject* DistBackendError;
+// The exception type of ErrorKind::LinAlg (pyext/op_rows_linalg.cpp): loom.linalg.LinAlgError.
+extern PyObject* LinAlgError;
 
 // Python ints and objects with __index__ (numpy integers), but not bools, floats or tensors
 // (a tensor has __index__ too, yet torch treats loom.tensor(2) as data, not as a size).

@@ -24,6 +24,7 @@ extern PyMethodDef backward_hook_functions[];
 void register_autograd_types(PyObject* module);
 void register_compile_type(PyObject* module);
 void register_distributed_types(PyObject* module);
+void register_linalg_types(PyObject* module);
 
 namespace {
 
@@ -65,6 +66,7 @@ PyObject* init() {
   register_autograd_types(module.get());
   register_compile_type(module.get());
   register_distributed_types(module.get());
+  register_linalg_types(module.get());
   set_warning_handler(&python_warning);
   static std::vector<PyMethodDef> ops = [] {
     std::vector<PyMethodDef> defs = op_functions();

@@ -159,9 +159,58 @@ const Row kRows[] = {
      LOOM_BODY(cross(p.tensor(0), p.tensor(1), p.int64(2)))},
     {{"linalg_vecdot(Tensor x, Tensor y, *, int dim=-1)"}, kFunction,
      LOOM_BODY(ops::vecdot(p.tensor(0), p.tensor(1), p.int64(2)))},
+
+    // ---- factorizations and solvers: LAPACK steps (lazy/ops_lapack.cpp) ----
+    {{"linalg_cholesky(Tensor input, *, bool upper=False)"}, kFunction,
+     LOOM_BODY(ops::linalg_cholesky(p.tensor(0), p.boolean(1)))},
+    {{"linalg_cholesky_ex(Tensor input, *, bool upper=False, bool check_errors=False)"}, kFunction,
+     LOOM_BODY(named_pair("linalg_cholesky_ex", ops::linalg_cholesky_ex(p.tensor(0), p.boolean(1), p.boolean(2)), "L",
+                          "info"))},
+    {{"cholesky(Tensor input, bool upper=False)"}, kBoth,
+     LOOM_BODY(ops::linalg_cholesky(p.tensor(0), p.boolean(1), /*legacy=*/true))},
+    {{"linalg_inv(Tensor A)"}, kFunction, LOOM_BODY(ops::linalg_inv(p.tensor(0)))},
+    {{"linalg_inv_ex(Tensor A, *, bool check_errors=False)"}, kFunction,
+     LOOM_BODY(named_pair("linalg_inv_ex", ops::linalg_inv_ex(p.tensor(0), p.boolean(1)), "inverse", "info"))},
+    {{"inverse(Tensor input)"}, kBoth, LOOM_BODY(ops::linalg_inv(p.tensor(0), /*legacy=*/true))},
+    {{"linalg_solve(Tensor A, Tensor B, *, bool left=True)"}, kFunction,
+     LOOM_BODY(ops::linalg_solve(p.tensor(0), p.tensor(1), p.boolean(2)))},
+    {{"linalg_solve_triangular(Tensor input, Tensor B, *, bool upper, bool left=True, bool unitriangular=False)"},
+     kFunction,
+     LOOM_BODY(ops::linalg_solve_triangular(p.tensor(0), p.tensor(1), p.boolean(2), p.boolean(3), p.boolean(4)))},
+    {{"triangular_solve(Tensor input, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False)"},
+     kBoth,
+     LOOM_BODY(named_pair("triangular_solve",
+                          ops::triangular_solve(p.tensor(0), p.tensor(1), p.boolean(2), p.boolean(3), p.boolean(4)),
+                          "solution", "cloned_coefficient"))},
+    {{"cholesky_solve(Tensor input, Tensor input2, bool upper=False)"}, kBoth,
+     LOOM_BODY(ops::cholesky_solve(p.tensor(0), p.tensor(1), p.boolean(2)))},
+    {{"cholesky_inverse(Tensor input, bool upper=False)"}, kBoth,
+     LOOM_BODY(ops::cholesky_inverse(p.tensor(0), p.boolean(1)))},
+    {{"linalg_det(Tensor A)"}, kFunction, LOOM_BODY(ops::linalg_det(p.tensor(0)))},
+    {{"det(Tensor input)"}, kBoth, LOOM_BODY(ops::linalg_det(p.tensor(0)))},
+    {{"linalg_slogdet(Tensor A)"}, kFunction,
+     LOOM_BODY(named_pair("linalg_slogdet", ops::linalg_slogdet(p.tensor(0)), "sign", "logabsdet"))},
+    {{"slogdet(Tensor input)"}, kBoth,
+     LOOM_BODY(named_pair("slogdet", ops::linalg_slogdet(p.tensor(0)), "sign", "logabsdet"))},
+    {{"logdet(Tensor input)"}, kBoth, LOOM_BODY(ops::logdet(p.tensor(0)))},
+    {{"linalg_eigh(Tensor input, str UPLO='L')"}, kFunction,
+     LOOM_BODY(named_pair("linalg_eigh", ops::linalg_eigh(p.tensor(0), p.string(1)), "eigenvalues", "eigenvectors"))},
+    {{"linalg_eigvalsh(Tensor input, str UPLO='L')"}, kFunction,
+     LOOM_BODY(ops::linalg_eigvalsh(p.tensor(0), p.string(1)))},
 };
 
 }  // namespace
+
+// loom.linalg.LinAlgError (torch.linalg.LinAlgError): ErrorKind::LinAlg, a RuntimeError.
+PyObject* LinAlgError = nullptr;
+
+void register_linalg_types(PyObject* module) {
+  LinAlgError = check(PyErr_NewExceptionWithDoc(
+      "loom.linalg.LinAlgError",
+      "A matrix LAPACK found singular or not positive-definite (torch.linalg.LinAlgError).", PyExc_RuntimeError,
+      nullptr));
+  check_status(PyModule_AddObjectRef(module, "_LinAlgError", LinAlgError));
+}
 
 void add_linalg_rows(MethodDefs& defs) { add_rows(kRows, defs); }
 

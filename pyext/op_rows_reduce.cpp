@@ -21,12 +21,9 @@
 #include "runtime/layout.h"
 
 namespace loom::py {
-namespace {
-
 
 // A named pair like torch.return_types.<name>: fields values / indices unless named otherwise.
-PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const char* first = "values",
-                     const char* second = "indices") {
+PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const char* first, const char* second) {
   static std::map<std::string, PyTypeObject*> types;
   static std::deque<std::pair<std::string, std::array<PyStructSequence_Field, 3>>> descriptions;
   PyTypeObject*& type = types[name];
@@ -45,6 +42,10 @@ PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const ch
   PyStructSequence_SET_ITEM(result.get(), 1, wrap(std::move(parts.second)));
   return result.release();
 }
+
+namespace {
+
+
 
 // The values of t (a sync for a pending lazy tensor) as float64 on the host, for an op whose
 // result size or error depends on them.

@@ -54,6 +54,11 @@ class Result {
 
 using Body = Result (*)(const Parsed&);
 
+// A named pair like torch.return_types.<name> (pyext/op_rows_reduce.cpp): fields values / indices
+// unless named otherwise.
+PyObject* named_pair(const char* name, std::pair<Tensor, Tensor> parts, const char* first = "values",
+                     const char* second = "indices");
+
 // The body of a row that returns one expression of its arguments `p`: LOOM_BODY(ops::exp(p.tensor(0))).
 #define LOOM_BODY(...) [](const Parsed& p) -> Result { return __VA_ARGS__; }
 

@@ -24,6 +24,8 @@ enum class ErrorKind : uint8_t {
   Distributed,     // loom.distributed.DistBackendError (a RuntimeError): a collective's transport
                    // failed (a peer died, a timeout) or the ranks disagree
   Interrupted,     // KeyboardInterrupt: the user stopped long work (runtime/blocking.h)
+  LinAlg,          // loom.linalg.LinAlgError (a RuntimeError, as torch.linalg.LinAlgError): a matrix
+                   // LAPACK found singular or not positive-definite (lazy/ops_lapack.cpp)
 };
 
 class Error : public std::runtime_error {

@@ -13,6 +13,7 @@ def show_config():
         f"  - C++ compiler: {version.cxx}",
         f"  - C++ flags: {version.cxx_flags or '(none)'}",
         f"  - CPU matrix products: {version.blas}",
+        f"  - linalg factorizations and solvers: {getattr(version, 'lapack', 'unknown')}",
         f"  - CPU threads for generated kernels: {_C.get_num_threads()}",
         f"  - CUDA toolkit: {version.cuda or 'none (built without the CUDA backend)'}",
     ]

@@ -42,13 +42,12 @@ def sum_to_size(self, *size):
 
 def matrix_power(self, n):
     """The n-th power of a square matrix (or a batch of them) by repeated squaring; n = 0 gives
-    the identity. Negative powers need an inverse, which loom does not compute."""
+    the identity; a negative n is the power of the inverse (linalg.inv: LinAlgError if singular)."""
     if self.dim() < 2 or self.shape[-1] != self.shape[-2]:
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
                            f"{self.shape[-2] if self.dim() > 1 else 1} by {self.shape[-1] if self.dim() else 1} matrices")
     if n < 0:
-        raise NotImplementedError("matrix_power with a negative exponent needs a matrix inverse, which loom does "
-                                  "not compute")
+        return matrix_power(loom.linalg.inv(self), -n)
     if n == 0:
         eye = loom.eye(self.shape[-1], dtype=self.dtype, device=self.device)
         return eye.expand(self.shape).clone()

@@ -287,3 +287,119 @@ def test_import_alias_sees_the_distributions():
     import loom as alias
     assert alias.distributions.Normal is D.Normal
     assert D.Categorical(logits=loom.zeros(3)).perplexity().item() == pytest.approx(3.0)
+
+
+# ---- MultivariateNormal and LowRankMultivariateNormal (linalg.cholesky / solve_triangular) ----
+
+def checkd(got, want, **tolerances):
+    check(got.detach(), want.detach(), **tolerances)
+
+
+def _spd(batch, n):
+    x = RNG.standard_normal(batch + (n, n))
+    return x @ np.swapaxes(x, -1, -2) + n * np.eye(n)
+
+
+MVN_LOC = RNG.standard_normal((2, 3))
+MVN_COV = _spd((2,), 3)
+MVN_VALUE = RNG.standard_normal((4, 2, 3))
+
+
+def _mvn_pair(param, device, batch_matrix=True):
+    loc, tloc = both(MVN_LOC, device)
+    cov = MVN_COV if batch_matrix else MVN_COV[0]
+    matrix = {"covariance_matrix": cov, "precision_matrix": np.linalg.inv(cov),
+              "scale_tril": np.linalg.cholesky(cov)}[param]
+    m, tm = both(matrix, device)
+    return D.MultivariateNormal(loc, **{param: m}), TD.MultivariateNormal(tloc, **{param: tm})
+
+
+@pytest.mark.parametrize("batch_matrix", [True, False])
+@pytest.mark.parametrize("param", ["covariance_matrix", "precision_matrix", "scale_tril"])
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+def test_multivariate_normal_matches_torch(device, param, batch_matrix):
+    d, td = _mvn_pair(param, device, batch_matrix)
+    assert d.batch_shape == td.batch_shape and d.event_shape == td.event_shape
+    value, tvalue = both(MVN_VALUE, device)
+    checkd(d.log_prob(value), td.log_prob(tvalue), rtol=1e-10, atol=1e-12)
+    checkd(d.entropy(), td.entropy(), rtol=1e-12)
+    for name in ["mean", "mode", "variance", "covariance_matrix", "precision_matrix", "scale_tril"]:
+        checkd(getattr(d, name), getattr(td, name), rtol=1e-10, atol=1e-12)
+    e, te = d.expand((5, 2)), td.expand((5, 2))
+    assert e.batch_shape == te.batch_shape
+    checkd(e.log_prob(value[:1]), te.log_prob(tvalue[:1]), rtol=1e-10, atol=1e-12)
+    assert tuple(d.rsample((7,)).shape) == (7, 2, 3) and tuple(d.sample().shape) == (2, 3)
+
+
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+def test_multivariate_normal_gradients_and_kl_match_torch(device):
+    loc, tloc = both(MVN_LOC, device)
+    loc.requires_grad_(True)
+    tloc.requires_grad_(True)
+    x, tx = both(np.linalg.cholesky(MVN_COV), device)
+    x.requires_grad_(True)
+    tx.requires_grad_(True)
+    value, tvalue = both(MVN_VALUE, device)
+    q, tq = _mvn_pair("covariance_matrix", device, batch_matrix=False)
+    p = D.MultivariateNormal(loc, scale_tril=x)
+    tp = TD.MultivariateNormal(tloc, scale_tril=tx)
+    kl, tkl = D.kl_divergence(p, q), TD.kl_divergence(tp, tq)
+    checkd(kl, tkl, rtol=1e-10)
+    (p.log_prob(value).sum() + p.entropy().sum() + kl.sum()).backward()
+    (tp.log_prob(tvalue).sum() + tp.entropy().sum() + tkl.sum()).backward()
+    checkd(loc.grad, tloc.grad, rtol=1e-10, atol=1e-12)
+    checkd(x.grad, tx.grad, rtol=1e-10, atol=1e-12)
+    # through the Cholesky factor of a covariance, and through rsample
+    cov, tcov = both(MVN_COV, device)
+    cov.requires_grad_(True)
+    tcov.requires_grad_(True)
+    D.MultivariateNormal(loc.detach(), covariance_matrix=cov).log_prob(value).sum().backward()
+    TD.MultivariateNormal(tloc.detach(), covariance_matrix=tcov).log_prob(tvalue).sum().backward()
+    checkd(cov.grad, tcov.grad, rtol=1e-9, atol=1e-12)
+    loom.manual_seed(0)
+    s = D.MultivariateNormal(loc, scale_tril=x).rsample((3,))
+    s.sum().backward()
+    assert loc.grad is not None
+
+
+def test_multivariate_normal_arguments_and_sample_statistics():
+    with pytest.raises(ValueError, match="Exactly one"):
+        D.MultivariateNormal(loom.zeros(2))
+    with pytest.raises(ValueError, match="covariance_matrix"):
+        D.MultivariateNormal(loom.zeros(2), covariance_matrix=loom.tensor([[1.0, 2.0], [2.0, 1.0]]))
+    with pytest.raises(ValueError, match="scale_tril"):
+        D.MultivariateNormal(loom.zeros(2), scale_tril=loom.tensor([[1.0, 1.0], [0.0, 1.0]]))
+    # a lazy covariance is not checked (no sync) unless asked; its factorization fails at the read
+    before = loom.metrics()["syncs"]
+    bad = D.MultivariateNormal(loom.zeros(2, device="lazy"),
+                               covariance_matrix=loom.tensor([[1.0, 2.0], [2.0, 1.0]], device="lazy"))
+    lp = bad.log_prob(loom.zeros(2, device="lazy"))
+    assert loom.metrics()["syncs"] == before
+    with pytest.raises(loom.linalg.LinAlgError, match="positive-definite"):
+        lp.item()
+    loom.manual_seed(3)
+    cov = loom.tensor(MVN_COV[0])
+    s = D.MultivariateNormal(loom.zeros(3, dtype=loom.float64), covariance_matrix=cov).sample((20000,)).numpy()
+    np.testing.assert_allclose(np.cov(s.T), MVN_COV[0], atol=0.25)
+
+
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+def test_low_rank_multivariate_normal_matches_torch(device):
+    loc, tloc = both(MVN_LOC, device)
+    w, tw = both(RNG.standard_normal((2, 3, 2)), device)
+    diag, tdiag = both(RNG.uniform(0.5, 2.0, (2, 3)), device)
+    w.requires_grad_(True)
+    tw.requires_grad_(True)
+    d = D.LowRankMultivariateNormal(loc, w, diag)
+    td = TD.LowRankMultivariateNormal(tloc, tw, tdiag)
+    value, tvalue = both(MVN_VALUE, device)
+    checkd(d.log_prob(value), td.log_prob(tvalue), rtol=1e-10, atol=1e-12)
+    checkd(d.entropy(), td.entropy(), rtol=1e-12)
+    for name in ["variance", "covariance_matrix", "precision_matrix", "scale_tril"]:
+        checkd(getattr(d, name), getattr(td, name), rtol=1e-10, atol=1e-12)
+    q, tq = _mvn_pair("covariance_matrix", device)
+    checkd(D.kl_divergence(d, q), TD.kl_divergence(td, tq), rtol=1e-10)
+    d.log_prob(value).sum().backward()
+    td.log_prob(tvalue).sum().backward()
+    checkd(w.grad, tw.grad, rtol=1e-9, atol=1e-12)
+    assert tuple(d.rsample((5,)).shape) == (5, 2, 3)

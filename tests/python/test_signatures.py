@@ -26,6 +26,7 @@ class Inputs:
         self.x = m.tensor([[1.0, -2.0, 3.0], [0.5, 4.0, -1.0]])        # 2 x 3 float
         self.xt = m.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])        # 3 x 2
         self.sq = m.tensor([[1.0, 2.0], [3.0, 4.0]])                    # 2 x 2
+        self.spd = m.tensor([[4.0, 2.0], [2.0, 3.0]])                   # 2 x 2 positive-definite
         self.b3 = m.ones(2, 2, 3)
         self.b3t = m.ones(2, 3, 2)
         self.col = m.tensor([[1.0], [2.0]])                             # 2 x 1
@@ -216,6 +217,15 @@ SAMPLES.update({
     "as_strided_": lambda inp: (inp.x, (2, 2), (1, 1), 1),
 })
 
+# the factorizations and solvers (LAPACK steps)
+SAMPLES.update({name: (lambda inp: (inp.spd,)) for name in [
+    "linalg_cholesky", "linalg_cholesky_ex", "cholesky", "linalg_inv", "linalg_inv_ex", "inverse", "linalg_det",
+    "det", "linalg_slogdet", "slogdet", "logdet", "cholesky_inverse", "linalg_eigh", "linalg_eigvalsh"]})
+SAMPLES.update({name: (lambda inp: (inp.spd, inp.col)) for name in ["linalg_solve", "linalg_solve_triangular"]})
+SAMPLES.update({name: (lambda inp: (inp.col, inp.spd)) for name in ["triangular_solve", "cholesky_solve"]})
+# keyword arguments a valid call needs (a required keyword-only parameter), given to every call of the row
+KEYWORDS = {"linalg_solve_triangular": {"upper": False}}
+
 # torch's C++-parsed function behind a row whose Python-level torch function (torch.functional,
 # torch.linalg) takes its arguments in another shape: compared with loom._C's row.
 TORCH_FUNCTIONS = {name: getattr(torch._VF, name) for name in [
@@ -225,7 +235,9 @@ TORCH_FUNCTIONS.update({name: getattr(torch._C._nn, name) for name in [
     "elu", "elu_", "leaky_relu", "leaky_relu_", "hardtanh", "hardtanh_", "relu6", "relu6_", "hardsigmoid",
     "hardsigmoid_", "hardswish", "hardswish_", "log_sigmoid", "mish", "mish_", "softshrink"]})
 TORCH_FUNCTIONS.update({name: getattr(torch._C._linalg, name) for name in [
-    "linalg_vector_norm", "linalg_matrix_norm", "linalg_norm", "linalg_multi_dot", "linalg_vecdot", "linalg_cross"]})
+    "linalg_vector_norm", "linalg_matrix_norm", "linalg_norm", "linalg_multi_dot", "linalg_vecdot", "linalg_cross",
+    "linalg_cholesky", "linalg_cholesky_ex", "linalg_inv", "linalg_inv_ex", "linalg_det", "linalg_slogdet",
+    "linalg_solve", "linalg_solve_triangular", "linalg_eigh", "linalg_eigvalsh"]})
 
 # A name may have two rows (a function whose overloads the method lacks: where(cond),
 # repeat_interleave(repeats)): the second is keyed "name.forms".
@@ -371,8 +383,9 @@ def test_bad_calls_match_torch(key):
             continue
         sample = sample_of(name, form)
         loom_args, torch_args = sample(Inputs(loom)), sample(Inputs(torch))
-        call(loom, name, form, loom_args, {})  # the valid call runs in both
-        call(torch, name, form, torch_args, {})
+        keywords = KEYWORDS.get(name, {})
+        call(loom, name, form, loom_args, keywords)  # the valid call runs in both
+        call(torch, name, form, torch_args, keywords)
         parsed_in_c = is_parsed_in_c(name, form)
         for (kind, l_args, l_kw), (_, t_args, t_kw) in zip(bad_calls(form, signatures, loom_args),
                                                           bad_calls(form, signatures, torch_args)):
@@ -380,6 +393,7 @@ def test_bad_calls_match_torch(key):
                 continue
             l_args = tuple(a.clone() if isinstance(a, loom.Tensor) else a for a in l_args)
             t_args = tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in t_args)
+            l_kw, t_kw = {**keywords, **l_kw}, {**keywords, **t_kw}
             try:
                 call(torch, name, form, t_args, t_kw)
                 torch_error = None

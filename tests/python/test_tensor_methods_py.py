@@ -59,8 +59,9 @@ def test_matrix_power_matches_torch(n, device):
         p.sum().backward()
         q.sum().backward()
         np.testing.assert_allclose(ours.grad.cpu().numpy(), theirs.grad.numpy(), rtol=1e-10)
-    with pytest.raises(NotImplementedError, match="inverse"):
-        ours.matrix_power(-1)
+    # a negative power is the inverse's (linalg.inv, a LAPACK step)
+    np.testing.assert_allclose(ours.detach().matrix_power(-2).cpu().numpy(),
+                               torch.matrix_power(theirs.detach(), -2).numpy(), rtol=1e-8, atol=1e-10)
     with pytest.raises(RuntimeError, match="square"):
         loom.zeros(2, 3).matrix_power(2)
 

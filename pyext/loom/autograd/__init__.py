@@ -236,7 +236,9 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
         if not out.requires_grad:
             continue
         for j in range(out.numel()):
-            seed = loom.zeros_like(out)
+            # contiguous whatever out's strides (zeros_like keeps a transposed output's), so the
+            # flat view exists
+            seed = loom.zeros(out.shape, dtype=out.dtype, device=out.device)
             seed.view(-1)[j] = 1.0
             analytic = grad([out], [inputs[i] for i in diff], [seed], retain_graph=True, allow_unused=True)
             for k, i in enumerate(diff):

@@ -9,8 +9,9 @@ sync at every construction and log_prob, which eager PyTorch does not pay); on o
 are checked as PyTorch checks them.
 
 Families: Normal, Uniform, Laplace, Exponential, Bernoulli, Categorical, OneHotCategorical, and
-Independent. Families that need gamma-distributed samples or a Cholesky factorization (Gamma,
-Beta, Dirichlet, MultivariateNormal, ...) are not built."""
+Independent, MultivariateNormal and LowRankMultivariateNormal (through linalg.cholesky and
+solve_triangular, LAPACK steps). Families that need gamma-distributed samples (Gamma, Beta,
+Dirichlet, ...) are not built."""
 
 from loom.distributions import constraints
 from loom.distributions.bernoulli import Bernoulli
@@ -20,8 +21,10 @@ from loom.distributions.exponential import Exponential
 from loom.distributions.independent import Independent
 from loom.distributions.kl import kl_divergence, register_kl
 from loom.distributions.laplace import Laplace
+from loom.distributions.multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from loom.distributions.normal import Normal
 from loom.distributions.uniform import Uniform
 
-__all__ = ["Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace", "Normal",
+__all__ = ["Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace", "LowRankMultivariateNormal",
+           "MultivariateNormal", "Normal",
            "OneHotCategorical", "Uniform", "constraints", "kl_divergence", "register_kl"]

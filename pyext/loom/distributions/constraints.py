@@ -111,6 +111,26 @@ class _Independent(Constraint):
         return ok
 
 
+class _LowerCholesky(Constraint):
+    """Lower-triangular square matrices with a positive diagonal (a Cholesky factor)."""
+    event_dim = 2
+
+    def check(self, value):
+        lower = (value.tril() == value).flatten(-2).all(-1)
+        return lower & (value.diagonal(dim1=-2, dim2=-1) > 0).all(-1)
+
+
+class _PositiveDefinite(Constraint):
+    """Symmetric positive-definite matrices: symmetric within tolerance, and their Cholesky
+    factorization succeeds (linalg.cholesky_ex's info is 0)."""
+    event_dim = 2
+
+    def check(self, value):
+        import loom
+        symmetric = loom.isclose(value, value.mT, atol=1e-6).flatten(-2).all(-1)
+        return symmetric & loom.linalg.cholesky_ex(value).info.eq(0)
+
+
 class _Dependent(Constraint):
     """A support that depends on a distribution's parameters (Uniform's): it cannot be checked
     on its own."""
@@ -129,6 +149,8 @@ nonnegative = _GreaterThanEq(0.0)
 unit_interval = _Interval(0.0, 1.0)
 simplex = _Simplex()
 one_hot = _OneHot()
+lower_cholesky = _LowerCholesky()
+positive_definite = _PositiveDefinite()
 dependent = _Dependent()
 greater_than = _GreaterThan
 greater_than_eq = _GreaterThanEq
@@ -143,5 +165,5 @@ def is_dependent(constraint):
 
 
 __all__ = ["Constraint", "boolean", "dependent", "greater_than", "greater_than_eq", "half_open_interval",
-           "independent", "integer_interval", "interval", "is_dependent", "nonnegative", "nonnegative_integer",
-           "one_hot", "positive", "positive_integer", "real", "real_vector", "simplex", "unit_interval"]
+           "independent", "integer_interval", "interval", "is_dependent", "lower_cholesky", "nonnegative", "nonnegative_integer",
+           "one_hot", "positive", "positive_definite", "positive_integer", "real", "real_vector", "simplex", "unit_interval"]

@@ -9,6 +9,7 @@ from loom.distributions.categorical import Categorical, OneHotCategorical
 from loom.distributions.exponential import Exponential
 from loom.distributions.independent import Independent, sum_rightmost
 from loom.distributions.laplace import Laplace
+from loom.distributions.multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from loom.distributions.normal import Normal
 from loom.distributions.uniform import Uniform
 from loom.nn import functional as F
@@ -105,3 +106,33 @@ def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError("KL between Independents with different event dimensions is not implemented")
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+def _mvn_factor_and_logdet(d):
+    """The lower factor L of d's covariance (unbroadcast) and log det of the covariance."""
+    if isinstance(d, LowRankMultivariateNormal):
+        return loom.linalg.cholesky(d.covariance_matrix), d._log_det()
+    l = d._unbroadcasted_scale_tril
+    return l, 2 * l.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+
+
+@register_kl(MultivariateNormal, MultivariateNormal)
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_mvn_mvn(p, q):
+    # KL = (tr(S_q^{-1} S_p) + |L_q^{-1} (mu_q - mu_p)|^2 - n + log det S_q - log det S_p) / 2, with
+    # tr(S_q^{-1} S_p) = |L_q^{-1} L_p|_F^2: two triangular solves, no inverse.
+    if p.event_shape != q.event_shape:
+        raise ValueError("KL-divergence between two Multivariate Normals with different event shapes cannot "
+                         "be computed")
+    lp, logdet_p = _mvn_factor_and_logdet(p)
+    lq, logdet_q = _mvn_factor_and_logdet(q)
+    n = p.event_shape[0]
+    batch = loom.broadcast_shapes(lp.shape[:-2], lq.shape[:-2])
+    lq_b = lq.expand(batch + lq.shape[-2:])
+    trace = loom.linalg.solve_triangular(lq_b, lp.expand(batch + lp.shape[-2:]), upper=False).pow(2).sum((-2, -1))
+    diff = (q.loc - p.loc).unsqueeze(-1)
+    lq_d = lq.expand(loom.broadcast_shapes(lq.shape[:-2], diff.shape[:-2]) + lq.shape[-2:])
+    m = loom.linalg.solve_triangular(lq_d, diff, upper=False).squeeze(-1).pow(2).sum(-1)
+    return 0.5 * (trace + m - n + logdet_q - logdet_p)
