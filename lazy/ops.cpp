@@ -553,6 +553,10 @@ Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   require_floating(x, "linalg.vector_norm");
   Tensor a = unary(OpId::Abs, x);
+  // Over no elements every norm is 0, as PyTorch's norm and dist give (linalg.vector_norm refuses
+  // the orders without an identity first): amax would raise, and a root of the empty sum 0 is inf
+  // for p < 0 and nan for a nan p.
+  if (reduced_count(x->sizes(), dims) == 0) return reduce(OpId::Sum, a, dims, keepdim);
   if (p == 2) return root_of_sum(reduce(OpId::Sum, mul(x, x), dims, keepdim), 2);
   if (p == 1) return reduce(OpId::Sum, a, dims, keepdim);
   if (std::isinf(p)) return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
@@ -807,6 +811,11 @@ Tensor region_of(const Tensor& x, const Layout& region) {
   return out;
 }
 
+void check_piece_count(int64_t pieces, const char* op) {
+  LOOM_CHECK(pieces <= kMaxPieces, Runtime, op, ": ", pieces, " pieces requested; at most 2^24 (", kMaxPieces,
+             ") tensors can be returned");
+}
+
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   LOOM_CHECK(x->ndim() > 0, Runtime, "split expects at least a 1-dimensional tensor");
   LOOM_CHECK(split_size >= 0, Runtime, "split expects split_size be non-negative, but got split_size=", split_size);
@@ -815,6 +824,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   LOOM_CHECK(split_size > 0 || size == 0, Runtime, "split_size can only be 0 if dimension size is 0, but got dimension size of ", size);
   std::vector<Tensor> out;
   if (size == 0) return {alias(x)};
+  check_piece_count(size / split_size + (size % split_size != 0), "split");
   for (int64_t start = 0; start < size; start += split_size)
     out.push_back(narrow(x, d, start, std::min(split_size, size - start)));
   return out;
@@ -838,13 +848,24 @@ std::vector<Tensor> split_sections(const Tensor& x, IntSpan sizes, int64_t dim) 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   LOOM_CHECK(x->ndim() > 0, Runtime, "chunk expects at least a 1-dimensional tensor");
   LOOM_CHECK(chunks > 0, Runtime, "chunk expects `chunks` to be greater than 0, got: ", chunks);
-  int64_t size = x->sizes()[wrap_dim(dim, x->ndim())];
-  return split(x, (size + chunks - 1) / chunks, dim);
+  int64_t d = wrap_dim(dim, x->ndim());
+  int64_t size = x->sizes()[d];
+  if (size == 0) {
+    // An empty dim still gives `chunks` (empty) pieces, as PyTorch's chunk does; split would give
+    // one.
+    check_piece_count(chunks, "chunk");
+    std::vector<Tensor> out;
+    out.reserve(static_cast<size_t>(chunks));
+    for (int64_t i = 0; i < chunks; ++i) out.push_back(narrow(x, d, 0, 0));
+    return out;
+  }
+  return split(x, (size + chunks - 1) / chunks, d);
 }
 
 std::vector<Tensor> unbind(const Tensor& x, int64_t dim) {
   LOOM_CHECK(x->ndim() > 0, Index, "Dimension specified as ", dim, " but tensor has no dimensions");
   int64_t d = wrap_dim(dim, x->ndim());
+  check_piece_count(x->sizes()[d], "unbind");
   std::vector<Tensor> out;
   for (int64_t i = 0; i < x->sizes()[d]; ++i) out.push_back(select(x, d, i));
   return out;

@@ -168,6 +168,11 @@ Tensor strided_view(const Tensor& x, const std::function<std::optional<Layout>(c
 std::function<Tensor(const Tensor&)> region_backward(const Tensor& x, const Layout& region);
 // Sums a gradient down to `shape`, undoing broadcasting (used by derivatives).
 Tensor sum_to(const Tensor& grad, IntSpan shape);
+// Ops returning one tensor per piece (split, chunk, tensor_split, unbind) refuse more than
+// kMaxPieces pieces with a clear error: a hostile count (2^62 sections of an empty dim, unbind of
+// an expanded dim of 2^62) would otherwise build objects until memory ran out, for hours.
+inline constexpr int64_t kMaxPieces = int64_t{1} << 24;
+void check_piece_count(int64_t pieces, const char* op);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split_sections(const Tensor& x, IntSpan sizes, int64_t dim = 0);
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);

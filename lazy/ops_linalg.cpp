@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 #include "lazy/ops_movement.h"
 #include "runtime/error.h"
@@ -230,6 +231,15 @@ Tensor multi_dot(const std::vector<Tensor>& xs, const char* name) {
   return out;
 }
 
+// An order as PyTorch's messages print it: inf, -inf, -1, 0.5.
+static std::string order_text(double ord) {
+  if (std::isinf(ord)) return ord > 0 ? "inf" : "-inf";
+  if (ord == std::trunc(ord) && std::fabs(ord) < 1e15) return std::to_string(static_cast<int64_t>(ord));
+  std::ostringstream out;
+  out << ord;
+  return out.str();
+}
+
 Tensor vector_norm(const Tensor& x0, double ord, const DimList& dims, bool keepdim, std::optional<DType> dtype) {
   LOOM_CHECK(is_floating(x0->dtype()), Runtime,
              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", type_name(x0));
@@ -237,8 +247,9 @@ Tensor vector_norm(const Tensor& x0, double ord, const DimList& dims, bool keepd
     LOOM_CHECK(is_floating(*dtype), Runtime, "linalg.vector_norm: dtype should be floating point or complex, but got ",
                dtype_info(*dtype).scalar_type_name);
   Tensor x = dtype ? cast(x0, *dtype) : x0;
-  LOOM_CHECK(!std::isinf(ord) || reduced_count(x->sizes(), dims) > 0, Runtime, "linalg.vector_norm cannot compute the ",
-             ord > 0 ? "inf" : "-inf", " norm on an empty tensor because the operation does not have an identity");
+  // Negative orders have no identity either (PyTorch refuses them too); nan and positive ones give 0.
+  LOOM_CHECK(!(std::isinf(ord) || ord < 0) || reduced_count(x->sizes(), dims) > 0, Runtime,
+             "linalg.vector_norm cannot compute the ", order_text(ord), " norm on an empty tensor because the operation does not have an identity");
   return norm(x, ord, dims, keepdim);
 }
 

@@ -487,6 +487,7 @@ std::vector<Tensor> tensor_split(const Tensor& x, int64_t sections, int64_t dim)
              x->ndim(), " dims");
   LOOM_CHECK(sections > 0, Runtime, "number of sections must be larger than 0, got ", sections);
   int64_t d = wrap_dim(dim, x->ndim());
+  check_piece_count(sections, "tensor_split");
   int64_t size = x->sizes()[d];
   std::vector<Tensor> out;
   int64_t start = 0;

@@ -69,7 +69,8 @@ Tensor nansum(const Tensor& x, const DimList& dims, bool keepdim, std::optional<
              dtype_info(*dtype).scalar_type_name, "'");
   Tensor v = dtype ? cast(x, *dtype) : x;
   if (is_floating(v->dtype())) v = where(isnan(v), Scalar(int64_t{0}), v);
-  return sum(v, dims, keepdim);
+  // The requested dtype is the result's too: a plain sum would widen an integer dtype to int64.
+  return sum(v, dims, keepdim, dtype);
 }
 
 Tensor nanmean(const Tensor& x, const DimList& dims, bool keepdim, std::optional<DType> dtype) {

@@ -101,7 +101,11 @@ Tensor lgamma(const Tensor& x0) {
   Tensor sin_pix = ops::unary(OpId::Abs, ops::unary(OpId::Sin, ops::mul(x, Scalar(kPi))));
   Tensor reflected = ops::sub(ops::unary(OpId::Log, ops::div(Scalar(kPi), sin_pix)), direct);
   Tensor value = ops::where(reflect, reflected, direct);
-  return ops::where(at_pole(x), Scalar(std::numeric_limits<double>::infinity()), value);
+  // log|Gamma| is +inf at both infinities, as PyTorch gives: the series computes inf - inf = NaN at
+  // +inf, and sin(pi x) is NaN at -inf.
+  Tensor infinite = ops::binary(OpId::LogicalOr, at_pole(x), ops::binary(OpId::Eq, ops::unary(OpId::Abs, x),
+                                                                          Scalar(std::numeric_limits<double>::infinity())));
+  return ops::where(infinite, Scalar(std::numeric_limits<double>::infinity()), value);
 }
 
 // digamma: psi(x) = psi(x + 6) - sum 1/(x + k), k < 6, with psi's asymptotic series at x + 6

@@ -7,12 +7,20 @@ import math
 import loom
 
 
+def _check_number(name, arg, value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name}(): argument '{arg}' must be float, not {type(value).__name__}")
+
+
 def _positions(name, window_length, periodic, dtype):
     """(dtype, N): the checked dtype (default: the default dtype) and the denominator of the
     positions n / N: the symmetric window's length less one, which is window_length for a periodic
     window. Lengths 0 and 1 are the callers' (an empty window, [1])."""
     if isinstance(window_length, bool) or not isinstance(window_length, int):
         raise TypeError(f"{name}(): argument 'window_length' must be int, not {type(window_length).__name__}")
+    # Checked before any work: a wrong `periodic` once went on to compute a window of 2^31 values.
+    if not isinstance(periodic, bool):
+        raise TypeError(f"{name}(): argument 'periodic' must be bool, not {type(periodic).__name__}")
     if window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
     dtype = loom.get_default_dtype() if dtype is None else dtype
@@ -27,6 +35,8 @@ def _finish(values, requires_grad):
 
 def _cosine_sum(name, coefficients, window_length, periodic, dtype, layout, device, requires_grad):
     """sum_k (-1)^k a_k cos(2 pi k n / N), the family hann, hamming and blackman belong to."""
+    for arg, a in zip(("alpha", "beta"), coefficients):
+        _check_number(name, arg, a)
     dtype, span = _positions(name, window_length, periodic, dtype)
     if window_length <= 1:
         return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
@@ -68,6 +78,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
     """I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), I0 the modified Bessel function of order 0
     (its power series, summed in float64 until the terms no longer count)."""
     dtype, span = _positions("kaiser_window", window_length, periodic, dtype)
+    _check_number("kaiser_window", "beta", beta)
     if window_length <= 1:
         return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
     n = loom.arange(window_length, dtype=loom.float64, device=device)
