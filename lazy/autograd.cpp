@@ -46,6 +46,10 @@ bool lists_numbers(OpId op) {
 class OpBackward final : public GradFn {
  public:
   OpBackward(OpId op, const Attrs& attrs) : op_(op), attrs_(attrs) {}
+  // One per op recorded with autograd, dropped by the hundred at each backward
+  // (runtime/free_list.h).
+  static void* operator new(size_t size) { return FreeList<OpBackward>::allocate(size); }
+  static void operator delete(void* p, size_t size) noexcept { FreeList<OpBackward>::release(p, size); }
 
   std::string name() const override {
     IntSpan shape = shapes_.empty() ? IntSpan() : IntSpan(shapes_[0]);
@@ -101,6 +105,14 @@ class OpBackward final : public GradFn {
 
   void save_result(TensorImpl& output) { result_ = SavedTensor(Tensor(&output), true); }
 
+  // Room for `n` arguments, made once: growing each list one argument at a time cost about as
+  // much as the rest of recording the op.
+  void reserve(size_t n) {
+    saved_.reserve(n);
+    shapes_.reserve(n);
+    next.reserve(n);
+  }
+
   std::vector<SavedTensor>& saved() { return saved_; }
   SavedTensor& saved_result() { return result_; }
   DType out_dtype_ = DType::Float32;
@@ -112,9 +124,9 @@ class OpBackward final : public GradFn {
   Attrs attrs_;
   std::vector<SavedTensor> saved_;
   SavedTensor result_;
-  std::vector<Scalar> scalars_;
+  SmallVec<Scalar, 3> scalars_;
   std::vector<Dims> shapes_;
-  std::vector<DType> dtypes_;
+  SmallVec<DType, 4> dtypes_;
   uint64_t tensor_args_ = 0;        // bit i: argument i was a tensor (for the name)
   SmallVec<uint32_t, 4> edge_arg_;  // the argument of each entry of `next`
 };
@@ -368,6 +380,7 @@ void record_op(OpId op, const Attrs& attrs, std::span<const Arg> args, TensorImp
   auto fn = make_ref<OpBackward>(op, attrs);
   auto needs_grad = [&](size_t i) { return args[i].tensor && requires_grad(*args[i].tensor); };
   auto [read, result] = def.saves.wanted(args.size(), needs_grad);
+  fn->reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg& a = args[i];
     fn->save(a, SavedValues::reads(read, i));

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "lazy/tensor.h"
+#include "runtime/free_list.h"
 
 namespace loom {
 
@@ -143,6 +144,10 @@ struct ViewHistory {
 };
 
 struct AutogradMeta {
+  // Every result of an op recorded with autograd has one (runtime/free_list.h).
+  static void* operator new(size_t size) { return FreeList<AutogradMeta>::allocate(size); }
+  static void operator delete(void* p, size_t size) noexcept { FreeList<AutogradMeta>::release(p, size); }
+
   bool requires_grad = false;
   bool retains_grad = false;
   Ref<GradFn> grad_fn;         // null for leaves

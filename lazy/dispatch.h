@@ -6,6 +6,7 @@
 // no hashing beyond the new node).
 #pragma once
 
+#include <array>
 #include <optional>
 
 #include "lazy/autograd.h"
@@ -61,6 +62,41 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs = {}, std::optional
 inline Tensor apply(OpId op, std::initializer_list<Arg> args, Attrs attrs = {}) {
   return apply(op, std::span<const Arg>(args.begin(), args.size()), std::move(attrs));
 }
+
+// Args for one apply() that borrow the tensors of Args their caller holds for the call: copying
+// an Arg retains its tensor and dropping it releases it, two atomic read-modify-writes (15-20
+// cycles each) per tensor, and the elementwise entry points (ops::unary, ops::binary) are on
+// the path of nearly every recorded op. apply() only reads its span (whatever it keeps, it
+// copies), so the borrowed references are given back without a release.
+template <size_t N>
+class BorrowedArgs {
+ public:
+  template <typename... From>
+    requires(sizeof...(From) == N)
+  explicit BorrowedArgs(const From&... from) : args_{borrow(from)...} {}
+  ~BorrowedArgs() {
+    for (Arg& a : args_) a.tensor.leak();
+  }
+  BorrowedArgs(const BorrowedArgs&) = delete;
+  BorrowedArgs& operator=(const BorrowedArgs&) = delete;
+
+  std::span<const Arg> span() const noexcept { return args_; }
+
+ private:
+  static Arg borrow(const Arg& from) {
+    Arg a(from.scalar);
+    a.foldable = from.foldable;
+    a.tensor = Ref<TensorImpl>::adopt(from.tensor.get());
+    return a;
+  }
+  static Arg borrow(const Tensor& from) {
+    Arg a(Scalar(int64_t{0}));
+    a.tensor = Ref<TensorImpl>::adopt(from.get());
+    return a;
+  }
+
+  std::array<Arg, N> args_;
+};
 
 // A view of t: `transform` maps a layout to the view's layout (runtime/layout.h's view algebra),
 // returning std::optional<Layout>. Eager and materialized tensors get a view of their storage;

@@ -44,7 +44,7 @@ const Array& Node::no_array() noexcept {
 }
 
 Ref<Node> Node::make(OpId op, OutputMeta meta, Attrs attrs, std::span<Node* const> inputs) {
-  Ref<Node> n(new Node());
+  Ref<Node> n = Ref<Node>::fresh(new Node());
   n->op_ = op;
   n->dtype_ = meta.dtype;
   n->shape_ = std::move(meta.shape);
@@ -75,7 +75,7 @@ void Node::set_leaf_value(Scalar value) {
 }
 
 Ref<Node> Node::input(Array array) {
-  Ref<Node> n(new Node());
+  Ref<Node> n = Ref<Node>::fresh(new Node());
   n->op_ = OpId::Input;
   n->dtype_ = array.dtype;
   n->shape_ = Dims(array.sizes());
@@ -85,7 +85,7 @@ Ref<Node> Node::input(Array array) {
 }
 
 Ref<Node> Node::scalar(Scalar value, bool foldable) {
-  Ref<Node> n(new Node());
+  Ref<Node> n = Ref<Node>::fresh(new Node());
   double v = value.as_double();
   // A number loom.compile knows the source of stays a parameter whatever its value: a replay
   // gives it that source's value of the call (lazy/capture.h).

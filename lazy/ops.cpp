@@ -12,7 +12,10 @@
 namespace loom::ops {
 namespace {
 
-Tensor apply1(OpId op, const Tensor& x, Attrs attrs = {}) { return apply(op, {Arg(x)}, std::move(attrs)); }
+Tensor apply1(OpId op, const Tensor& x, Attrs attrs = {}) {
+  BorrowedArgs<1> args(x);
+  return apply(op, args.span(), std::move(attrs));
+}
 
 bool is_one(const Scalar& s) { return s.as_double() == 1.0; }
 
@@ -179,7 +182,10 @@ int64_t reduced_count(IntSpan shape, const DimList& dims) {
 // ---- elementwise ----
 
 Tensor unary(OpId op, const Tensor& x) { return apply1(op, x); }
-Tensor binary(OpId op, const Arg& a, const Arg& b) { return apply(op, {a, b}); }
+Tensor binary(OpId op, const Arg& a, const Arg& b) {
+  BorrowedArgs<2> args(a, b);
+  return apply(op, args.span());
+}
 
 // PyTorch's square is pow(x, 2): a bool input promotes with the int exponent to int64.
 Tensor square(const Tensor& x) { return unary(OpId::Square, x->dtype() == DType::Bool ? cast(x, DType::Int64) : x); }

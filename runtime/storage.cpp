@@ -4,7 +4,7 @@ namespace loom {
 
 Ref<Storage> Storage::allocate(size_t nbytes, Device device) {
   CachingAllocator& allocator = allocator_for(device);
-  Ref<Storage> s(new Storage());  // first, so a failed allocation leaves nothing to clean up
+  Ref<Storage> s = Ref<Storage>::fresh(new Storage());  // first, so a failed allocation leaves nothing to clean up
   auto allocation = allocator.allocate(nbytes);
   s->data_ = allocation.ptr;
   s->nbytes_ = nbytes;
@@ -15,7 +15,7 @@ Ref<Storage> Storage::allocate(size_t nbytes, Device device) {
 }
 
 Ref<Storage> Storage::wrap(void* data, size_t nbytes, Device device, ReleaseFn release, void* context) {
-  Ref<Storage> s(new Storage());
+  Ref<Storage> s = Ref<Storage>::fresh(new Storage());
   s->data_ = data;
   s->nbytes_ = nbytes;
   s->device_ = device;
