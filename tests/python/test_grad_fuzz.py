@@ -127,7 +127,7 @@ def test_random_program_gradients(device, program):
             raise AssertionError(f"gradient of input {k} after {steps}: {e}") from None
 
 
-@settings(max_examples=fuzz_examples(25), deadline=None, database=None, derandomize=DERANDOMIZE,
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=grad_programs(dtype="float32"))
 def test_random_program_gradients_float32(device, program):

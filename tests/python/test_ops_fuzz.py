@@ -595,7 +595,7 @@ def assert_float32_close(ours, theirs, exact, where):
                            f"{err_theirs[bad][:4]} (reference {ref[bad][:4]})")
 
 
-@settings(max_examples=fuzz_examples(60), deadline=None, database=None,
+@settings(max_examples=fuzz_examples(100), deadline=None, database=None,
           derandomize=os.environ.get("LOOM_FUZZ") != "explore",
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=programs(dtypes=("float32",), exclude=DISCONTINUOUS))
