@@ -3,10 +3,10 @@ ops, built identically in loom and PyTorch, agree on every intermediate value, s
 
 Hypothesis draws the inputs (shapes with broadcastable companions, 0-d and empty ones included;
 float64 or int64 values, or float32 for the float32 test; contiguous, transposed, sliced with a
-step or expanded in memory) and a program: each step picks an op whose operands (earlier values of the program) it accepts. The
-program is drawn by running it on torch, then replayed on loom on the device under test (and, for
-the lazy device, also on the cpu). All intermediates are compared at the end, so on the lazy device
-one sync evaluates the whole program."""
+step or expanded in memory) and a program: each step picks an op whose operands (earlier values of
+the program) it accepts. The program is drawn by running it on torch, then replayed on loom on the
+device under test (and, for the lazy device, also on the cpu). All intermediates are compared at the
+end, so on the lazy device one sync evaluates the whole program."""
 
 import os
 
@@ -608,4 +608,5 @@ def test_random_programs_float32(device, program):
     theirs = run_program(torch, None, inputs, steps)
     ours = run_program(loom, device, inputs, steps)
     for k, (o, t, e) in enumerate(zip(ours, theirs, exact)):
-        assert_float32_close(o, t, e, f"value {k} ({'input' if k < len(inputs) else f'after {steps[:k - len(inputs) + 1]}'})")
+        where = "input" if k < len(inputs) else f"after {steps[:k - len(inputs) + 1]}"
+        assert_float32_close(o, t, e, f"value {k} ({where})")

@@ -1,8 +1,8 @@
 """Property test: random chains of view ops give numpy's values and PyTorch's shapes and strides.
 
 Hypothesis draws a shape, a dtype (float64 or float32) and a chain of ops (permute, transpose, slice,
-select, unsqueeze, squeeze, expand, reshape, view, flatten, narrow, None/Ellipsis indexing); each op is applied to a loom
-tensor, a numpy array and (when installed) a torch tensor. After every step the three must agree
+select, unsqueeze, squeeze, expand, reshape, view, flatten, narrow, None/Ellipsis indexing); each op
+is applied to a loom tensor, a numpy array and (when installed) a torch tensor. After every step the three must agree
 on shape and values, loom and torch on strides, storage offset, contiguity and on whether a view
 is possible at all; a view must share its base's memory. Finally a write through the last view
 must land in the base where torch's lands. The same chain on the lazy device must give numpy's
