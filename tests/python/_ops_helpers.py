@@ -50,6 +50,12 @@ def device(request):
             release_pending()
 
 
+def fuzz_examples(default):
+    """max_examples of a hypothesis fuzzer: `default` (sized for CI) unless LOOM_FUZZ_EXAMPLES=N
+    asks for N (a longer local hunt; with LOOM_FUZZ=explore, new programs each run)."""
+    return int(os.environ.get("LOOM_FUZZ_EXAMPLES") or default)
+
+
 def release_pending():
     """Drops what keeps a test's pending lazy tensors alive after it ends: pytest stores the last
     failure's traceback (failed and xfailed tests) in sys.last_traceback, whose frames hold them.

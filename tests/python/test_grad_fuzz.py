@@ -2,7 +2,8 @@
 through loom.compile equals PyTorch on every call.
 
 The programs are test_ops_fuzz.py's (elementwise, reduction, view, matmul, data, in-place and nn
-ops, drawn by running them on torch), in float64. For the gradient test every input requires grad
+ops, drawn by running them on torch, on inputs of test_ops_fuzz's shapes and memory layouts), in
+float64 and, against PyTorch's own float32 error, in float32. For the gradient test every input requires grad
 and the program's loss is a weighted sum of every floating value it made (weights drawn with the
 program, so each value's gradient path matters and none cancels another); loom's gradients of the
 inputs, on the device under test (the lazy device runs the compiled executor: fused backward
@@ -20,7 +21,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 import loom  # noqa: E402
 import test_ops_fuzz as fuzz  # noqa: E402  (its programs and ops; its own test is collected there)
-from _ops_helpers import assert_close, device, torch  # noqa: E402,F401
+from _ops_helpers import assert_close, device, fuzz_examples, torch  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -37,17 +38,19 @@ NOT_DIFFERENTIABLE = {"argmin", "floordiv", "mod", "eq_mask", "trunc", "trunc_fr
 
 
 @st.composite
-def grad_programs(draw):
-    """A float64 program without the ops above, and one loss weight per value it makes."""
-    inputs, steps = draw(fuzz.programs())
-    if inputs[0].dtype != np.float64:
+def grad_programs(draw, dtype="float64"):
+    """A program of floats of `dtype` without the ops above, and one loss weight per value it makes."""
+    # float32 programs leave out the ops whose value jumps (see fuzz.DISCONTINUOUS).
+    excluded = NOT_DIFFERENTIABLE | (fuzz.DISCONTINUOUS if dtype == "float32" else set())
+    inputs, steps = draw(fuzz.programs(dtypes=(dtype, "int64"), exclude=excluded - NOT_DIFFERENTIABLE))
+    if inputs[0][0].dtype != np.dtype(dtype):
         # Float inputs of the same shapes (not the integers converted: they sit on kinks, where
         # PyTorch's own kernels disagree, e.g. hardswish at 3) and steps drawn again below (an
         # int64 program's ops may not apply to floats).
         g = np.random.default_rng(draw(st.integers(0, 2**31 - 1)))
-        inputs = [np.asarray(g.standard_normal(a.shape) * 3) for a in inputs]
+        inputs = [(fuzz.input_values(g, a.shape, dtype, layout), layout) for a, layout in inputs]
         steps = []
-    env = [torch.from_numpy(a.copy()) for a in inputs]
+    env = fuzz.input_tensors(torch, None, inputs)
     kept = []
     for name, params, squash in steps:
         if name in NOT_DIFFERENTIABLE:
@@ -61,7 +64,7 @@ def grad_programs(draw):
         env.append(fuzz._squash(torch, result) if squash else result)
         kept.append((name, params, squash))
     for _ in range(draw(st.integers(0 if kept else 1, 4))):
-        name = draw(st.sampled_from(sorted(set(fuzz.OPS_BY_NAME) - NOT_DIFFERENTIABLE)))
+        name = draw(st.sampled_from(sorted(set(fuzz.OPS_BY_NAME) - excluded)))
         options = fuzz.OPS_BY_NAME[name][0](env)
         if not options:
             continue
@@ -94,11 +97,11 @@ def weighted_loss(m, env, seed):
 
 
 def gradients(m, device, inputs, steps, seed):
-    if m is torch:
-        leaves = [torch.from_numpy(a.copy()).requires_grad_() for a in inputs]
-    else:
-        leaves = [loom.tensor(a, device=device, requires_grad=True) for a in inputs]
-    env = list(leaves)
+    """The gradients of the weighted loss with respect to the inputs' leaves (a transposed, strided
+    or expanded input is a view of its leaf: the gradient flows back through the view)."""
+    pairs = [fuzz.leaf_and_input(m, device, a, layout, requires_grad=True) for a, layout in inputs]
+    leaves = [leaf for leaf, _ in pairs]
+    env = [x for _, x in pairs]
     for name, params, squash in steps:
         result = fuzz.OPS_BY_NAME[name][1](m, env, params)
         env.append(fuzz._squash(m, result) if squash else result)
@@ -106,7 +109,7 @@ def gradients(m, device, inputs, steps, seed):
     return [leaf.grad for leaf in leaves]
 
 
-@settings(max_examples=100, deadline=None, database=None, derandomize=DERANDOMIZE,
+@settings(max_examples=fuzz_examples(80), deadline=None, database=None, derandomize=DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=grad_programs())
 def test_random_program_gradients(device, program):
@@ -124,7 +127,25 @@ def test_random_program_gradients(device, program):
             raise AssertionError(f"gradient of input {k} after {steps}: {e}") from None
 
 
-@settings(max_examples=40, deadline=None, database=None, derandomize=DERANDOMIZE,
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=DERANDOMIZE,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(program=grad_programs(dtype="float32"))
+def test_random_program_gradients_float32(device, program):
+    """The gradients in float32 (the backward kernels' float32 forms), as accurate as PyTorch's
+    float32 ones against PyTorch's float64 gradients on the same float32 inputs."""
+    inputs, steps, seed = program
+    exact = gradients(torch, None, fuzz.as_float64(inputs), steps, seed)
+    theirs = gradients(torch, None, inputs, steps, seed)
+    ours = gradients(loom, device, inputs, steps, seed)
+    for k, (o, t, e) in enumerate(zip(ours, theirs, exact)):
+        if t is None:
+            assert o is None or not np.any(o.cpu().numpy()), f"input {k}: torch has no gradient"
+            continue
+        assert o is not None, f"input {k}: loom has no gradient after {steps}"
+        fuzz.assert_float32_close(o, t, e, f"gradient of input {k} after {steps}")
+
+
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=fuzz.programs())
 def test_random_programs_compiled(program):
@@ -147,10 +168,9 @@ def test_random_programs_compiled(program):
     held = []
     for call in range(3):
         g = np.random.default_rng(call)
-        xs = [a if call == 0 else np.asarray((g.standard_normal(a.shape) * 3 if a.dtype == np.float64
-                                              else g.integers(-5, 6, size=a.shape)).astype(a.dtype)) for a in inputs]
+        xs = [(a if call == 0 else fuzz.input_values(g, a.shape, a.dtype.name, layout), layout) for a, layout in inputs]
         ref = fuzz.run_program(torch, None, xs, steps)[len(xs):]
-        out = compiled(*[loom.tensor(a, device="lazy") for a in xs])
+        out = compiled(*fuzz.input_tensors(loom, "lazy", xs))
         fuzz._compare(out, ref, steps, 0)
         held.append((out, ref))
     for out, ref in held:  # a later call's replay never overwrote an earlier call's results

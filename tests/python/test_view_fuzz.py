@@ -1,11 +1,12 @@
 """Property test: random chains of view ops give numpy's values and PyTorch's shapes and strides.
 
-Hypothesis draws a shape and a chain of ops (permute, transpose, slice, select, unsqueeze, squeeze,
-expand, reshape, view, flatten, narrow, None/Ellipsis indexing); each op is applied to a loom
-tensor, a numpy array and (when installed) a torch tensor. After every step the three must agree
+Hypothesis draws a shape, a dtype (float64 or float32) and a chain of ops (permute, transpose, slice,
+select, unsqueeze, squeeze, expand, reshape, view, flatten, narrow, None/Ellipsis indexing); each op
+is applied to a loom tensor, a numpy array and (when installed) a torch tensor. After every step the three must agree
 on shape and values, loom and torch on strides, storage offset, contiguity and on whether a view
 is possible at all; a view must share its base's memory. Finally a write through the last view
-must land in the base where torch's lands."""
+must land in the base where torch's lands. The same chain on the lazy device must give numpy's
+values and reductions."""
 
 import math
 
@@ -17,6 +18,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import loom  # noqa: E402
+from _ops_helpers import fuzz_examples  # noqa: E402
 from conftest import storage_base, to_numpy  # noqa: E402
 
 try:
@@ -50,14 +52,17 @@ def _factor_shape(data, numel, max_dims=4):
 class Chain:
     """Applies the same ops to loom, numpy and torch and checks they agree."""
 
-    def __init__(self, shape):
-        values = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+    def __init__(self, shape, dtype="float64", lazy=False):
+        values = np.arange(math.prod(shape), dtype=dtype).reshape(shape)
         self.base = loom.tensor(values)
+        # With lazy, the same chain on the lazy device (its views are nodes of the graph, evaluated
+        # by the compiled executor at the end: strided reads and reductions of the final view).
+        self.lazy = loom.tensor(values, device="lazy") if lazy else None
         self.np = values.copy()
         self.np_base = self.np
         self.t = self.base
         n = values.size
-        self.tt = torch.arange(n, dtype=torch.float64).reshape(shape) if torch is not None else None
+        self.tt = torch.arange(n, dtype=getattr(torch, dtype)).reshape(shape) if torch is not None else None
         self.tt_base = self.tt
         self.overlapping = False  # expand makes elements share memory: no writes then
         self.copied = False  # reshape may copy: then the result no longer aliases the base
@@ -68,6 +73,8 @@ class Chain:
         self.log.append(name)
         before = self.t
         self.t = loom_fn(self.t)
+        if self.lazy is not None:
+            self.lazy = loom_fn(self.lazy)
         self.np = np_fn(self.np)
         if self.tt is not None:
             self.tt = (torch_fn or loom_fn)(self.tt)
@@ -225,7 +232,8 @@ def _would_copy(c, fn):
     copies = storage_base(out) != storage_base(c.t) and out.numel() > 0
     if c.tt is not None and c.tt.numel() > 0:
         tout = fn(c.tt)
-        torch_copies = tout.data_ptr() - tout.storage_offset() * 8 != c.tt.data_ptr() - c.tt.storage_offset() * 8
+        size = c.tt.element_size()
+        torch_copies = tout.data_ptr() - tout.storage_offset() * size != c.tt.data_ptr() - c.tt.storage_offset() * size
         assert copies == torch_copies, c.log
     return copies
 
@@ -248,10 +256,23 @@ def shapes(draw):
     return shape
 
 
-@settings(max_examples=250, deadline=None, database=None)
-@given(shape=shapes(), data=st.data())
-def test_random_view_chains(shape, data):
-    c = Chain(tuple(shape))
+def check_lazy(c):
+    """The chain's final view on the lazy device holds numpy's values, and its reductions (a
+    float32 one takes the blocked float sum) equal numpy's exactly: the values are small integers."""
+    lazy = c.lazy
+    assert tuple(lazy.shape) == c.np.shape, c.log
+    expected = np.asarray(c.np)
+    got = [lazy, lazy.sum()] + ([lazy.sum(-1), lazy.amax(-1)] if lazy.dim() and lazy.shape[-1] else [])
+    want = [expected, expected.sum()] + ([expected.sum(-1), expected.max(-1)] if lazy.dim() and lazy.shape[-1] else [])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(to_numpy(g), w, err_msg=str(c.log))
+        assert to_numpy(g).dtype == np.asarray(w).dtype, c.log
+
+
+@settings(max_examples=fuzz_examples(250), deadline=None, database=None)
+@given(shape=shapes(), dtype=st.sampled_from(["float64", "float32"]), data=st.data())
+def test_random_view_chains(shape, dtype, data):
+    c = Chain(tuple(shape), dtype)
     c.check()
     for _ in range(data.draw(st.integers(1, 8))):
         _step(data, c)
@@ -259,7 +280,7 @@ def test_random_view_chains(shape, data):
     # in the last copy the chain made.
     if c.overlapping or c.t.numel() == 0:
         return
-    new = -1.0 - np.arange(c.t.numel(), dtype=np.float64).reshape(tuple(c.t.shape))
+    new = -1.0 - np.arange(c.t.numel(), dtype=dtype).reshape(tuple(c.t.shape))
     c.t[...] = loom.tensor(new)
     if (not c.copied and isinstance(c.np, np.ndarray) and c.np.flags.writeable
             and np.shares_memory(c.np, c.np_base)):
@@ -270,7 +291,18 @@ def test_random_view_chains(shape, data):
         np.testing.assert_array_equal(c.root.numpy(), c.tt_root.numpy(), err_msg=str(c.log))
 
 
-@settings(max_examples=150, deadline=None, database=None)
+# Fewer chains: each compiles kernels of its own shapes and strides.
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None)
+@given(shape=shapes(), dtype=st.sampled_from(["float32", "float64"]), data=st.data())
+def test_random_view_chains_lazy(shape, dtype, data):
+    """The chains on the lazy device too: the final view's values and reductions (check_lazy)."""
+    c = Chain(tuple(shape), dtype, lazy=True)
+    for _ in range(data.draw(st.integers(1, 8))):
+        _step(data, c)
+    check_lazy(c)
+
+
+@settings(max_examples=fuzz_examples(150), deadline=None, database=None)
 @given(shape=shapes().filter(lambda s: s and 0 not in s), data=st.data())
 def test_random_index_tuples(shape, data):
     """Random combinations of ints, slices, None and Ellipsis index like numpy, and assign like numpy."""
