@@ -12,8 +12,8 @@
 // that holds none, as a weak pointer would). So a holder that sees the count at 1 holds the only
 // reference and no other thread can raise it: release() then needs no atomic write, and a fresh
 // object's first reference (make_ref, Ref::fresh) is a plain store. Each atomic read-modify-write
-// costs 15-20 cycles, and recording one lazy op made and dropped four of them this way (a node
-// and a tensor, created and released) out of about ten.
+// costs 15-20 cycles; recording one lazy op made seventeen, four of them this way (a node and a
+// tensor, created and released).
 //
 // Iterative release (DESIGN decision 14: graph depth is bounded by memory, never by the C stack).
 // IR nodes, autograd functions and tensors own one another in chains as long as a program's loop
