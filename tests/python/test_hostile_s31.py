@@ -113,3 +113,48 @@ def test_embedding_form_takes_any_padding_idx():
                                                                     torch.tensor([0, 2]), p).tolist()
     with pytest.raises(AssertionError, match="Padding_idx"):
         F.embedding(i, w, padding_idx=7)
+
+
+# ---- values that differed from torch's ----
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("eps", [0.8594, 0.5, float("nan"), 0.2, -0.1])
+def test_logit_clamps_as_pytorch_logit(device, eps):
+    # clamp(x, eps, 1 - eps) gave 1 - eps everywhere when the bounds cross, and NaN for a NaN eps.
+    v = [5.0, 2.0, -1.0, 0.0, 0.3, 1.0, 0.9]
+    got = loom.logit(loom.tensor(v, device=device), eps).tolist()
+    want = torch.logit(torch.tensor(v), eps).tolist()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    x = loom.tensor([0.0, 0.3, 1.0], requires_grad=True)
+    loom.special.logit(x, 0.2).sum().backward()
+    tx = torch.tensor([0.0, 0.3, 1.0], requires_grad=True)
+    torch.special.logit(tx, 0.2).sum().backward()
+    np.testing.assert_allclose(x.grad.tolist(), tx.grad.tolist(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.filterwarnings("ignore:cov")
+@pytest.mark.parametrize("shape", [(1, 4), (4,), (2, 4), (1, 1)])
+def test_cov_and_corrcoef_of_one_variable_are_0d(device, shape):
+    a = np.arange(float(np.prod(shape))).reshape(shape) ** 1.5
+    for name in ("cov", "corrcoef"):
+        with np.errstate(all="ignore"):
+            got = getattr(loom, name)(loom.tensor(a, device=device))
+            want = getattr(torch, name)(torch.tensor(a))
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(np.array(got.tolist()), want.numpy(), rtol=1e-6)
+
+
+# ---- a crash: sizes past int64 in fold / unfold ----
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("call", [
+    lambda d: F.fold(loom.ones(2, 3, device=d), [-2], [2 ** 62]),  # kernel product wrapped to 0: SIGFPE
+    lambda d: F.fold(loom.ones(1, 4, 1, device=d), [2 ** 62, 2 ** 62], [2, 2]),
+    lambda d: F.unfold(loom.ones(1, 1, 3, 3, device=d), [2 ** 62, 3], dilation=4),
+    lambda d: F.unfold(loom.ones(1, 1, 3, 3, device=d), [2, 2], padding=2 ** 62),
+], ids=["fold_kernel", "fold_output_size", "unfold_dilation", "unfold_padding"])
+def test_fold_and_unfold_sizes_past_int64_raise(device, call):
+    with pytest.raises(RuntimeError):
+        call(device)
+    assert tuple(F.fold(loom.ones(1, 4, 4, device=device), [3, 3], [2, 2]).shape) == (1, 1, 3, 3)
