@@ -158,3 +158,16 @@ def test_fold_and_unfold_sizes_past_int64_raise(device, call):
     with pytest.raises(RuntimeError):
         call(device)
     assert tuple(F.fold(loom.ones(1, 4, 4, device=device), [3, 3], [2, 2]).shape) == (1, 1, 3, 3)
+
+
+# ---- a hang: tril_indices / triu_indices visited every (row, col) pair ----
+
+def test_tri_indices_visit_only_the_rows_with_indices():
+    for args in [(5, 2 ** 62, -2 ** 63), (2 ** 62, 2 ** 62, 0), (2 ** 62, 3, -2 ** 63)]:
+        with pytest.raises(RuntimeError, match="more than 2\\^31 indices"):
+            loom.triu_indices(*args)
+    assert tuple(loom.tril_indices(5, 2 ** 62, -2 ** 63).shape) == (2, 0)
+    assert tuple(loom.triu_indices(3, 3, 2 ** 63 - 1).shape) == (2, 0)
+    for r, c, o in [(0, 4, 0), (3, 4, -2), (5, 1, 3), (4, 4, -9), (3, 4, 1), (5, 4, -1)]:
+        for name in ("tril_indices", "triu_indices"):
+            assert getattr(loom, name)(r, c, o).tolist() == getattr(torch, name)(r, c, o).tolist()
