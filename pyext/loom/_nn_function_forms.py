@@ -205,7 +205,6 @@ def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
 def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
     """(h, c) after one step; hx is [h, c]."""
     _argcheck.tensor("lstm_cell", "input", input, 1)
-    _argcheck.tensor("lstm_cell", "hx", hx, 2)
     if len(hx) != 2:
         raise RuntimeError(f"lstm_cell expects two hidden states (h, c), got {len(hx)}")
     return tuple(_cell("LSTM", input, tuple(hx), w_ih, w_hh, b_ih, b_hh))
