@@ -45,6 +45,9 @@ DEVICES = ["cpu", "lazy"]
     (lambda: loom.binary_cross_entropy_with_logits(loom.ones(2), [1.0, 0.0]), "binary_cross_entropy_with_logits",
      "target"),
     (lambda: loom.rsub(2 ** 70, loom.ones(2)), "rsub", "input"),
+    (lambda: F.scaled_dot_product_attention(1.0, loom.ones(2, 2), loom.ones(2, 2)), "scaled_dot_product_attention",
+     "query"),
+    (lambda: loom.kaiser_window(2, True, 1.0, dtype=[[1, 2], [3]]), "kaiser_window", "dtype"),
 ], ids=lambda v: v if isinstance(v, str) else "")
 def test_a_wrong_typed_argument_is_a_type_error_naming_it(call, fn, arg):
     with pytest.raises(TypeError, match=rf"{fn}\(\): argument '{arg}'"):
