@@ -326,13 +326,24 @@ void check_floating_blocks(const Tensor& x, const char* kernel_name) {
              dtype_info(x->dtype()).scalar_type_name, "'");
 }
 
+// The sizes are the caller's numbers (fold's output_size, any kernel, dilation, padding): each
+// product and sum is checked, as a hostile 2^62 would otherwise wrap around (and a count or tap
+// product of 0 then divides by zero).
 Dims block_counts(IntSpan extent, const BlockParams& p) {
   Dims counts;
-  for (size_t i = 0; i < 2; ++i)
-    counts.push_back((extent[i] + 2 * p.padding[i] - (p.dilation[i] * (p.kernel[i] - 1) + 1)) / p.stride[i] + 1);
   bool fits = true;
-  for (size_t i = 0; i < 2; ++i)
-    fits = fits && extent[i] + 2 * p.padding[i] >= p.dilation[i] * (p.kernel[i] - 1) + 1 && counts[i] >= 1;
+  for (size_t i = 0; i < 2; ++i) {
+    int64_t reach = 0, window = 0, padding = 0, padded = 0;
+    bool representable = !__builtin_mul_overflow(p.dilation[i], p.kernel[i] - 1, &reach) &&
+                         !__builtin_add_overflow(reach, 1, &window) &&
+                         !__builtin_mul_overflow(p.padding[i], 2, &padding) &&
+                         !__builtin_add_overflow(extent[i], padding, &padded);
+    LOOM_CHECK(representable, Runtime, "Given spatial size ", spatial(extent, ", "), ", kernel_size=",
+               spatial(p.kernel, ", "), ", dilation=", spatial(p.dilation, ", "), ", padding=", spatial(p.padding, ", "),
+               ": the padded size or the sliding block's extent exceeds the int64 range");
+    counts.push_back((padded - window) / p.stride[i] + 1);
+    fits = fits && padded >= window && counts[i] >= 1;
+  }
   LOOM_CHECK(fits, Runtime, "Given input with spatial size ", spatial(extent, ", "), ", kernel_size=",
              spatial(p.kernel, ", "), ", dilation=", spatial(p.dilation, ", "), ", padding=", spatial(p.padding, ", "),
              ", calculated shape of the array of sliding blocks as ", spatial(counts, ", "),
@@ -371,15 +382,20 @@ Tensor col2im(const Tensor& input, IntSpan output_size, IntSpan kernel_size, Int
              "Expected 2D or 3D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
              "input, but got: ", format_dims(input->sizes()));
   Tensor x = batched ? input : unsqueeze(input, 0);
-  int64_t taps = p.kernel[0] * p.kernel[1], rows = x->sizes()[1];
-  LOOM_CHECK(rows % taps == 0, Runtime, "Expected size of input's dimension 1 to be divisible by the product of "
+  int64_t taps = 0, rows = x->sizes()[1];
+  // A product past int64 cannot divide rows (the same error, not a division by a wrapped 0).
+  bool taps_fit = !__builtin_mul_overflow(p.kernel[0], p.kernel[1], &taps);
+  LOOM_CHECK(taps_fit && rows % taps == 0, Runtime, "Expected size of input's dimension 1 to be divisible by the product of "
              "kernel_size, but got input.size(1)=", rows, " and kernel_size=", spatial(p.kernel, ", "), ".");
   Dims counts = block_counts(out_size, p);
-  LOOM_CHECK(x->sizes()[2] == counts[0] * counts[1], Runtime, "Given output_size=", spatial(out_size, ", "),
+  int64_t blocks = 0;
+  bool blocks_fit = !__builtin_mul_overflow(counts[0], counts[1], &blocks);
+  LOOM_CHECK(blocks_fit && x->sizes()[2] == blocks, Runtime, "Given output_size=", spatial(out_size, ", "),
              ", kernel_size=", spatial(p.kernel, ", "), ", dilation=", spatial(p.dilation, ", "), ", padding=",
              spatial(p.padding, ", "), ", stride=", spatial(p.stride, ", "),
              ", expected size of input's dimension 2 to match the calculated number of sliding blocks ", counts[0],
-             " * ", counts[1], " = ", counts[0] * counts[1], ", but got input.size(2)=", x->sizes()[2], ".");
+             " * ", counts[1], " = ", (blocks_fit ? std::to_string(blocks) : std::string("more than int64 holds")),
+             ", but got input.size(2)=", x->sizes()[2], ".");
   check_floating_blocks(x, "col2im_out_cpu");
   int64_t n = x->sizes()[0], channels = rows / taps;
   Tensor windows = permute(reshape(x, Dims{n, channels, p.kernel[0], p.kernel[1], counts[0], counts[1]}),

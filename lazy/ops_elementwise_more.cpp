@@ -167,10 +167,16 @@ Tensor sinc(const Tensor& x0) {
 }
 
 // log(z / (1 - z)), z = x clamped to [eps, 1 - eps] when eps is given (PyTorch's gradient: none
-// outside, the bounds included inside).
+// outside, the bounds included inside). The clamp is PyTorch's logit's own, not clamp(): below eps
+// gives eps, else above 1 - eps gives 1 - eps. That differs from clamp() where the bounds cross
+// (eps > 0.5: clamp gives 1 - eps everywhere, PyTorch eps below it), and a NaN eps bounds nothing
+// (no comparison with NaN holds) where clamp() would make every element NaN.
 Tensor logit(const Tensor& x0, std::optional<double> eps) {
   Tensor z = as_floating(x0);
-  if (eps) z = clamp(z, Arg(Scalar(*eps)), Arg(Scalar(1.0 - *eps)));
+  if (eps && !std::isnan(*eps)) {
+    Tensor below = binary(OpId::Lt, z, Scalar(*eps));
+    z = where(below, Arg(Scalar(*eps)), Arg(clamp(z, std::nullopt, Arg(Scalar(1.0 - *eps)))));
+  }
   return unary(OpId::Log, div(z, sub(kOne, z)));
 }
 

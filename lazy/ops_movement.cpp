@@ -468,13 +468,35 @@ Tensor tri_indices(int64_t row, int64_t col, int64_t offset, bool lower, DType d
   LOOM_CHECK(col >= 0, Runtime, "col must be non-negative, got", col);
   LOOM_CHECK(dtype == DType::Int64 || dtype == DType::Int32, Runtime, "\"", name, "\" not implemented for '",
              dtype_info(dtype).scalar_type_name, "'");
+  // Row r's columns are one range: [0, r + offset] (lower) or [r + offset, col) (upper), clipped
+  // to [0, col). Only the rows whose range is not empty are visited, each adds at least one
+  // index, and the total is bounded before anything is built: 5 x 2^62 visited every pair, for
+  // years. (__int128: offset may be any int64, and r + offset must not wrap.)
+  using Wide = __int128;
+  constexpr int64_t kMaxIndices = int64_t{1} << 31;
+  Wide first = lower ? std::max<Wide>(0, -Wide{offset}) : 0;
+  Wide last = col == 0 ? first : lower ? Wide{row} : std::min<Wide>(row, std::max<Wide>(0, Wide{col} - offset));
+  auto range_of = [&](Wide r) {
+    Wide lo = lower ? 0 : std::max<Wide>(0, r + offset), hi = lower ? std::min<Wide>(col, r + offset + 1) : col;
+    return std::pair{static_cast<int64_t>(lo), static_cast<int64_t>(hi)};
+  };
+  int64_t total = 0;
+  for (Wide r = first; r < last; ++r) {
+    auto [lo, hi] = range_of(r);
+    total += hi - lo;
+    LOOM_CHECK(total <= kMaxIndices, Runtime, name, "(", row, ", ", col, ", ", offset, ") gives more than 2^31 "
+               "indices (", 2 * kMaxIndices * 8, " bytes and more)");
+  }
   std::vector<int64_t> rows, cols;
-  for (int64_t r = 0; r < row; ++r)
-    for (int64_t c = 0; c < col; ++c)
-      if (lower ? c - r <= offset : c - r >= offset) {
-        rows.push_back(r);
-        cols.push_back(c);
-      }
+  rows.reserve(2 * static_cast<size_t>(total));
+  cols.reserve(static_cast<size_t>(total));
+  for (Wide r = first; r < last; ++r) {
+    auto [lo, hi] = range_of(r);
+    for (int64_t c = lo; c < hi; ++c) {
+      rows.push_back(static_cast<int64_t>(r));
+      cols.push_back(c);
+    }
+  }
   rows.insert(rows.end(), cols.begin(), cols.end());
   auto count = static_cast<int64_t>(cols.size());
   return cast(int64_tensor(rows, Dims{2, count}, where), dtype);

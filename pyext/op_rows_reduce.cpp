@@ -118,7 +118,7 @@ Result histc(const Parsed& p) {
                           ops::cast(inside, x->dtype()));
 }
 
-// cov: the covariance of the variables in input's rows (a 1-d input: one variable, a 0-d result)
+// cov: the covariance of the variables in input's rows (one variable: a 0-d result)
 // over the observations in its columns, weighted by fweights * aweights, divided by the weight
 // sum less `correction` (for aweights, PyTorch's correction * sum(w * aweights) / sum(w)).
 Tensor covariance(const Tensor& input, double correction, const Tensor& fweights, const Tensor& aweights) {
@@ -163,7 +163,9 @@ Tensor covariance(const Tensor& input, double correction, const Tensor& fweights
   if (divisor <= 0) check_status(PyErr_WarnEx(PyExc_UserWarning, "cov(): degrees of freedom is <= 0", 1));
   Tensor centered = ops::sub(x, mean);
   Tensor result = ops::div(ops::matmul(w ? ops::mul(centered, w) : centered, ops::t(centered)), scale);
-  return input->ndim() < 2 ? ops::squeeze(result) : result;
+  // Squeezed whatever input's rank: one variable is a 0-d result also when it comes as a (1, N)
+  // row, as PyTorch's (and corrcoef's "one variable" case tests c's rank).
+  return ops::squeeze(result);
 }
 
 // corrcoef: cov normalized by the standard deviations, clipped to [-1, 1].

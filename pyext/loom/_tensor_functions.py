@@ -10,6 +10,7 @@ differentiates through those ops. Arguments are checked first, with PyTorch's me
 import collections
 
 import loom
+from loom import _argcheck
 
 
 def _as_tensor(value, like):
@@ -41,6 +42,7 @@ def isin(elements, test_elements, *, assume_unique=False, invert=False):
 def vander(x, N=None, increasing=False):
     """The Vandermonde matrix of a 1-d x: columns x^(N-1), ..., x^0 (increasing: x^0 first).
     Integer and bool inputs give int64, as PyTorch."""
+    _argcheck.tensor("vander", "x", x, 1)
     if x.dim() != 1:
         raise RuntimeError(f"x must be a one-dimensional tensor, got shape {list(x.shape)}")
     n = x.shape[0] if N is None else N
@@ -79,6 +81,8 @@ def _check_dim(y, dim, name):
 
 
 def _pieces(y, x, dx, dim, name):
+    _argcheck.tensor(name, "y", y, 1)
+    _argcheck.tensor(name, "x", x, 2, optional=True)
     dim = _check_dim(y, dim, name)
     n = y.shape[dim]
     if n == 0:
@@ -120,6 +124,7 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     central differences inside, one-sided differences of `edge_order` (1 or 2) at the ends.
     spacing: one number for every dim, a number per dim, or per dim a 1-d tensor of coordinates
     (uneven samples; edge_order 1 only)."""
+    _argcheck.tensor("gradient", "input", input, 1)
     if edge_order not in (1, 2):
         raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}")
     dims = list(range(input.dim())) if dim is None else [dim] if isinstance(dim, int) else list(dim)
@@ -181,6 +186,8 @@ def histogram(input, bins, *, range=None, weight=None, density=False):
     between the edges of a 1-d tensor `bins`. Each bin holds [left, right) but the last, which
     also holds its right edge; values outside are left out. density divides by the total and the
     bin widths."""
+    _argcheck.tensor("histogram", "input", input, 1)
+    _argcheck.tensor("histogram", "weight", weight, optional=True)
     if not input.is_floating_point():
         raise RuntimeError(f"torch.histogram(): input must be a floating-point tensor, got {input.dtype}")
     if weight is not None and tuple(weight.shape) != tuple(input.shape):

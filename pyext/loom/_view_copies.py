@@ -4,10 +4,12 @@ and op suites call them. Also concatenate (cat's numpy name), fill, and real / i
 real tensors."""
 
 import loom
+from loom import _argcheck
 
 
 def _copy_of(name, view):
     def copy(input, *args, **kwargs):
+        _argcheck.tensor(name, "input", input, 1)
         result = view(input, *args, **kwargs)
         if isinstance(result, (tuple, list)):
             return tuple(t.clone(memory_format=loom.contiguous_format) for t in result)
@@ -49,12 +51,15 @@ globals().update({name: _copy_of(name, view) for name, view in _VIEWS.items()})
 
 def concatenate(tensors, dim=0):
     """cat under numpy's name."""
+    if isinstance(tensors, loom.Tensor):
+        raise TypeError("concatenate(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor")
     return loom.cat(tensors, dim)
 
 
 def fill(input, value):
     """A tensor of input's shape and dtype with every element `value` (a number or a 0-d tensor,
     whose gradient is the sum of the result's)."""
+    _argcheck.tensor("fill", "input", input, 1)
     if isinstance(value, loom.Tensor):
         if value.dim() != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.dim()} "

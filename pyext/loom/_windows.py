@@ -24,6 +24,8 @@ def _positions(name, window_length, periodic, dtype):
     if window_length < 0:
         raise RuntimeError(f"{name} requires non-negative window_length, got window_length={window_length}")
     dtype = loom.get_default_dtype() if dtype is None else dtype
+    if not isinstance(dtype, loom.dtype):
+        raise TypeError(f"{name}(): argument 'dtype' must be dtype, not {type(dtype).__name__}")
     if not dtype.is_floating_point:
         raise RuntimeError(f"{name} expects floating point dtypes, got: {dtype}")
     return dtype, (window_length if periodic else window_length - 1)

@@ -5,6 +5,7 @@ polynomials are not here: loom has no kernels for them."""
 import math
 
 import loom
+from loom import _argcheck
 
 expit = loom.sigmoid
 logit = loom.logit
@@ -39,7 +40,7 @@ def xlog1py(input, other):
     """input * log1p(other), and 0 where input is 0 and other is not NaN (even where log1p(other) is
     infinite or NaN). The gradient for other is 0 where input is 0 (PyTorch's is NaN where other is
     also -1); the one for input is log1p(other) where that is finite."""
-    input, other = loom.broadcast_tensors(*_as_tensors(input, other))
+    input, other = loom.broadcast_tensors(*_as_tensors("xlog1py", ("input", "other"), (input, other)))
     # Where input is 0, an other outside log1p's finite range is replaced by 0: the product is then
     # the 0 wanted, and no infinity reaches either gradient. No where() around the product, so the
     # gradient for input at 0 is still log1p(other).
@@ -97,9 +98,17 @@ def multigammaln(input, p):
     return p * (p - 1) / 4 * math.log(math.pi) + loom.lgamma(x.unsqueeze(-1) - j / 2).sum(-1)
 
 
-def _as_tensors(*values):
+def _as_tensors(fn, names, values):
+    """The values (tensors or numbers, at least one a tensor) as tensors of their promoted dtype
+    (a floating one: these functions give the default float dtype for integer arguments) on the
+    first tensor's device. Computing in the promoted dtype matters: log1p of a float16 argument
+    next to a float32 one is float32's log1p in PyTorch, not float16's."""
+    _argcheck.tensors_or_numbers(fn, names, values)
     first = next(v for v in values if isinstance(v, loom.Tensor))
-    return [v if isinstance(v, loom.Tensor) else loom.tensor(v, dtype=first.dtype, device=first.device)
+    dtype = loom.result_type(*values)
+    if not dtype.is_floating_point:
+        dtype = loom.get_default_dtype()
+    return [v.to(dtype) if isinstance(v, loom.Tensor) else loom.tensor(v, dtype=dtype, device=first.device)
             for v in values]
 
 

@@ -87,6 +87,24 @@ RANDOM_WORDS = ("rand", "dropout", "bernoulli", "multinomial", "normal", "poisso
 TORCH_DIFFERS = {"slice_copy", "unique", "Tensor.unique"}
 
 
+def _torch_value_unreliable(target, seed, call):
+    """Why torch 1.13's value of this call is no reference, or None. (1) The torch.* forms of the
+    losses (torch.kl_div, torch.hinge_embedding_loss, ...) declare `int reduction=Mean`, but 1.13's
+    Python binding reads that default as 0 (none): called without reduction they return the
+    unreduced loss, where loom applies the declared mean. (2) The strides of a tensor of no
+    elements are whatever built it (torch keeps numpy's zeros from torch.tensor(ndarray)); they
+    address nothing, so they are no value to compare."""
+    self_desc, args, kwargs = call
+    if "." not in target and target.endswith("_loss") or target in ("kl_div", "binary_cross_entropy_with_logits"):
+        params = random.Random(f"{target}/{seed}").choice(param_lists(target))
+        names = [p[0] for p in params]
+        if "reduction" in names and "reduction" not in kwargs and len(args) <= names.index("reduction"):
+            return "torch 1.13 reads the declared default reduction=Mean as none"
+    if target == "Tensor.stride" and self_desc is not None and 0 in self_desc["shape"]:
+        return "strides of an empty tensor"
+    return None
+
+
 def modules(m):
     """(prefix, module) pairs of library m (loom or torch) whose functions are fuzzed."""
     import importlib
@@ -664,6 +682,7 @@ def run_one(target, device, seed, report):
         # order it visits them, so only shapes and dtypes are compared.
         random_result = True
     mixed = _mixes_devices(call)
+    unreliable = _torch_value_unreliable(target, seed, call)
     try:
         self_v, args, kwargs, tensors = build_call(loom, call, device)
     except Exception as e:  # noqa: BLE001 (the values themselves: not the call under test)
@@ -728,6 +747,10 @@ def run_one(target, device, seed, report):
     if torch_err is not None:
         rec["outcome"] = "lenient"
         rec["torch_error"] = torch_err[:200]
+        return rec
+    if unreliable:
+        rec["outcome"] = "ok"
+        rec["why"] = f"not compared: {unreliable}"
         return rec
     d = _differs(loom_host, torch_host, random_result)
     if d is None and not random_result and len(arg_host) == len(t_arg_host):

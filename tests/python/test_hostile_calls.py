@@ -28,20 +28,7 @@ KNOWN_OPEN = {
     ("Tensor.all", "hang"): "the same",
     ("Tensor.any", "hang"): "the same",
     ("Tensor.sum", "hang"): "the same",
-    ("Tensor.stride", "mismatch"): "strides of size-1 / size-0 dims differ from torch's",
-    ("corrcoef", "mismatch"): "corrcoef of one variable: loom (1, 1), torch 0-d",
-    ("hinge_embedding_loss", "mismatch"): "reduction of an empty input: loom 0-d, torch (0,)",
-    ("F.hinge_embedding_loss", "mismatch"): "the same",
     ("median", "mismatch"): "lazy median of an expanded uint8 input",
-    ("rsub", "mismatch"): "rsub of a 0-d float64 tensor and a float32 tensor: loom float64",
-    ("special.logit", "mismatch"): "logit with eps of nan / at the bounds",
-    ("F.batch_norm", "bad_exception"): "training=<non-bool> reaches .numel() of a bool",
-    ("special.xlog1py", "bad_exception"): "xlog1py(None, -1): a bare StopIteration (torch: TypeError)",
-    ("trapezoid", "bad_exception"): "trapezoid(None): AttributeError (torch: TypeError)",
-    ("unbind_copy", "bad_exception"): "unbind_copy(1.5): AttributeError (torch: TypeError)",
-    ("unfold_copy", "bad_exception"): "the same",
-    ("embedding", "bad_exception"): "padding_idx out of range: loom AssertionError, torch another error",
-    ("F.embedding", "bad_exception"): "the same",
 }
 
 

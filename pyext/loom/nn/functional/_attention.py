@@ -4,6 +4,7 @@ import math
 
 import loom
 from loom import _C
+from loom import _argcheck
 from loom.nn.functional._dropout import dropout
 from loom.nn.functional._linear import linear
 
@@ -16,6 +17,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     PyTorch's function does: pass 0.0 in evaluation); enable_gqa lets key and value have fewer
     heads (dim -3) than query, each shared by a group of query heads. One op with its own
     derivative from the saved probabilities: two products and a row kernel each way."""
+    _argcheck.tensors("scaled_dot_product_attention", query=query, key=key, value=value)
     if is_causal and attn_mask is not None:
         raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when is_causal=True")
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
@@ -62,6 +64,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     S), key_padding_mask (N, S); a bool mask marks positions NOT to attend to, a float mask is
     added to the scores. Returns (output, weights): weights (N, L, S) averaged over heads, or
     (N, heads, L, S), or None without need_weights."""
+    _argcheck.tensors("multi_head_attention_forward", query=query, key=key, value=value)
     if query.dim() not in (2, 3) or key.dim() != query.dim() or value.dim() != query.dim():
         raise AssertionError(f"query, key and value should be all 2-D (unbatched) or all 3-D (batched), but got "
                              f"{query.dim()}-D, {key.dim()}-D and {value.dim()}-D tensors")

@@ -14,6 +14,7 @@ are a device-to-host copy in PyTorch's CUDA kernel.
 """
 
 import loom
+from loom import _argcheck
 
 _NEG_INF = float("-inf")
 
@@ -48,6 +49,8 @@ def _shifted(alpha, by):
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    _argcheck.tensor("ctc_loss", "log_probs", log_probs, 1)
+    _argcheck.tensor("ctc_loss", "targets", targets, 2)
     if log_probs.dim() not in (2, 3):
         raise RuntimeError(f"ctc_loss: log_probs must be 2-D (input_length, num_labels) or 3-D (input_length, "
                            f"batch_size, num_labels), got {log_probs.dim()}-D of shape {tuple(log_probs.shape)}")

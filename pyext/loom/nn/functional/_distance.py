@@ -3,6 +3,7 @@ normalize."""
 
 import loom
 from loom import _C
+from loom import _argcheck
 
 cosine_similarity = _C.cosine_similarity
 pairwise_distance = _C.pairwise_distance
@@ -10,6 +11,7 @@ pairwise_distance = _C.pairwise_distance
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     """input divided by its p-norm along dim, the norm at least eps."""
+    _argcheck.tensor("normalize", "input", input, 1)
     if out is not None:
         raise NotImplementedError("loom's normalize has no out= argument")
     denom = loom.linalg.vector_norm(input, p, dim, keepdim=True).clamp(min=eps)
@@ -19,6 +21,7 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
 def pdist(input, p=2.0):
     """The p-norm distances between the rows of a 2-d input, pair (i, j) for i < j in row-major
     order: n * (n - 1) / 2 values."""
+    _argcheck.tensor("pdist", "input", input, 1)
     if input.dim() != 2:
         raise RuntimeError(f"pdist only supports 2D tensors, got: {input.dim()}D")
     if not input.is_floating_point():

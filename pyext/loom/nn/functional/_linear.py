@@ -1,6 +1,7 @@
 """Linear maps of loom.nn.functional: linear, bilinear."""
 
 from loom import _C
+from loom import _argcheck
 
 linear = _C.linear
 
@@ -8,6 +9,8 @@ linear = _C.linear
 def bilinear(input1, input2, weight, bias=None):
     """y[..., o] = sum_ij input1[..., i] weight[o, i, j] input2[..., j] + bias[o]: one matrix
     product of input1 with the weight, then a product-sum with input2."""
+    _argcheck.tensor("bilinear", "input1", input1, 1)
+    _argcheck.tensor("bilinear", "input2", input2, 2)
     if input1.shape[:-1] != input2.shape[:-1]:
         raise RuntimeError(f"bilinear(): input batch dimensions do not match: got {list(input1.shape[:-1])} and "
                            f"{list(input2.shape[:-1])}")

@@ -13,6 +13,7 @@ import warnings
 
 import loom
 from loom import _C
+from loom import _argcheck
 
 _TORCH_DTYPE_NAMES = {"bool": "Bool", "uint8": "Byte", "int8": "Char", "int16": "Short", "int32": "Int",
                       "int64": "Long", "float16": "Half", "bfloat16": "BFloat16", "float32": "Float", "float64": "Double"}
@@ -125,6 +126,8 @@ def _picked(logp, target):
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     """The negative log-likelihood of class indices, given log-probabilities (N, C), (C,) or
     (N, C, d1, ...)."""
+    _argcheck.tensors("nll_loss", input=input, target=target)
+    _argcheck.optional_tensors("nll_loss", weight=weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     _check_class_target(input, target, weight)
@@ -167,6 +170,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                   label_smoothing=0.0):
     """Cross-entropy of logits against class indices, with PyTorch's ignore_index, class weights
     and label smoothing; or against class probabilities when the target is shaped like the input."""
+    _argcheck.tensors("cross_entropy", input=input, target=target)
+    _argcheck.optional_tensors("cross_entropy", weight=weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
@@ -184,6 +189,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """-w (t log(x) + (1 - t) log(1 - x)), each log clamped at -100 as PyTorch's."""
+    _argcheck.tensors("binary_cross_entropy", input=input, target=target)
+    _argcheck.optional_tensors("binary_cross_entropy", weight=weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Using a target size ({loom.Size(target.shape)}) that is different to the input size "
@@ -201,6 +208,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                                      pos_weight=None):
     """log(1 + exp(-|x|)) + max(x, 0) - x t, the numerically stable form PyTorch uses; pos_weight
     scales the positive term (broadcast along the last dim, the classes)."""
+    _argcheck.tensors("binary_cross_entropy_with_logits", input=input, target=target)
+    _argcheck.optional_tensors("binary_cross_entropy_with_logits", weight=weight, pos_weight=pos_weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({loom.Size(target.shape)}) must be the same as input size "
@@ -220,6 +229,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
 # ---- regression ----
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _argcheck.tensors("mse_loss", input=input, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     _check_reduction(reduction)
@@ -228,6 +238,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    _argcheck.tensors("l1_loss", input=input, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     _check_reduction(reduction)
@@ -236,6 +247,7 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """0.5 z^2 / beta where |z| < beta, else |z| - beta / 2 (the L1 loss for beta = 0)."""
+    _argcheck.tensors("smooth_l1_loss", input=input, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _warn_size(input, target)
     _check_reduction(reduction)
@@ -249,6 +261,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 def huber_loss(input, target, reduction="mean", delta=1.0):
     """0.5 z^2 where |z| < delta, else delta (|z| - delta / 2)."""
+    _argcheck.tensors("huber_loss", input=input, target=target)
     _warn_size(input, target)
     _check_reduction(reduction)
     if delta <= 0:
@@ -260,6 +273,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     """KL(target || exp(input)) pointwise: target (log target - input), 0 where target is 0;
     'batchmean' divides the sum by the batch size (the mathematical definition)."""
+    _argcheck.tensors("kl_div", input=input, target=target)
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     elif reduction == "mean":
@@ -282,6 +296,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
                      reduction="mean"):
     """exp(x) - t x (log_input), else x - t log(x + eps); full adds Stirling's approximation of
     log(t!) where t > 1."""
+    _argcheck.tensors("poisson_nll_loss", input=input, target=target)
     if size_average is not None or reduce is not None:
         reduction = _legacy_reduction(size_average, reduce, reduction)
     if reduction not in ("none", "mean", "sum"):
@@ -297,6 +312,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     """0.5 (log(var) + (input - target)^2 / var), var clamped at eps (its gradient passing the
     clamp, as PyTorch's). PyTorch raises on a negative variance, a check that reads the data: loom
     makes it in eager mode only (in lazy mode it would sync every step)."""
+    _argcheck.tensors("gaussian_nll_loss", input=input, target=target)
     if tuple(var.shape) != tuple(input.shape):
         if tuple(input.shape[:-1]) == tuple(var.shape):
             var = var.unsqueeze(-1)
@@ -321,6 +337,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """log(1 + exp(-y x)), computed stably."""
+    _argcheck.tensors("soft_margin_loss", input=input, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     z = -target * input
@@ -329,6 +346,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="m
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """max(0, -y (x1 - x2) + margin)."""
+    _argcheck.tensors("margin_ranking_loss", input1=input1, input2=input2, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if input1.dim() != input2.dim() or input1.dim() != target.dim():
@@ -340,6 +358,7 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     """x where y = 1, max(0, margin - x) where y = -1."""
+    _argcheck.tensors("hinge_embedding_loss", input=input, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     margin_part = loom.where(target != 1, (margin - input).clamp(min=0), 0.0)
@@ -352,6 +371,7 @@ _COSINE_EPS = 1e-12  # PyTorch's EPSILON in cosine_embedding_loss
 
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     """1 - cos(x1, x2) where y = 1, max(0, cos(x1, x2) - margin) where y = -1."""
+    _argcheck.tensors("cosine_embedding_loss", input1=input1, input2=input2, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     targ_dim = target.dim()
@@ -379,6 +399,7 @@ def _pairwise_distance(x1, x2, p, eps):
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     """max(0, margin + d(a, p) - d(a, n)) with d the p-norm distance; swap uses d(p, n) when smaller."""
+    _argcheck.tensors("triplet_margin_loss", anchor=anchor, positive=positive, negative=negative)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     a, pos, neg = anchor.dim(), positive.dim(), negative.dim()
@@ -395,6 +416,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0, swap=False,
                                       reduction="mean"):
     """triplet_margin_loss with any distance (pairwise_distance by default)."""
+    _argcheck.tensors("triplet_margin_with_distance_loss", anchor=anchor, positive=positive, negative=negative)
     _check_reduction(reduction)
     if margin <= 0:
         raise ValueError(f"triplet_margin_with_distance_loss: expected margin to be greater than 0, got {margin} "
@@ -409,6 +431,8 @@ def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_fu
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The mean over classes of -(t log sigmoid(x) + (1 - t) log sigmoid(-x)) (times weight)."""
+    _argcheck.tensors("multilabel_soft_margin_loss", input=input, target=target)
+    _argcheck.optional_tensors("multilabel_soft_margin_loss", weight=weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     loss = -(target * _log_sigmoid(input) + (1 - target) * _log_sigmoid(-input))
@@ -422,6 +446,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     """Over the number of classes, the sum of max(0, 1 - (x[j] - x[i])) over the target classes j
     (a row's entries of target before its first -1) and the classes i that are not targets. A
     class index out of range adds nothing where PyTorch raises (as cross_entropy: no sync)."""
+    _argcheck.tensors("multilabel_margin_loss", input=input, target=target)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if input.dim() > 2 or input.numel() == 0 and input.dim() != 2:
@@ -453,6 +478,8 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
 
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
     """The mean over classes j != y of max(0, margin - x[y] + x[j]) ** p (times weight[y])."""
+    _argcheck.tensors("multi_margin_loss", input=input, target=target)
+    _argcheck.optional_tensors("multi_margin_loss", weight=weight)
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_reduction(reduction)
     if p != 1 and p != 2:

@@ -2,11 +2,20 @@
 
 import loom
 from loom import _C
+from loom import _argcheck
 
 
 def _channel_shape(input):
     """(1, C, 1, ...): a per-channel vector broadcast against (N, C, *)."""
     return (1, input.shape[1]) + (1,) * (input.dim() - 2)
+
+
+def _check_tensors(fn, input, **optional):
+    """PyTorch's TypeError for an input that is no Tensor or an optional tensor argument (running
+    statistics, weight, bias) that is neither a Tensor nor None."""
+    _argcheck.tensor(fn, "input", input, 1)
+    for name, value in optional.items():
+        _argcheck.tensor(fn, name, value, optional=True)
 
 
 def _affine(out, weight, bias, shape):
@@ -29,6 +38,8 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     """Normalizes each channel (dim 1) over the batch and every other dim. Training mode uses the
     batch statistics and, given running_mean / running_var, moves them towards the batch's
     (the variance unbiased) in place; otherwise the running statistics normalize."""
+    _check_tensors("batch_norm", input, running_mean=running_mean, running_var=running_var, weight=weight, bias=bias)
+    _argcheck.boolean("batch_norm", "training", training)
     if input.dim() < 2:
         raise ValueError(f"batch_norm expects an input of at least 2 dimensions (N, C, *), got {input.dim()}D "
                          f"input of size {list(input.shape)}")
@@ -63,6 +74,9 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
                   momentum=0.1, eps=1e-5):
     """Normalizes each (sample, channel) over its spatial dims. With use_input_stats and running
     statistics given, those move towards the batch's average of the instance statistics."""
+    _check_tensors("instance_norm", input, running_mean=running_mean, running_var=running_var, weight=weight,
+                   bias=bias)
+    _argcheck.boolean("instance_norm", "use_input_stats", use_input_stats)
     if input.dim() < 3:
         raise ValueError(f"instance_norm expects an input of at least 3 dimensions (N, C, *), got "
                          f"{input.dim()}D input of size {list(input.shape)}")
@@ -94,6 +108,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Normalizes each sample's channels in num_groups groups, over each group's channels and
     the spatial dims; then a per-channel affine map."""
+    _check_tensors("group_norm", input, weight=weight, bias=bias)
     if input.dim() < 2:
         raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
     n, channels = input.shape[0], input.shape[1]
@@ -108,7 +123,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     return _affine(out, weight, bias, _channel_shape(input))
 
 
-def _normalized_dims(input, normalized_shape, name):
+def _normalized_dims(input, normalized_shape, name, weight=None, bias=None):
+    _check_tensors(name, input, weight=weight, bias=bias)
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
@@ -122,7 +138,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalizes over the last len(normalized_shape) dims, then the elementwise affine map: one
     op with PyTorch's derivative over the saved mean and rstd (grad_fn NativeLayerNormBackward0,
     lazy/ops_norm.cpp)."""
-    dims = _normalized_dims(input, normalized_shape, "layer_norm")
+    dims = _normalized_dims(input, normalized_shape, "layer_norm", weight, bias)
     return _C._layer_norm(input, len(dims), weight, bias, eps)
 
 
@@ -134,7 +150,7 @@ _EPS = {loom.float16: 0.0009765625, loom.bfloat16: 0.0078125, loom.float32: 1.19
 def rms_norm(input, normalized_shape, weight=None, eps=None):
     """x / sqrt(mean(x^2) + eps) over the last len(normalized_shape) dims, times weight; eps
     defaults to the machine epsilon of the input's dtype, as PyTorch's."""
-    dims = _normalized_dims(input, normalized_shape, "rms_norm")
+    dims = _normalized_dims(input, normalized_shape, "rms_norm", weight)
     if eps is None:
         eps = _EPS.get(input.dtype, _EPS[loom.float32])
     return _C._rms_norm(input, len(dims), weight, eps)

@@ -7,6 +7,7 @@ spatial plane, as PyTorch's; with autograd, the gradient goes to the first maxim
 
 from loom import _C
 from loom.nn.functional._activation import relu
+from loom import _argcheck
 
 avg_pool1d = _C.avg_pool1d
 avg_pool2d = _C.avg_pool2d
@@ -33,16 +34,19 @@ for _name, _fn in (("max_pool1d", max_pool1d), ("max_pool2d", max_pool2d), ("max
 
 def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=False):
+    _argcheck.tensor("max_pool1d_with_indices", "input", input, 1)
     return _C.max_pool1d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=False):
+    _argcheck.tensor("max_pool2d_with_indices", "input", input, 1)
     return _C.max_pool2d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                             return_indices=False):
+    _argcheck.tensor("max_pool3d_with_indices", "input", input, 1)
     return _C.max_pool3d_with_indices(input, kernel_size, stride, padding, dilation, ceil_mode)
 
 
@@ -57,37 +61,45 @@ def _sizes(input, output_size, k):
 
 
 def adaptive_avg_pool2d(input, output_size):
+    _argcheck.tensor("adaptive_avg_pool2d", "input", input, 1)
     return _C._adaptive_avg_pool2d(input, _sizes(input, output_size, 2))
 
 
 def adaptive_avg_pool3d(input, output_size):
+    _argcheck.tensor("adaptive_avg_pool3d", "input", input, 1)
     return _C._adaptive_avg_pool3d(input, _sizes(input, output_size, 3))
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
+    _argcheck.tensor("adaptive_max_pool1d", "input", input, 1)
     values, indices = _C.adaptive_max_pool1d(input, output_size)
     return (values, indices) if return_indices else values
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
+    _argcheck.tensor("adaptive_max_pool2d", "input", input, 1)
     values, indices = _C._adaptive_max_pool2d(input, _sizes(input, output_size, 2))
     return (values, indices) if return_indices else values
 
 
 def adaptive_max_pool3d(input, output_size, return_indices=False):
+    _argcheck.tensor("adaptive_max_pool3d", "input", input, 1)
     values, indices = _C._adaptive_max_pool3d(input, _sizes(input, output_size, 3))
     return (values, indices) if return_indices else values
 
 
 def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    _argcheck.tensor("adaptive_max_pool1d_with_indices", "input", input, 1)
     return _C.adaptive_max_pool1d(input, output_size)
 
 
 def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    _argcheck.tensor("adaptive_max_pool2d_with_indices", "input", input, 1)
     return _C._adaptive_max_pool2d(input, _sizes(input, output_size, 2))
 
 
 def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    _argcheck.tensor("adaptive_max_pool3d_with_indices", "input", input, 1)
     return _C._adaptive_max_pool3d(input, _sizes(input, output_size, 3))
 
 
@@ -120,27 +132,35 @@ def _unpool_size(input, kernel_size, stride, padding, output_size, k):
 
 def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool1d: each value placed at its index, zeros elsewhere."""
+    _argcheck.tensor("max_unpool1d", "input", input, 1)
+    _argcheck.tensor("max_unpool1d", "indices", indices, 2)
     return _C._max_unpool1d(input, indices, _unpool_size(input, kernel_size, stride, padding, output_size, 1))
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool2d: each value placed at its index, zeros elsewhere."""
+    _argcheck.tensor("max_unpool2d", "input", input, 1)
+    _argcheck.tensor("max_unpool2d", "indices", indices, 2)
     return _C._max_unpool2d(input, indices, _unpool_size(input, kernel_size, stride, padding, output_size, 2))
 
 
 def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
     """The inverse of max_pool3d: each value placed at its index, zeros elsewhere."""
+    _argcheck.tensor("max_unpool3d", "input", input, 1)
+    _argcheck.tensor("max_unpool3d", "indices", indices, 2)
     return _C._max_unpool3d(input, indices, _unpool_size(input, kernel_size, stride, padding, output_size, 3))
 
 
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over the window of x ** p) ** (1 / p), as PyTorch computes it (through avg_pool1d)."""
+    _argcheck.tensor("lp_pool1d", "input", input, 1)
     out = avg_pool1d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (out.sign() * relu(out.abs())).mul(kernel_size).pow(1.0 / norm_type)
 
 
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """(sum over the window of x ** p) ** (1 / p), as PyTorch computes it (through avg_pool2d)."""
+    _argcheck.tensor("lp_pool2d", "input", input, 1)
     kh, kw = _tuple(kernel_size, 2)
     out = avg_pool2d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (out.sign() * relu(out.abs())).mul(kh * kw).pow(1.0 / norm_type)

@@ -2,6 +2,7 @@
 
 import loom
 from loom import _C
+from loom import _argcheck
 
 one_hot = _C.one_hot
 
@@ -49,6 +50,8 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     looked up are first renormalized in weight itself (torch.embedding_renorm_). With
     scale_grad_by_freq, a row's gradient is divided by how often input looks it up. `sparse` asks
     PyTorch for a sparse gradient; loom's is dense, with the same values."""
+    _argcheck.tensor("embedding", "input", input, 1)
+    _argcheck.tensor("embedding", "weight", weight, 2)
     if padding_idx is not None:
         if not -weight.shape[0] <= padding_idx < weight.shape[0]:
             raise AssertionError("Padding_idx must be within num_embeddings")
@@ -76,6 +79,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     the bags' boundaries stay tensor data: in lazy mode new offsets do not change the trace.
     max_norm and scale_grad_by_freq act as in embedding(); the gradient is dense (sparse=True
     gives its values densely)."""
+    _argcheck.tensor("embedding_bag", "input", input, 1)
+    _argcheck.tensor("embedding_bag", "weight", weight, 2)
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode!r}")
     if scale_grad_by_freq and mode == "max":

@@ -16,6 +16,7 @@ import numpy as np
 
 import loom
 from loom.nn.functional._pooling import adaptive_avg_pool1d, adaptive_avg_pool2d, adaptive_avg_pool3d
+from loom import _argcheck
 
 _LINEAR_MODES = ("linear", "bilinear", "bicubic", "trilinear")
 _CUBIC_A = -0.75  # PyTorch's bicubic coefficient
@@ -147,6 +148,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     """Resamples (N, C, d1, ..., dK) input (K = 1, 2, 3) to `size` or by `scale_factor`, as
     torch.nn.functional.interpolate: modes nearest, nearest-exact, linear, bilinear, bicubic,
     trilinear, area."""
+    _argcheck.tensor("interpolate", "input", input, 1)
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: "
@@ -218,22 +220,26 @@ _TORCH_NAMES = {"loom.uint8": "Byte", "loom.int32": "Int", "loom.int64": "Long",
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
     """Deprecated alias of interpolate, as in PyTorch."""
+    _argcheck.tensor("upsample", "input", input, 1)
     warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.")
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
+    _argcheck.tensor("upsample_nearest", "input", input, 1)
     warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate instead.")
     return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
+    _argcheck.tensor("upsample_bilinear", "input", input, 1)
     warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate instead.")
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
 def pixel_shuffle(input, upscale_factor):
     """(*, C * r^2, H, W) -> (*, C, H * r, W * r): a reshape and a permute."""
+    _argcheck.tensor("pixel_shuffle", "input", input, 1)
     r = upscale_factor
     if input.dim() < 3:
         raise RuntimeError(f"pixel_shuffle expects input to have at least 3 dimensions, but got input with "
@@ -254,6 +260,7 @@ def pixel_shuffle(input, upscale_factor):
 def channel_shuffle(input, groups):
     """(N, C, *) with its channels read as (groups, C / groups) and written as (C / groups, groups):
     a reshape, a transpose and a reshape (so it differentiates, where PyTorch 1.13's does not)."""
+    _argcheck.tensor("channel_shuffle", "input", input, 1)
     if input.dim() <= 2:
         raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(input.shape)}")
     if groups <= 0:
@@ -267,6 +274,7 @@ def channel_shuffle(input, groups):
 
 def pixel_unshuffle(input, downscale_factor):
     """(*, C, H * r, W * r) -> (*, C * r^2, H, W), the inverse of pixel_shuffle."""
+    _argcheck.tensor("pixel_unshuffle", "input", input, 1)
     r = downscale_factor
     if input.dim() < 3:
         raise RuntimeError(f"pixel_unshuffle expects input to have at least 3 dimensions, but got input with "
@@ -298,6 +306,7 @@ def _base_grid(n, device, dtype, align_corners):
 def affine_grid(theta, size, align_corners=None):
     """The sampling grid of an affine map: (N, H, W, 2) from theta (N, 2, 3) for size (N, C, H,
     W), or (N, D, H, W, 3) from (N, 3, 4) for (N, C, D, H, W)."""
+    _argcheck.tensor("affine_grid", "theta", theta, 1)
     if align_corners is None:
         warnings.warn("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
                       "Please specify align_corners=True if the old behavior is desired. See the documentation of "
@@ -362,6 +371,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     zeros or border padding, as torch.nn.functional.grid_sample; written as gathers, so its
     gradients (with respect to input and grid) are autograd's. loom samples 4-d input only, and
     has not reflection padding or bicubic mode."""
+    _argcheck.tensor("grid_sample", "input", input, 1)
+    _argcheck.tensor("grid_sample", "grid", grid, 2)
     if align_corners is None:
         warnings.warn("Default grid_sample and affine_grid behavior has changed to align_corners=False since 1.3.0. "
                       "Please specify align_corners=True if the old behavior is desired. See the documentation of "
