@@ -16,7 +16,11 @@
 //
 // Matrices are handed to LAPACK column-major: each matrix is copied transposed into a work
 // buffer (the copy LAPACK needs anyway, since it works in place) and the result transposed back.
+// That skeleton (the host batch, the work copies, the result block per matrix, the copy into the
+// output) is for_each_matrix's, once; each kernel is its LAPACK call and how its result is laid out.
+#include <array>
 #include <cmath>
+#include <type_traits>
 #include <limits>
 #include <string_view>
 #include <vector>
@@ -78,9 +82,10 @@ std::string failure_prefix(const char* name, int64_t b, int64_t batch, bool batc
   return s;
 }
 
-#if LOOM_HAVE_LAPACK
 // ---- LAPACK by type (the _work forms: no NaN scan of the input, which would refuse it) ----
+// Without LAPACK the same names exist and raise (infer raises first: they are never reached).
 
+#if LOOM_HAVE_LAPACK
 lapack_int potrf(char uplo, lapack_int n, float* a) { return LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo, n, a, n); }
 lapack_int potrf(char uplo, lapack_int n, double* a) { return LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, uplo, n, a, n); }
 lapack_int getrf(lapack_int n, float* a, lapack_int* piv) {
@@ -101,9 +106,24 @@ lapack_int syevd(char uplo, lapack_int n, float* a, float* w) {
 lapack_int syevd(char uplo, lapack_int n, double* a, double* w) {
   return LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', uplo, n, a, n, w);
 }
+#else
+using lapack_int = int;
+template <typename... Args>
+lapack_int no_lapack(Args&&...) {
+  check_lapack_built("linalg");
+  return -1;
+}
+#define LOOM_NO_LAPACK(name) \
+  template <typename... Args> \
+  lapack_int name(Args&&... args) { return no_lapack(args...); }
+LOOM_NO_LAPACK(potrf)
+LOOM_NO_LAPACK(getrf)
+LOOM_NO_LAPACK(gesv)
+LOOM_NO_LAPACK(syevd)
+#undef LOOM_NO_LAPACK
 #endif
 
-// The batch of matrices of `x` as a contiguous host copy in T, and a loop over them.
+// The batch of matrices of `x` as a contiguous host copy in T.
 template <typename T>
 struct Batch {
   Array host;
@@ -135,6 +155,62 @@ void with_float_type(DType dtype, F&& f) {
   else f(float{});
 }
 
+// One matrix of the batch as for_each_matrix hands it to an op's body: per input, the row-major
+// matrix and (with kColumnMajor) a column-major work copy LAPACK may overwrite; and the
+// matrix's block of the result (out.numel() / count elements of R: T, or int32 for LinalgInfo).
+template <typename T, typename R, size_t N>
+struct MatrixStep {
+  int64_t index = 0, count = 1;
+  bool batched = false;                     // the input has batch dims (PyTorch's "(Batch element b)")
+  std::array<const T*, N> in{};             // row-major
+  std::array<T*, N> work{};                 // column-major copies, when asked for
+  std::array<int64_t, N> rows{}, cols{};
+  R* out = nullptr;
+  std::string prefix(const char* name) const { return failure_prefix(name, index, count, batched); }
+};
+
+enum CopyMode : bool { kRowMajorOnly = false, kColumnMajor = true };
+
+// The skeleton every LAPACK step shares: the float type of input 0, each of the first N inputs
+// as a contiguous host batch (their batch dims are equal: the composites expand them), a result
+// in out's shape and dtype, one MatrixStep per matrix handed to body(step), then the result
+// copied into out. Nothing runs when out is empty.
+template <size_t N, typename R = void, typename Body>
+void for_each_matrix(std::span<const Operand> in, const Array& out, CopyMode copy, Body&& body) {
+  if (out.numel() == 0) return;
+  const Array& x = *in[0].array;
+  with_float_type(x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    using Out = std::conditional_t<std::is_void_v<R>, T, R>;
+    std::vector<Batch<T>> batches;
+    batches.reserve(N);
+    for (size_t i = 0; i < N; ++i) batches.emplace_back(*in[i].array);
+    Array result = empty(out.sizes(), out.dtype, kCPU);
+    int64_t count = batches[0].count;
+    int64_t per_matrix = count ? out.numel() / count : 0;
+    MatrixStep<T, Out, N> step;
+    step.count = count;
+    step.batched = x.ndim() > 2;
+    std::array<std::vector<T>, N> work;
+    for (size_t i = 0; i < N; ++i) {
+      step.rows[i] = batches[i].rows;
+      step.cols[i] = batches[i].cols;
+      if (copy) work[i].resize(static_cast<size_t>(batches[i].rows * batches[i].cols));
+      step.work[i] = work[i].data();
+    }
+    for (int64_t b = 0; b < count; ++b) {
+      step.index = b;
+      step.out = static_cast<Out*>(result.data()) + b * per_matrix;
+      for (size_t i = 0; i < N; ++i) {
+        step.in[i] = batches[i].matrix(b);
+        if (copy) to_column_major(step.in[i], step.rows[i], step.cols[i], step.work[i]);
+      }
+      body(step);
+    }
+    copy_(out, result);
+  });
+}
+
 // ---- LinalgCholeskyEx: attrs [upper, mode]; the Cholesky factor of each matrix (the lower one,
 // or with upper its transpose), the other triangle zero; read from A's lower triangle. ----
 
@@ -149,41 +225,25 @@ OutputMeta infer_cholesky(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 void run_cholesky(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (x.numel() == 0) return;
   bool upper = attrs[0] != 0;
   int64_t mode = attrs[1];
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = potrf('L', static_cast<lapack_int>(n), work.data());
-      LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK potrf refused argument ", -info);
-      if (info > 0 && mode != kNoRaise)
-        LOOM_FAIL(LinAlg, failure_prefix(cholesky_name(mode), b, a.count, x.ndim() > 2),
-                  "The factorization could not be completed because the input is not positive-definite (the "
-                  "leading minor of order ", info, " is not positive-definite).");
-      T* m = r + b * n * n;
-      to_row_major(work.data(), n, n, m);
-      // potrf leaves the upper triangle as it was: zero it (and transpose for upper).
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& m) {
+    using T = std::remove_pointer_t<decltype(m.out)>;
+    int64_t n = m.rows[0];
+    lapack_int info = potrf('L', static_cast<lapack_int>(n), m.work[0]);
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK potrf refused argument ", -info);
+    if (info > 0 && mode != kNoRaise)
+      LOOM_FAIL(LinAlg, m.prefix(cholesky_name(mode)),
+                "The factorization could not be completed because the input is not positive-definite (the "
+                "leading minor of order ", info, " is not positive-definite).");
+    to_row_major(m.work[0], n, n, m.out);
+    // potrf leaves the upper triangle as it was: zero it (and transpose for upper).
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j) m.out[i * n + j] = T(0);
+    if (upper)
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i + 1; j < n; ++j) m[i * n + j] = T(0);
-      if (upper)
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = i + 1; j < n; ++j) std::swap(m[i * n + j], m[j * n + i]);
-    }
-    copy_(out, result);
+        for (int64_t j = i + 1; j < n; ++j) std::swap(m.out[i * n + j], m.out[j * n + i]);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.cholesky");
-#endif
 }
 
 // ---- LinalgSolveEx: inputs (A [..., n, n], B [..., n, k]) with equal batch dims, attrs [mode,
@@ -206,39 +266,22 @@ OutputMeta infer_solve(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 void run_solve(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
   int64_t mode = attrs[0];
   bool inverse = attrs[1] != 0;
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x), rhs(*in[1].array);
-    int64_t n = a.rows, k = rhs.cols;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n)), bw(static_cast<size_t>(n * k));
-    std::vector<lapack_int> piv(static_cast<size_t>(n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      to_column_major(rhs.matrix(b), n, k, bw.data());
-      lapack_int info = gesv(static_cast<lapack_int>(n), static_cast<lapack_int>(k), work.data(), piv.data(), bw.data());
-      LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK gesv refused argument ", -info);
-      if (info > 0 && mode != kNoRaise) {
-        if (inverse)
-          LOOM_FAIL(LinAlg, failure_prefix(inv_name(mode), b, a.count, x.ndim() > 2), "The diagonal element ", info,
-                    " is zero, the inversion could not be completed because the input matrix is singular.");
-        LOOM_FAIL(LinAlg, failure_prefix("torch.linalg.solve", b, a.count, x.ndim() > 2),
-                  "The solver failed because the input matrix is singular.");
-      }
-      to_row_major(bw.data(), n, k, r + b * n * k);
+  std::vector<lapack_int> piv;
+  for_each_matrix<2>(in, out, kColumnMajor, [&](auto& m) {
+    int64_t n = m.rows[0], k = m.cols[1];
+    piv.resize(static_cast<size_t>(n));
+    lapack_int info = gesv(static_cast<lapack_int>(n), static_cast<lapack_int>(k), m.work[0], piv.data(), m.work[1]);
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK gesv refused argument ", -info);
+    if (info > 0 && mode != kNoRaise) {
+      if (inverse)
+        LOOM_FAIL(LinAlg, m.prefix(inv_name(mode)), "The diagonal element ", info,
+                  " is zero, the inversion could not be completed because the input matrix is singular.");
+      LOOM_FAIL(LinAlg, m.prefix("torch.linalg.solve"), "The solver failed because the input matrix is singular.");
     }
-    copy_(out, result);
+    to_row_major(m.work[1], n, k, m.out);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.solve");
-#endif
 }
 
 // ---- LinalgSolveTriangular: inputs (A [..., n, n], B [..., n, k]), equal batch dims and dtype;
@@ -279,16 +322,9 @@ void substitute(const T* a, const T* bm, T* x, int64_t n, int64_t k, bool upper,
 }
 
 void run_solve_triangular(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-  if (out.numel() == 0) return;
   bool upper = attrs[0] != 0, unit = attrs[1] != 0;
-  with_float_type(out.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(*in[0].array), rhs(*in[1].array);
-    int64_t n = a.rows, k = rhs.cols;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    for (int64_t b = 0; b < a.count; ++b) substitute(a.matrix(b), rhs.matrix(b), r + b * n * k, n, k, upper, unit);
-    copy_(out, result);
+  for_each_matrix<2>(in, out, kRowMajorOnly, [&](auto& m) {
+    substitute(m.in[0], m.in[1], m.out, m.rows[0], m.cols[1], upper, unit);
   });
 }
 
@@ -307,51 +343,37 @@ OutputMeta infer_det(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 void run_det(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
   bool log = attrs[0] != 0;
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    std::vector<lapack_int> piv(static_cast<size_t>(n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = n ? getrf(static_cast<lapack_int>(n), work.data(), piv.data()) : 0;
-      LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK getrf refused argument ", -info);
-      // The determinant: the permutation's sign times U's diagonal, multiplied in T as PyTorch
-      // does; slogdet: the sign of that and the sum of log |u_ii|.
-      T perm = T(1), product = T(1), sign = T(1), logabs = T(0);
-      for (int64_t i = 0; i < n; ++i) {
-        T d = work[static_cast<size_t>(i + i * n)];
-        if (piv[static_cast<size_t>(i)] != i + 1) perm = -perm;
-        product *= d;
-        if (d < 0) sign = -sign;
-        logabs += std::log(std::abs(d));
-      }
-      if (!log) {
-        r[b] = perm * product;
-      } else if (std::isnan(logabs)) {
-        r[2 * b] = logabs;
-        r[2 * b + 1] = logabs;
-      } else if (info > 0 || (std::isinf(logabs) && logabs < 0)) {
-        r[2 * b] = T(0);
-        r[2 * b + 1] = -std::numeric_limits<T>::infinity();
-      } else {
-        r[2 * b] = perm * sign;
-        r[2 * b + 1] = logabs;
-      }
+  std::vector<lapack_int> piv;
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& m) {
+    using T = std::remove_pointer_t<decltype(m.out)>;
+    int64_t n = m.rows[0];
+    piv.resize(static_cast<size_t>(n));
+    lapack_int info = n ? getrf(static_cast<lapack_int>(n), m.work[0], piv.data()) : 0;
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK getrf refused argument ", -info);
+    // The determinant: the permutation's sign times U's diagonal, multiplied in T as PyTorch
+    // does; slogdet: the sign of that and the sum of log |u_ii|.
+    T perm = T(1), product = T(1), sign = T(1), logabs = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      T d = m.work[0][i + i * n];
+      if (piv[static_cast<size_t>(i)] != i + 1) perm = -perm;
+      product *= d;
+      if (d < 0) sign = -sign;
+      logabs += std::log(std::abs(d));
     }
-    copy_(out, result);
+    if (!log) {
+      m.out[0] = perm * product;
+    } else if (std::isnan(logabs)) {
+      m.out[0] = logabs;
+      m.out[1] = logabs;
+    } else if (info > 0 || (std::isinf(logabs) && logabs < 0)) {
+      m.out[0] = T(0);
+      m.out[1] = -std::numeric_limits<T>::infinity();
+    } else {
+      m.out[0] = perm * sign;
+      m.out[1] = logabs;
+    }
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.det");
-#endif
 }
 
 // ---- LinalgInfo: attrs [routine, upper]; LAPACK's info per matrix (int32 [...batch]) for the
@@ -364,30 +386,15 @@ OutputMeta infer_info(std::span<const InputMeta> in, const Attrs&) {
 }
 
 void run_info(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), DType::Int32, kCPU);
-    auto* r = static_cast<int32_t*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    std::vector<lapack_int> piv(static_cast<size_t>(n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = 0;
-      if (n) info = attrs[0] == 0 ? potrf('L', static_cast<lapack_int>(n), work.data())
-                                  : getrf(static_cast<lapack_int>(n), work.data(), piv.data());
-      r[b] = static_cast<int32_t>(info);
-    }
-    copy_(out, result);
+  std::vector<lapack_int> piv;
+  for_each_matrix<1, int32_t>(in, out, kColumnMajor, [&](auto& m) {
+    int64_t n = m.rows[0];
+    piv.resize(static_cast<size_t>(n));
+    lapack_int info = 0;
+    if (n) info = attrs[0] == 0 ? potrf('L', static_cast<lapack_int>(n), m.work[0])
+                                : getrf(static_cast<lapack_int>(n), m.work[0], piv.data());
+    m.out[0] = static_cast<int32_t>(info);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg");
-#endif
 }
 
 
@@ -406,36 +413,20 @@ OutputMeta infer_eigh(std::span<const InputMeta> in, const Attrs&) {
 }
 
 void run_eigh(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
   char uplo = attrs[0] ? 'U' : 'L';
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      T* m = r + b * (n + 1) * n;
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = n ? syevd(uplo, static_cast<lapack_int>(n), work.data(), m) : 0;
-      if (info < 0) {  // LAPACKE refuses an input holding NaN: NaN results, as the factorization would give
-        std::fill(m, m + (n + 1) * n, std::numeric_limits<T>::quiet_NaN());
-        continue;
-      }
-      LOOM_CHECK(info == 0, LinAlg, failure_prefix("linalg.eigh", b, a.count, x.ndim() > 2),
-                 "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
-                 "repeated eigenvalues (error code: ", info, ").");
-      to_row_major(work.data(), n, n, m + n);
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& m) {
+    using T = std::remove_pointer_t<decltype(m.out)>;
+    int64_t n = m.rows[0];
+    lapack_int info = n ? syevd(uplo, static_cast<lapack_int>(n), m.work[0], m.out) : 0;
+    if (info < 0) {  // LAPACKE refuses an input holding NaN: NaN results, as the factorization would give
+      std::fill(m.out, m.out + (n + 1) * n, std::numeric_limits<T>::quiet_NaN());
+      return;
     }
-    copy_(out, result);
+    LOOM_CHECK(info == 0, LinAlg, m.prefix("linalg.eigh"),
+               "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
+               "repeated eigenvalues (error code: ", info, ").");
+    to_row_major(m.work[0], n, n, m.out + n);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.eigh");
-#endif
 }
 
 const bool registered = [] {
