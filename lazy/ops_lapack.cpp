@@ -503,17 +503,35 @@ std::pair<Tensor, Tensor> linalg_cholesky_ex(const Tensor& a, bool upper, bool c
   return {l, apply(OpId::LinalgInfo, {Arg(a)}, attrs_of({0, upper}))};
 }
 
-// The inverse is the solution of A X = I (gesv), with inv's texts (LinalgSolveEx's attr 1).
+// The inverse is the solution of A X = I (gesv), with inv's texts (LinalgSolveEx's attr 1). Its
+// derivative reads only the result, gA = -X^T g X^T, as PyTorch's LinalgInvExBackward0 does:
+// through LinalgSolveEx's it would save A, and an in-place write to A after inv (allowed by
+// PyTorch) would then fail the backward.
+namespace {
+Tensor inverse_of(const Tensor& a, int64_t mode) {
+  Tensor x;
+  {
+    GradModeGuard no_grad(false);
+    x = apply(OpId::LinalgSolveEx, {Arg(a), Arg(identity_like(a))}, attrs_of({mode, 1}));
+  }
+  record_composite({"LinalgInvExBackward0", {a.get()}, 0, true, {}}, *x,
+                   [](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     Tensor xt = mT(s.result);
+                     return {unary(OpId::Neg, matmul(xt, matmul(g, xt)))};
+                   });
+  return x;
+}
+}  // namespace
+
 Tensor linalg_inv(const Tensor& a, bool legacy) {
   int64_t mode = legacy ? kRaiseLegacy : kRaiseLinalg;
   check_square_float(a, inv_name(mode));
-  return apply(OpId::LinalgSolveEx, {Arg(a), Arg(identity_like(a))}, attrs_of({mode, 1}));
+  return inverse_of(a, mode);
 }
 
 std::pair<Tensor, Tensor> linalg_inv_ex(const Tensor& a, bool check_errors) {
   check_square_float(a, "linalg.inv");
-  Tensor x = apply(OpId::LinalgSolveEx, {Arg(a), Arg(identity_like(a))},
-                   attrs_of({check_errors ? kRaiseLinalg : kNoRaise, 1}));
+  Tensor x = inverse_of(a, check_errors ? kRaiseLinalg : kNoRaise);
   return {x, apply(OpId::LinalgInfo, {Arg(a)}, attrs_of({1, 0}))};
 }
 
