@@ -307,13 +307,13 @@ const Row kRows[] = {
      }},
     {{"pinverse(Tensor input, float rcond=1e-15)"}, kBoth,
      LOOM_BODY(ops::linalg_pinv(p.tensor(0), {0.0, p.real(1)}, false))},
-    {{"linalg_matrix_rank(Tensor A, *, float? atol=None, float? rtol=None, bool hermitian=False)",
+    {{"linalg_matrix_rank(Tensor input, *, float? atol=None, float? rtol=None, bool hermitian=False)",
       "linalg_matrix_rank(Tensor input, float tol, bool hermitian=False)"},
      kFunction, [](const Parsed& p) -> Result {
        if (p.index == 1) return ops::linalg_matrix_rank(p.tensor(0), {p.real(1), 0.0}, p.boolean(2));
        return ops::linalg_matrix_rank(p.tensor(0), {p.optional_real(1), p.optional_real(2)}, p.boolean(3));
      }},
-    {{"linalg_cond(Tensor A, Scalar? p=None)", "linalg_cond(Tensor A, str p)"}, kFunction,
+    {{"linalg_cond(Tensor input, Scalar? p=None)", "linalg_cond(Tensor input, str p)"}, kFunction,
      [](const Parsed& p) -> Result {
        if (p.index == 1) return ops::linalg_cond(p.tensor(0), p.string(1), std::nullopt);
        std::optional<double> ord;
