@@ -289,6 +289,11 @@ class Lowering {
       case OpId::LinalgDet:
       case OpId::LinalgInfo:
       case OpId::LinalgEigh:
+      case OpId::LinalgSvd:
+      case OpId::LinalgQr:
+      case OpId::LinalgLu:
+      case OpId::LinalgLuSolve:
+      case OpId::LinalgLstsq:
         LOOM_FAIL(NotImplemented, "torch.linalg's ", op_name(n.op()),
                   " is not implemented on CUDA devices (lazy:cuda) yet: it runs on cpu and lazy:cpu (LAPACK); "
                   "move its input there (", what, ")");

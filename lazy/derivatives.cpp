@@ -434,6 +434,7 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
     case OpId::LinalgSolveTriangular: return attrs[2] ? "TriangularSolveBackward0" : "LinalgSolveTriangularBackward0";
     case OpId::LinalgDet: return attrs[0] ? "LinalgSlogdetBackward0" : "LinalgDetBackward0";
     case OpId::LinalgEigh: return "LinalgEighBackward0";
+    case OpId::LinalgLu: return attrs[0] ? "LinalgLuBackward0" : "LinalgLuFactorExBackward0";
     default: return std::string(op_name(op)) + "Backward0";
   }
 }

@@ -59,7 +59,8 @@ namespace loom {
   X(AllReduce) X(Broadcast) X(AllGather) X(ReduceScatter) X(ReduceToRoot) X(GatherToRoot)          \
   X(ScatterFromRoot)                                                                                \
   /* LAPACK steps: factorizations and solvers (lazy/ops_lapack.cpp) */                             \
-  X(LinalgCholeskyEx) X(LinalgSolveEx) X(LinalgSolveTriangular) X(LinalgDet) X(LinalgInfo) X(LinalgEigh)
+  X(LinalgCholeskyEx) X(LinalgSolveEx) X(LinalgSolveTriangular) X(LinalgDet) X(LinalgInfo) X(LinalgEigh) \
+  X(LinalgSvd) X(LinalgQr) X(LinalgLu) X(LinalgLuSolve) X(LinalgLstsq)
 
 enum class OpId : uint16_t {
 #define LOOM_OP_ENUM(name) name,

@@ -6,7 +6,10 @@
 // CPU plan calls its run_cpu with the stored operands, and it runs LAPACK (Debian's
 // liblapacke-dev: the C interface over liblapack3, which Debian points at OpenBLAS's LAPACK when
 // OpenBLAS is installed) over the batch, one matrix at a time, float32 and float64. No result
-// shape depends on the data, so none of them syncs. An input LAPACK finds singular or not
+// shape depends on the data, so none of them syncs (one exception: linalg.lstsq's residuals with
+// the gelsd / gelss drivers exist only when every matrix has full rank, PyTorch's rule, so asking
+// for them reads the ranks). A primitive with several results (eigh, svd, qr, lu, lstsq) packs
+// them into one tensor, flat in the last dim, and the composites return views of its parts. An input LAPACK finds singular or not
 // positive-definite raises PyTorch's LinAlgError text (ErrorKind::LinAlg, a RuntimeError) from
 // run_cpu: eagerly at the call, lazily as the failing node's error at the sync (the results
 // computed from it raise it when read, the rest of the trace is computed: docs/architecture.md,
@@ -16,8 +19,15 @@
 //
 // Matrices are handed to LAPACK column-major: each matrix is copied transposed into a work
 // buffer (the copy LAPACK needs anyway, since it works in place) and the result transposed back.
+// That skeleton (the host batch, the work copies, the result block per matrix, the copy into the
+// output) is for_each_matrix's, once; each kernel is its LAPACK call and how its result is laid out.
+#include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
+#include <type_traits>
 #include <limits>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -78,9 +88,10 @@ std::string failure_prefix(const char* name, int64_t b, int64_t batch, bool batc
   return s;
 }
 
-#if LOOM_HAVE_LAPACK
 // ---- LAPACK by type (the _work forms: no NaN scan of the input, which would refuse it) ----
+// Without LAPACK the same names exist and raise (infer raises first: they are never reached).
 
+#if LOOM_HAVE_LAPACK
 lapack_int potrf(char uplo, lapack_int n, float* a) { return LAPACKE_spotrf_work(LAPACK_COL_MAJOR, uplo, n, a, n); }
 lapack_int potrf(char uplo, lapack_int n, double* a) { return LAPACKE_dpotrf_work(LAPACK_COL_MAJOR, uplo, n, a, n); }
 lapack_int getrf(lapack_int n, float* a, lapack_int* piv) {
@@ -101,9 +112,90 @@ lapack_int syevd(char uplo, lapack_int n, float* a, float* w) {
 lapack_int syevd(char uplo, lapack_int n, double* a, double* w) {
   return LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', uplo, n, a, n, w);
 }
+// The factorizations past the square ones, through LAPACKE's allocating forms (they size the
+// work arrays; their NaN scan returns a negative info, which the callers turn into NaN results).
+lapack_int gesdd(char jobz, lapack_int m, lapack_int n, float* a, float* s, float* u, lapack_int ldu, float* vt,
+                 lapack_int ldvt) {
+  return LAPACKE_sgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, m, s, u, ldu, vt, ldvt);
+}
+lapack_int gesdd(char jobz, lapack_int m, lapack_int n, double* a, double* s, double* u, lapack_int ldu, double* vt,
+                 lapack_int ldvt) {
+  return LAPACKE_dgesdd(LAPACK_COL_MAJOR, jobz, m, n, a, m, s, u, ldu, vt, ldvt);
+}
+lapack_int geqrf(lapack_int m, lapack_int n, float* a, float* tau) {
+  return LAPACKE_sgeqrf(LAPACK_COL_MAJOR, m, n, a, m, tau);
+}
+lapack_int geqrf(lapack_int m, lapack_int n, double* a, double* tau) {
+  return LAPACKE_dgeqrf(LAPACK_COL_MAJOR, m, n, a, m, tau);
+}
+lapack_int orgqr(lapack_int m, lapack_int n, lapack_int k, float* a, const float* tau) {
+  return LAPACKE_sorgqr(LAPACK_COL_MAJOR, m, n, k, a, m, tau);
+}
+lapack_int orgqr(lapack_int m, lapack_int n, lapack_int k, double* a, const double* tau) {
+  return LAPACKE_dorgqr(LAPACK_COL_MAJOR, m, n, k, a, m, tau);
+}
+lapack_int getrf_mn(lapack_int m, lapack_int n, float* a, lapack_int* piv) {
+  return LAPACKE_sgetrf_work(LAPACK_COL_MAJOR, m, n, a, m, piv);
+}
+lapack_int getrf_mn(lapack_int m, lapack_int n, double* a, lapack_int* piv) {
+  return LAPACKE_dgetrf_work(LAPACK_COL_MAJOR, m, n, a, m, piv);
+}
+lapack_int getrs(char trans, lapack_int n, lapack_int k, const float* a, const lapack_int* piv, float* b) {
+  return LAPACKE_sgetrs_work(LAPACK_COL_MAJOR, trans, n, k, a, n, piv, b, n);
+}
+lapack_int getrs(char trans, lapack_int n, lapack_int k, const double* a, const lapack_int* piv, double* b) {
+  return LAPACKE_dgetrs_work(LAPACK_COL_MAJOR, trans, n, k, a, n, piv, b, n);
+}
+lapack_int gels(lapack_int m, lapack_int n, lapack_int k, float* a, float* b, lapack_int ldb) {
+  return LAPACKE_sgels(LAPACK_COL_MAJOR, 'N', m, n, k, a, m, b, ldb);
+}
+lapack_int gels(lapack_int m, lapack_int n, lapack_int k, double* a, double* b, lapack_int ldb) {
+  return LAPACKE_dgels(LAPACK_COL_MAJOR, 'N', m, n, k, a, m, b, ldb);
+}
+lapack_int gelsy(lapack_int m, lapack_int n, lapack_int k, float* a, float* b, lapack_int ldb, lapack_int* jpvt,
+                 float rcond, lapack_int* rank) {
+  return LAPACKE_sgelsy(LAPACK_COL_MAJOR, m, n, k, a, m, b, ldb, jpvt, rcond, rank);
+}
+lapack_int gelsy(lapack_int m, lapack_int n, lapack_int k, double* a, double* b, lapack_int ldb, lapack_int* jpvt,
+                 double rcond, lapack_int* rank) {
+  return LAPACKE_dgelsy(LAPACK_COL_MAJOR, m, n, k, a, m, b, ldb, jpvt, rcond, rank);
+}
+lapack_int gelsd(bool divide, lapack_int m, lapack_int n, lapack_int k, float* a, float* b, lapack_int ldb, float* s,
+                 float rcond, lapack_int* rank) {
+  return divide ? LAPACKE_sgelsd(LAPACK_COL_MAJOR, m, n, k, a, m, b, ldb, s, rcond, rank)
+                : LAPACKE_sgelss(LAPACK_COL_MAJOR, m, n, k, a, m, b, ldb, s, rcond, rank);
+}
+lapack_int gelsd(bool divide, lapack_int m, lapack_int n, lapack_int k, double* a, double* b, lapack_int ldb,
+                 double* s, double rcond, lapack_int* rank) {
+  return divide ? LAPACKE_dgelsd(LAPACK_COL_MAJOR, m, n, k, a, m, b, ldb, s, rcond, rank)
+                : LAPACKE_dgelss(LAPACK_COL_MAJOR, m, n, k, a, m, b, ldb, s, rcond, rank);
+}
+#else
+using lapack_int = int;
+template <typename... Args>
+lapack_int no_lapack(Args&&...) {
+  check_lapack_built("linalg");
+  return -1;
+}
+#define LOOM_NO_LAPACK(name) \
+  template <typename... Args> \
+  lapack_int name(Args&&... args) { return no_lapack(args...); }
+LOOM_NO_LAPACK(potrf)
+LOOM_NO_LAPACK(getrf)
+LOOM_NO_LAPACK(gesv)
+LOOM_NO_LAPACK(syevd)
+LOOM_NO_LAPACK(gesdd)
+LOOM_NO_LAPACK(geqrf)
+LOOM_NO_LAPACK(orgqr)
+LOOM_NO_LAPACK(getrf_mn)
+LOOM_NO_LAPACK(getrs)
+LOOM_NO_LAPACK(gels)
+LOOM_NO_LAPACK(gelsy)
+LOOM_NO_LAPACK(gelsd)
+#undef LOOM_NO_LAPACK
 #endif
 
-// The batch of matrices of `x` as a contiguous host copy in T, and a loop over them.
+// The batch of matrices of `x` as a contiguous host copy in T.
 template <typename T>
 struct Batch {
   Array host;
@@ -135,6 +227,62 @@ void with_float_type(DType dtype, F&& f) {
   else f(float{});
 }
 
+// One matrix of the batch as for_each_matrix hands it to an op's body: per input, the row-major
+// matrix and (with kColumnMajor) a column-major work copy LAPACK may overwrite; and the
+// matrix's block of the result (out.numel() / count elements of R: T, or int32 for LinalgInfo).
+template <typename T, typename R, size_t N>
+struct MatrixStep {
+  int64_t index = 0, count = 1;
+  bool batched = false;                     // the input has batch dims (PyTorch's "(Batch element b)")
+  std::array<const T*, N> in{};             // row-major
+  std::array<T*, N> work{};                 // column-major copies, when asked for
+  std::array<int64_t, N> rows{}, cols{};
+  R* out = nullptr;
+  std::string prefix(const char* name) const { return failure_prefix(name, index, count, batched); }
+};
+
+enum CopyMode : bool { kRowMajorOnly = false, kColumnMajor = true };
+
+// The skeleton every LAPACK step shares: the float type of input 0, each of the first N inputs
+// as a contiguous host batch (their batch dims are equal: the composites expand them), a result
+// in out's shape and dtype, one MatrixStep per matrix handed to body(step), then the result
+// copied into out. Nothing runs when out is empty.
+template <size_t N, typename R = void, typename Body>
+void for_each_matrix(std::span<const Operand> in, const Array& out, CopyMode copy, Body&& body) {
+  if (out.numel() == 0) return;
+  const Array& x = *in[0].array;
+  with_float_type(x.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    using Out = std::conditional_t<std::is_void_v<R>, T, R>;
+    std::vector<Batch<T>> batches;
+    batches.reserve(N);
+    for (size_t i = 0; i < N; ++i) batches.emplace_back(*in[i].array);
+    Array result = empty(out.sizes(), out.dtype, kCPU);
+    int64_t count = batches[0].count;
+    int64_t per_matrix = count ? out.numel() / count : 0;
+    MatrixStep<T, Out, N> step;
+    step.count = count;
+    step.batched = x.ndim() > 2;
+    std::array<std::vector<T>, N> work;
+    for (size_t i = 0; i < N; ++i) {
+      step.rows[i] = batches[i].rows;
+      step.cols[i] = batches[i].cols;
+      if (copy) work[i].resize(static_cast<size_t>(batches[i].rows * batches[i].cols));
+      step.work[i] = work[i].data();
+    }
+    for (int64_t b = 0; b < count; ++b) {
+      step.index = b;
+      step.out = static_cast<Out*>(result.data()) + b * per_matrix;
+      for (size_t i = 0; i < N; ++i) {
+        step.in[i] = batches[i].matrix(b);
+        if (copy) to_column_major(step.in[i], step.rows[i], step.cols[i], step.work[i]);
+      }
+      body(step);
+    }
+    copy_(out, result);
+  });
+}
+
 // ---- LinalgCholeskyEx: attrs [upper, mode]; the Cholesky factor of each matrix (the lower one,
 // or with upper its transpose), the other triangle zero; read from A's lower triangle. ----
 
@@ -149,41 +297,25 @@ OutputMeta infer_cholesky(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 void run_cholesky(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (x.numel() == 0) return;
   bool upper = attrs[0] != 0;
   int64_t mode = attrs[1];
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = potrf('L', static_cast<lapack_int>(n), work.data());
-      LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK potrf refused argument ", -info);
-      if (info > 0 && mode != kNoRaise)
-        LOOM_FAIL(LinAlg, failure_prefix(cholesky_name(mode), b, a.count, x.ndim() > 2),
-                  "The factorization could not be completed because the input is not positive-definite (the "
-                  "leading minor of order ", info, " is not positive-definite).");
-      T* m = r + b * n * n;
-      to_row_major(work.data(), n, n, m);
-      // potrf leaves the upper triangle as it was: zero it (and transpose for upper).
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& m) {
+    using T = std::remove_pointer_t<decltype(m.out)>;
+    int64_t n = m.rows[0];
+    lapack_int info = potrf('L', static_cast<lapack_int>(n), m.work[0]);
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK potrf refused argument ", -info);
+    if (info > 0 && mode != kNoRaise)
+      LOOM_FAIL(LinAlg, m.prefix(cholesky_name(mode)),
+                "The factorization could not be completed because the input is not positive-definite (the "
+                "leading minor of order ", info, " is not positive-definite).");
+    to_row_major(m.work[0], n, n, m.out);
+    // potrf leaves the upper triangle as it was: zero it (and transpose for upper).
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i + 1; j < n; ++j) m.out[i * n + j] = T(0);
+    if (upper)
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i + 1; j < n; ++j) m[i * n + j] = T(0);
-      if (upper)
-        for (int64_t i = 0; i < n; ++i)
-          for (int64_t j = i + 1; j < n; ++j) std::swap(m[i * n + j], m[j * n + i]);
-    }
-    copy_(out, result);
+        for (int64_t j = i + 1; j < n; ++j) std::swap(m.out[i * n + j], m.out[j * n + i]);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.cholesky");
-#endif
 }
 
 // ---- LinalgSolveEx: inputs (A [..., n, n], B [..., n, k]) with equal batch dims, attrs [mode,
@@ -206,39 +338,22 @@ OutputMeta infer_solve(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 void run_solve(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
   int64_t mode = attrs[0];
   bool inverse = attrs[1] != 0;
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x), rhs(*in[1].array);
-    int64_t n = a.rows, k = rhs.cols;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n)), bw(static_cast<size_t>(n * k));
-    std::vector<lapack_int> piv(static_cast<size_t>(n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      to_column_major(rhs.matrix(b), n, k, bw.data());
-      lapack_int info = gesv(static_cast<lapack_int>(n), static_cast<lapack_int>(k), work.data(), piv.data(), bw.data());
-      LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK gesv refused argument ", -info);
-      if (info > 0 && mode != kNoRaise) {
-        if (inverse)
-          LOOM_FAIL(LinAlg, failure_prefix(inv_name(mode), b, a.count, x.ndim() > 2), "The diagonal element ", info,
-                    " is zero, the inversion could not be completed because the input matrix is singular.");
-        LOOM_FAIL(LinAlg, failure_prefix("torch.linalg.solve", b, a.count, x.ndim() > 2),
-                  "The solver failed because the input matrix is singular.");
-      }
-      to_row_major(bw.data(), n, k, r + b * n * k);
+  std::vector<lapack_int> piv;
+  for_each_matrix<2>(in, out, kColumnMajor, [&](auto& m) {
+    int64_t n = m.rows[0], k = m.cols[1];
+    piv.resize(static_cast<size_t>(n));
+    lapack_int info = gesv(static_cast<lapack_int>(n), static_cast<lapack_int>(k), m.work[0], piv.data(), m.work[1]);
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK gesv refused argument ", -info);
+    if (info > 0 && mode != kNoRaise) {
+      if (inverse)
+        LOOM_FAIL(LinAlg, m.prefix(inv_name(mode)), "The diagonal element ", info,
+                  " is zero, the inversion could not be completed because the input matrix is singular.");
+      LOOM_FAIL(LinAlg, m.prefix("torch.linalg.solve"), "The solver failed because the input matrix is singular.");
     }
-    copy_(out, result);
+    to_row_major(m.work[1], n, k, m.out);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.solve");
-#endif
 }
 
 // ---- LinalgSolveTriangular: inputs (A [..., n, n], B [..., n, k]), equal batch dims and dtype;
@@ -279,16 +394,9 @@ void substitute(const T* a, const T* bm, T* x, int64_t n, int64_t k, bool upper,
 }
 
 void run_solve_triangular(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-  if (out.numel() == 0) return;
   bool upper = attrs[0] != 0, unit = attrs[1] != 0;
-  with_float_type(out.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(*in[0].array), rhs(*in[1].array);
-    int64_t n = a.rows, k = rhs.cols;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    for (int64_t b = 0; b < a.count; ++b) substitute(a.matrix(b), rhs.matrix(b), r + b * n * k, n, k, upper, unit);
-    copy_(out, result);
+  for_each_matrix<2>(in, out, kRowMajorOnly, [&](auto& m) {
+    substitute(m.in[0], m.in[1], m.out, m.rows[0], m.cols[1], upper, unit);
   });
 }
 
@@ -307,51 +415,37 @@ OutputMeta infer_det(std::span<const InputMeta> in, const Attrs& attrs) {
 }
 
 void run_det(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
   bool log = attrs[0] != 0;
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    std::vector<lapack_int> piv(static_cast<size_t>(n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = n ? getrf(static_cast<lapack_int>(n), work.data(), piv.data()) : 0;
-      LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK getrf refused argument ", -info);
-      // The determinant: the permutation's sign times U's diagonal, multiplied in T as PyTorch
-      // does; slogdet: the sign of that and the sum of log |u_ii|.
-      T perm = T(1), product = T(1), sign = T(1), logabs = T(0);
-      for (int64_t i = 0; i < n; ++i) {
-        T d = work[static_cast<size_t>(i + i * n)];
-        if (piv[static_cast<size_t>(i)] != i + 1) perm = -perm;
-        product *= d;
-        if (d < 0) sign = -sign;
-        logabs += std::log(std::abs(d));
-      }
-      if (!log) {
-        r[b] = perm * product;
-      } else if (std::isnan(logabs)) {
-        r[2 * b] = logabs;
-        r[2 * b + 1] = logabs;
-      } else if (info > 0 || (std::isinf(logabs) && logabs < 0)) {
-        r[2 * b] = T(0);
-        r[2 * b + 1] = -std::numeric_limits<T>::infinity();
-      } else {
-        r[2 * b] = perm * sign;
-        r[2 * b + 1] = logabs;
-      }
+  std::vector<lapack_int> piv;
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& m) {
+    using T = std::remove_pointer_t<decltype(m.out)>;
+    int64_t n = m.rows[0];
+    piv.resize(static_cast<size_t>(n));
+    lapack_int info = n ? getrf(static_cast<lapack_int>(n), m.work[0], piv.data()) : 0;
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK getrf refused argument ", -info);
+    // The determinant: the permutation's sign times U's diagonal, multiplied in T as PyTorch
+    // does; slogdet: the sign of that and the sum of log |u_ii|.
+    T perm = T(1), product = T(1), sign = T(1), logabs = T(0);
+    for (int64_t i = 0; i < n; ++i) {
+      T d = m.work[0][i + i * n];
+      if (piv[static_cast<size_t>(i)] != i + 1) perm = -perm;
+      product *= d;
+      if (d < 0) sign = -sign;
+      logabs += std::log(std::abs(d));
     }
-    copy_(out, result);
+    if (!log) {
+      m.out[0] = perm * product;
+    } else if (std::isnan(logabs)) {
+      m.out[0] = logabs;
+      m.out[1] = logabs;
+    } else if (info > 0 || (std::isinf(logabs) && logabs < 0)) {
+      m.out[0] = T(0);
+      m.out[1] = -std::numeric_limits<T>::infinity();
+    } else {
+      m.out[0] = perm * sign;
+      m.out[1] = logabs;
+    }
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.det");
-#endif
 }
 
 // ---- LinalgInfo: attrs [routine, upper]; LAPACK's info per matrix (int32 [...batch]) for the
@@ -364,30 +458,17 @@ OutputMeta infer_info(std::span<const InputMeta> in, const Attrs&) {
 }
 
 void run_info(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), DType::Int32, kCPU);
-    auto* r = static_cast<int32_t*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    std::vector<lapack_int> piv(static_cast<size_t>(n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = 0;
-      if (n) info = attrs[0] == 0 ? potrf('L', static_cast<lapack_int>(n), work.data())
-                                  : getrf(static_cast<lapack_int>(n), work.data(), piv.data());
-      r[b] = static_cast<int32_t>(info);
-    }
-    copy_(out, result);
+  std::vector<lapack_int> piv;
+  for_each_matrix<1, int32_t>(in, out, kColumnMajor, [&](auto& m) {
+    int64_t n = m.rows[0];
+    piv.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    lapack_int info = 0;
+    int64_t cols = m.cols[0];
+    if (n && cols) info = attrs[0] == 0 ? potrf('L', static_cast<lapack_int>(n), m.work[0])
+                                        : getrf_mn(static_cast<lapack_int>(n), static_cast<lapack_int>(cols), m.work[0],
+                                                   piv.data());
+    m.out[0] = static_cast<int32_t>(info);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg");
-#endif
 }
 
 
@@ -406,36 +487,302 @@ OutputMeta infer_eigh(std::span<const InputMeta> in, const Attrs&) {
 }
 
 void run_eigh(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
-#if LOOM_HAVE_LAPACK
-  const Array& x = *in[0].array;
-  if (out.numel() == 0) return;
   char uplo = attrs[0] ? 'U' : 'L';
-  with_float_type(x.dtype, [&](auto zero) {
-    using T = decltype(zero);
-    Batch<T> a(x);
-    int64_t n = a.rows;
-    Array result = empty(out.sizes(), out.dtype, kCPU);
-    T* r = static_cast<T*>(result.data());
-    std::vector<T> work(static_cast<size_t>(n * n));
-    for (int64_t b = 0; b < a.count; ++b) {
-      T* m = r + b * (n + 1) * n;
-      to_column_major(a.matrix(b), n, n, work.data());
-      lapack_int info = n ? syevd(uplo, static_cast<lapack_int>(n), work.data(), m) : 0;
-      if (info < 0) {  // LAPACKE refuses an input holding NaN: NaN results, as the factorization would give
-        std::fill(m, m + (n + 1) * n, std::numeric_limits<T>::quiet_NaN());
-        continue;
-      }
-      LOOM_CHECK(info == 0, LinAlg, failure_prefix("linalg.eigh", b, a.count, x.ndim() > 2),
-                 "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
-                 "repeated eigenvalues (error code: ", info, ").");
-      to_row_major(work.data(), n, n, m + n);
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& m) {
+    using T = std::remove_pointer_t<decltype(m.out)>;
+    int64_t n = m.rows[0];
+    lapack_int info = n ? syevd(uplo, static_cast<lapack_int>(n), m.work[0], m.out) : 0;
+    if (info < 0) {  // LAPACKE refuses an input holding NaN: NaN results, as the factorization would give
+      std::fill(m.out, m.out + (n + 1) * n, std::numeric_limits<T>::quiet_NaN());
+      return;
     }
-    copy_(out, result);
+    LOOM_CHECK(info == 0, LinAlg, m.prefix("linalg.eigh"),
+               "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
+               "repeated eigenvalues (error code: ", info, ").");
+    to_row_major(m.work[0], n, n, m.out + n);
   });
-#else
-  (void)in, (void)attrs, (void)out;
-  check_lapack_built("linalg.eigh");
-#endif
+}
+
+// ---- the factorizations of general (m x n) matrices: SVD, QR, LU, least squares ----
+
+// Work buffers a body reuses from matrix to matrix, per float type (a batch of small matrices
+// allocates them once, not per matrix).
+struct Scratch {
+  std::array<std::vector<float>, 3> f;
+  std::array<std::vector<double>, 3> d;
+  std::vector<lapack_int> ints;
+  template <typename T>
+  T* get(size_t i, int64_t n) {
+    std::vector<T>* v;
+    if constexpr (std::is_same_v<T, float>) v = &f[i];
+    else v = &d[i];
+    if (v->size() < static_cast<size_t>(std::max<int64_t>(n, 1))) v->resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    return v->data();
+  }
+  lapack_int* pivots(int64_t n) {
+    if (ints.size() < static_cast<size_t>(std::max<int64_t>(n, 1))) ints.resize(static_cast<size_t>(std::max<int64_t>(n, 1)));
+    return ints.data();
+  }
+};
+
+template <typename T>
+void set_identity(T* m, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) m[i * cols + j] = T(i == j);
+}
+
+template <typename T>
+void fill_nan(T* m, int64_t count) {
+  std::fill(m, m + count, std::numeric_limits<T>::quiet_NaN());
+}
+
+void check_matrix(const InputMeta& a, const char* name) {
+  LOOM_CHECK(a.shape.size() >= 2, Runtime, name, ": The input tensor A must have at least 2 dimensions.");
+}
+
+int64_t rows_of(const InputMeta& a) { return a.shape[a.shape.size() - 2]; }
+int64_t cols_of(const InputMeta& a) { return a.shape.back(); }
+Dims batch_dims(const InputMeta& a) { return Dims(a.shape.begin(), a.shape.end() - 2); }
+
+// ---- LinalgSvd: attrs [full_matrices, compute_uv]; gesdd. With compute_uv the result packs
+// [..., m*ku + k + kv*n]: U (m x ku, row-major), S (k), Vh (kv x n), k = min(m, n), ku = m and
+// kv = n with full_matrices (else k); without it [..., k], the singular values only (jobz 'N').
+// One primitive, one result; linalg.svd takes views (as LinalgEigh). ----
+
+struct SvdSizes {
+  int64_t m, n, k, ku, kv;
+  SvdSizes(int64_t rows, int64_t cols, bool full)
+      : m(rows), n(cols), k(std::min(rows, cols)), ku(full ? rows : k), kv(full ? cols : k) {}
+  int64_t packed() const { return m * ku + k + kv * n; }
+};
+
+OutputMeta infer_svd(std::span<const InputMeta> in, const Attrs& attrs) {
+  const char* name = "linalg.svd";  // svdvals too, as PyTorch words it
+  check_matrix(in[0], name);
+  check_float(in[0], name);
+  check_lapack_built(name);
+  SvdSizes z(rows_of(in[0]), cols_of(in[0]), attrs[0] != 0);
+  Dims shape = batch_dims(in[0]);
+  shape.push_back(attrs[1] ? z.packed() : z.k);
+  return {in[0].dtype, shape};
+}
+
+void run_svd(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  bool full = attrs[0] != 0, uv = attrs[1] != 0;
+  Scratch scratch;
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& mat) {
+    using T = std::remove_pointer_t<decltype(mat.out)>;
+    SvdSizes z(mat.rows[0], mat.cols[0], full);
+    T* u_out = mat.out;
+    T* s_out = uv ? u_out + z.m * z.ku : mat.out;
+    T* vh_out = s_out + z.k;
+    if (z.k == 0) {  // no singular values; U and Vh (full) the identity, as PyTorch's
+      if (uv) set_identity(u_out, z.m, z.ku), set_identity(vh_out, z.kv, z.n);
+      return;
+    }
+    T* u = scratch.template get<T>(0, uv ? z.m * z.ku : 1);
+    T* vt = scratch.template get<T>(1, uv ? z.kv * z.n : 1);
+    lapack_int info = gesdd(!uv ? 'N' : full ? 'A' : 'S', static_cast<lapack_int>(z.m), static_cast<lapack_int>(z.n),
+                            mat.work[0], s_out, u, static_cast<lapack_int>(z.m), vt, static_cast<lapack_int>(z.kv));
+    if (info < 0) return fill_nan(mat.out, uv ? z.packed() : z.k);  // the NaN scan refused A
+    LOOM_CHECK(info == 0, LinAlg, mat.prefix("linalg.svd"),
+               "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
+               "repeated singular values (error code: ", info, ").");
+    if (uv) {
+      to_row_major(u, z.m, z.ku, u_out);
+      to_row_major(vt, z.kv, z.n, vh_out);
+    }
+  });
+}
+
+// ---- LinalgQr: attrs [mode: 0 reduced, 1 complete, 2 r]; geqrf, then orgqr for Q. The result
+// packs [..., m*kq + kr*n]: Q (m x kq) then R (kr x n), kq = k, m or 0 and kr = k, m, k by mode. ----
+
+struct QrSizes {
+  int64_t m, n, k, kq, kr;
+  QrSizes(int64_t rows, int64_t cols, int64_t mode)
+      : m(rows), n(cols), k(std::min(rows, cols)), kq(mode == 0 ? k : mode == 1 ? rows : 0), kr(mode == 1 ? rows : k) {}
+  int64_t packed() const { return m * kq + kr * n; }
+};
+
+OutputMeta infer_qr(std::span<const InputMeta> in, const Attrs& attrs) {
+  check_matrix(in[0], "linalg.qr");
+  check_float(in[0], "linalg.qr");
+  check_lapack_built("linalg.qr");
+  Dims shape = batch_dims(in[0]);
+  shape.push_back(QrSizes(rows_of(in[0]), cols_of(in[0]), attrs[0]).packed());
+  return {in[0].dtype, shape};
+}
+
+void run_qr(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  Scratch scratch;
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& mat) {
+    using T = std::remove_pointer_t<decltype(mat.out)>;
+    QrSizes z(mat.rows[0], mat.cols[0], attrs[0]);
+    T* a = mat.work[0];
+    T* tau = scratch.template get<T>(0, z.k);
+    if (z.k > 0 && geqrf(static_cast<lapack_int>(z.m), static_cast<lapack_int>(z.n), a, tau) < 0)
+      return fill_nan(mat.out, z.packed());
+    T* r = mat.out + z.m * z.kq;  // R: the upper triangle of geqrf's first kr rows
+    for (int64_t i = 0; i < z.kr; ++i)
+      for (int64_t j = 0; j < z.n; ++j) r[i * z.n + j] = j >= i ? a[i + j * z.m] : T(0);
+    if (z.kq == 0) return;
+    if (z.k == 0) return set_identity(mat.out, z.m, z.kq);
+    T* q = scratch.template get<T>(1, z.m * z.kq);  // the reflectors, widened to kq columns
+    for (int64_t j = 0; j < z.kq; ++j)
+      for (int64_t i = 0; i < z.m; ++i) q[i + j * z.m] = j < z.n ? a[i + j * z.m] : T(0);
+    lapack_int info = orgqr(static_cast<lapack_int>(z.m), static_cast<lapack_int>(z.kq), static_cast<lapack_int>(z.k), q, tau);
+    LOOM_CHECK(info == 0, Runtime, "internal: LAPACK orgqr refused argument ", -info);
+    to_row_major(q, z.m, z.kq, mat.out);
+  });
+}
+
+// ---- LinalgLu: attrs [mode, raise]; getrf (partial pivoting) of m x n matrices. mode 0 packs
+// [..., m*n + k]: LU as LAPACK leaves it (L's unit diagonal implied) and the pivots (1-based, as
+// T: exact below 2^24 rows), mode 1 [..., m*m + m*k + k*n]: P, L and U of A = P L U. raise: a
+// zero on U's diagonal raises linalg.lu_factor's error (a RuntimeError, as PyTorch's). ----
+
+struct LuSizes {
+  int64_t m, n, k;
+  LuSizes(int64_t rows, int64_t cols) : m(rows), n(cols), k(std::min(rows, cols)) {}
+  int64_t packed(int64_t mode) const { return mode == 0 ? m * n + k : m * m + m * k + k * n; }
+};
+
+OutputMeta infer_lu(std::span<const InputMeta> in, const Attrs& attrs) {
+  const char* name = attrs[0] ? "linalg.lu" : "linalg.lu_factor";
+  check_matrix(in[0], name);
+  check_float(in[0], name);
+  check_lapack_built(name);
+  Dims shape = batch_dims(in[0]);
+  shape.push_back(LuSizes(rows_of(in[0]), cols_of(in[0])).packed(attrs[0]));
+  return {in[0].dtype, shape};
+}
+
+void run_lu(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  int64_t mode = attrs[0];
+  bool raise = attrs[1] != 0;
+  Scratch scratch;
+  std::vector<int64_t> perm;
+  for_each_matrix<1>(in, out, kColumnMajor, [&](auto& mat) {
+    using T = std::remove_pointer_t<decltype(mat.out)>;
+    LuSizes z(mat.rows[0], mat.cols[0]);
+    T* a = mat.work[0];
+    lapack_int* piv = scratch.pivots(z.k);
+    lapack_int info = z.k ? getrf_mn(static_cast<lapack_int>(z.m), static_cast<lapack_int>(z.n), a, piv) : 0;
+    LOOM_CHECK(info >= 0, Runtime, "internal: LAPACK getrf refused argument ", -info);
+    if (info > 0 && raise)
+      // PyTorch 1.13 raises a plain RuntimeError here, not LinAlgError.
+      LOOM_FAIL(Runtime, mat.prefix("torch.linalg.lu_factor"), "U[", info, ",", info,
+                "] is zero and using it on lu_solve would result in a division by zero. If you still want to "
+                "perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)");
+    if (mode == 0) {
+      to_row_major(a, z.m, z.n, mat.out);
+      for (int64_t i = 0; i < z.k; ++i) mat.out[z.m * z.n + i] = static_cast<T>(piv[i]);
+      return;
+    }
+    // P: the row swaps applied to 0..m-1 give perm, with (P^T A)[i] = A[perm[i]], so P[perm[i], i] = 1.
+    perm.resize(static_cast<size_t>(z.m));
+    for (int64_t i = 0; i < z.m; ++i) perm[i] = i;
+    for (int64_t i = 0; i < z.k; ++i) std::swap(perm[i], perm[piv[i] - 1]);
+    T* p = mat.out;
+    T* l = p + z.m * z.m;
+    T* u = l + z.m * z.k;
+    std::fill(p, p + z.m * z.m, T(0));
+    for (int64_t i = 0; i < z.m; ++i) p[perm[i] * z.m + i] = T(1);
+    for (int64_t i = 0; i < z.m; ++i)
+      for (int64_t j = 0; j < z.k; ++j) l[i * z.k + j] = i > j ? a[i + j * z.m] : T(i == j);
+    for (int64_t i = 0; i < z.k; ++i)
+      for (int64_t j = 0; j < z.n; ++j) u[i * z.n + j] = j >= i ? a[i + j * z.m] : T(0);
+  });
+}
+
+// ---- LinalgLuSolve: inputs (LU [..., n, n], pivots [..., n, 1] as T, B [..., n, k]), equal batch
+// dims; attrs [trans]: X with A X = B (A^T X = B with trans) for A = P L U, by getrs. ----
+
+OutputMeta infer_lu_solve(std::span<const InputMeta> in, const Attrs&) {
+  check_lapack_built("linalg.lu_solve");
+  return {in[2].dtype, Dims(in[2].shape)};
+}
+
+void run_lu_solve(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  Scratch scratch;
+  for_each_matrix<3>(in, out, kColumnMajor, [&](auto& mat) {
+    int64_t n = mat.rows[0], k = mat.cols[2];
+    lapack_int* piv = scratch.pivots(n);
+    for (int64_t i = 0; i < n; ++i) piv[i] = static_cast<lapack_int>(mat.in[1][i]);
+    lapack_int info = getrs(attrs[0] ? 'T' : 'N', static_cast<lapack_int>(n), static_cast<lapack_int>(k), mat.work[0],
+                            piv, mat.work[2]);
+    LOOM_CHECK(info == 0, Runtime, "internal: LAPACK getrs refused argument ", -info);
+    to_row_major(mat.work[2], n, k, mat.out);
+  });
+}
+
+// ---- LinalgLstsq: inputs (A [..., m, n], B [..., m, k]), equal batch dims; attrs [driver (0
+// gels, 1 gelsy, 2 gelsd, 3 gelss), rcond as the bits of a double]. The result packs
+// [..., n*k + k + 1 + min(m, n)]: the solution, the squared residuals per column (the rows past
+// n of what LAPACK leaves in B; meaningful for m > n and full rank), the rank and the singular
+// values (gelsd / gelss). ----
+
+enum LstsqDriver : int64_t { kGels = 0, kGelsy = 1, kGelsd = 2, kGelss = 3 };
+
+OutputMeta infer_lstsq(std::span<const InputMeta> in, const Attrs&) {
+  check_lapack_built("linalg.lstsq");
+  int64_t m = rows_of(in[0]), n = cols_of(in[0]), k = cols_of(in[1]);
+  Dims shape = batch_dims(in[0]);
+  shape.push_back(n * k + k + 1 + std::min(m, n));
+  return {in[0].dtype, shape};
+}
+
+void run_lstsq(std::span<const Operand> in, const Attrs& attrs, const Array& out) {
+  int64_t driver = attrs[0];
+  double rcond = std::bit_cast<double>(attrs[1]);
+  Scratch scratch;
+  for_each_matrix<2>(in, out, kColumnMajor, [&](auto& mat) {
+    using T = std::remove_pointer_t<decltype(mat.out)>;
+    int64_t m = mat.rows[0], n = mat.cols[0], k = mat.cols[1], mx = std::max<int64_t>({m, n, 1});
+    T* x = mat.out;
+    T* residuals = x + n * k;
+    T* rank_out = residuals + k;
+    T* sv = rank_out + 1;
+    T* b = scratch.template get<T>(0, mx * std::max<int64_t>(k, 1));  // B with leading dimension max(m, n): X comes back in it
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t i = 0; i < mx; ++i) b[i + j * mx] = i < m ? mat.work[1][i + j * m] : T(0);
+    lapack_int rank = static_cast<lapack_int>(std::min(m, n)), info = 0;
+    auto lm = static_cast<lapack_int>(m), ln = static_cast<lapack_int>(n), lk = static_cast<lapack_int>(k);
+    if (m > 0 && n > 0 && k > 0) {
+      if (driver == kGels) info = gels(lm, ln, lk, mat.work[0], b, static_cast<lapack_int>(mx));
+      else if (driver == kGelsy) {
+        lapack_int* jpvt = scratch.pivots(n);
+        std::fill(jpvt, jpvt + n, 0);
+        info = gelsy(lm, ln, lk, mat.work[0], b, static_cast<lapack_int>(mx), jpvt, static_cast<T>(rcond), &rank);
+      } else {
+        info = gelsd(driver == kGelsd, lm, ln, lk, mat.work[0], b, static_cast<lapack_int>(mx), sv, static_cast<T>(rcond),
+                     &rank);
+      }
+    } else if (m > 0 && n > 0 && driver >= kGelsd) {  // no right-hand sides: still the rank and singular values
+      info = gelsd(driver == kGelsd, lm, ln, 1, mat.work[0], b, static_cast<lapack_int>(mx), sv, static_cast<T>(rcond),
+                   &rank);
+    } else if (m == 0 || n == 0) {
+      rank = 0;
+    }
+    if (info < 0) return fill_nan(mat.out, n * k + k + 1 + std::min(m, n));  // the NaN scan refused A or B
+    if (info > 0 && driver == kGels)
+      LOOM_FAIL(LinAlg, mat.prefix("torch.linalg.lstsq"),
+                "The least squares solution could not be computed because the input matrix does not have full rank "
+                "(error code: ", info, ").");
+    LOOM_CHECK(info == 0, LinAlg, mat.prefix("torch.linalg.lstsq"),
+               "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
+               "repeated singular values (error code: ", info, ").");
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j) x[i * k + j] = b[i + j * mx];
+    for (int64_t j = 0; j < k; ++j) {
+      T r = T(0);
+      for (int64_t i = n; i < m; ++i) r += b[i + j * mx] * b[i + j * mx];
+      residuals[j] = r;
+    }
+    rank_out[0] = static_cast<T>(rank);
+    if (driver < kGelsd) std::fill(sv, sv + std::min(m, n), T(0));
+  });
 }
 
 const bool registered = [] {
@@ -451,6 +798,13 @@ const bool registered = [] {
             OpDef{.name = "LinalgEigh", .cls = OpClass::Other, .infer = infer_eigh, .run_cpu = run_eigh});
   define_op(OpId::LinalgInfo, OpDef{.name = "LinalgInfo", .cls = OpClass::Other, .infer = infer_info,
                                     .run_cpu = run_info});
+  define_op(OpId::LinalgSvd, OpDef{.name = "LinalgSvd", .cls = OpClass::Other, .infer = infer_svd, .run_cpu = run_svd});
+  define_op(OpId::LinalgQr, OpDef{.name = "LinalgQr", .cls = OpClass::Other, .infer = infer_qr, .run_cpu = run_qr});
+  define_op(OpId::LinalgLu, OpDef{.name = "LinalgLu", .cls = OpClass::Other, .infer = infer_lu, .run_cpu = run_lu});
+  define_op(OpId::LinalgLuSolve, OpDef{.name = "LinalgLuSolve", .cls = OpClass::Other, .infer = infer_lu_solve,
+                                       .run_cpu = run_lu_solve});
+  define_op(OpId::LinalgLstsq,
+            OpDef{.name = "LinalgLstsq", .cls = OpClass::Other, .infer = infer_lstsq, .run_cpu = run_lstsq});
   return true;
 }();
 
@@ -512,17 +866,35 @@ std::pair<Tensor, Tensor> linalg_cholesky_ex(const Tensor& a, bool upper, bool c
   return {l, apply(OpId::LinalgInfo, {Arg(a)}, attrs_of({0, upper}))};
 }
 
-// The inverse is the solution of A X = I (gesv), with inv's texts (LinalgSolveEx's attr 1).
+// The inverse is the solution of A X = I (gesv), with inv's texts (LinalgSolveEx's attr 1). Its
+// derivative reads only the result, gA = -X^T g X^T, as PyTorch's LinalgInvExBackward0 does:
+// through LinalgSolveEx's it would save A, and an in-place write to A after inv (allowed by
+// PyTorch) would then fail the backward.
+namespace {
+Tensor inverse_of(const Tensor& a, int64_t mode) {
+  Tensor x;
+  {
+    GradModeGuard no_grad(false);
+    x = apply(OpId::LinalgSolveEx, {Arg(a), Arg(identity_like(a))}, attrs_of({mode, 1}));
+  }
+  record_composite({"LinalgInvExBackward0", {a.get()}, 0, true, {}}, *x,
+                   [](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     Tensor xt = mT(s.result);
+                     return {unary(OpId::Neg, matmul(xt, matmul(g, xt)))};
+                   });
+  return x;
+}
+}  // namespace
+
 Tensor linalg_inv(const Tensor& a, bool legacy) {
   int64_t mode = legacy ? kRaiseLegacy : kRaiseLinalg;
   check_square_float(a, inv_name(mode));
-  return apply(OpId::LinalgSolveEx, {Arg(a), Arg(identity_like(a))}, attrs_of({mode, 1}));
+  return inverse_of(a, mode);
 }
 
 std::pair<Tensor, Tensor> linalg_inv_ex(const Tensor& a, bool check_errors) {
   check_square_float(a, "linalg.inv");
-  Tensor x = apply(OpId::LinalgSolveEx, {Arg(a), Arg(identity_like(a))},
-                   attrs_of({check_errors ? kRaiseLinalg : kNoRaise, 1}));
+  Tensor x = inverse_of(a, check_errors ? kRaiseLinalg : kNoRaise);
   return {x, apply(OpId::LinalgInfo, {Arg(a)}, attrs_of({1, 0}))};
 }
 
@@ -676,6 +1048,276 @@ std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo) {
 }
 
 Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo) { return linalg_eigh(a, uplo).first; }
+
+
+// ---- SVD, QR, pinv, rank, cond, LU, least squares (the primitives above) ----
+namespace {
+
+// A part of a packed result: `tail`'s element count from `offset` of the last dim, as the batch
+// dims + tail (a view: the parts are contiguous runs of each matrix's row).
+Tensor unpack(const Tensor& packed, int64_t offset, const Dims& tail) {
+  Dims shape(packed->sizes().begin(), packed->sizes().end() - 1);
+  int64_t count = 1;
+  for (int64_t d : tail) count *= d;
+  for (int64_t d : tail) shape.push_back(d);
+  return reshape(narrow(packed, -1, offset, count), shape);
+}
+
+bool needs_grad(const Tensor& a) { return grad_enabled() && requires_grad(*a); }
+
+Tensor zeros_of(Dims shape, const Tensor& like, DType dtype) {
+  return full(shape, Scalar(int64_t{0}), dtype, placement_of(like));
+}
+
+Dims with_tail(Dims batch, std::initializer_list<int64_t> tail) {
+  for (int64_t d : tail) batch.push_back(d);
+  return batch;
+}
+
+double eps_of(DType dtype) {
+  return dtype == DType::Float64 ? std::numeric_limits<double>::epsilon() : std::numeric_limits<float>::epsilon();
+}
+
+// The cutoff [..., 1] below which singular values (or |eigenvalues|) s [..., k > 0] count as
+// zero: max(atol, rtol * the largest).
+Tensor cutoff(const Tensor& s, Tolerances tol, int64_t m, int64_t n) {
+  double atol = tol.atol.value_or(0.0);
+  double rtol = tol.rtol ? *tol.rtol : atol > 0 ? 0.0 : eps_of(s->dtype()) * static_cast<double>(std::max(m, n));
+  Tensor scaled = mul(amax(s, DimList{-1}, true), Scalar(rtol));
+  return binary(OpId::Maximum, scaled, Scalar(atol));
+}
+
+// The gradient of P = pinv(A) (A m x n, P n x m) for g = dL/dP: from
+// dP = -P dA P + P P^T dA^T (I - A P) + (I - P A) dA^T P^T P (Golub and Pereyra),
+// gA = -P^T g P^T + (I - A P) g^T P P^T + P^T P g^T (I - P A), without forming I.
+Tensor pinv_gradient(const Tensor& g, const Tensor& p, const Tensor& a) {
+  Tensor pt = mT(p), gt = mT(g);
+  Tensor first = unary(OpId::Neg, matmul(matmul(pt, g), pt));
+  Tensor x = matmul(gt, matmul(p, pt));
+  Tensor second = sub(x, matmul(a, matmul(p, x)));
+  Tensor y = matmul(matmul(pt, p), gt);
+  Tensor third = sub(y, matmul(matmul(y, p), a));
+  return add(add(first, second), third);
+}
+
+}  // namespace
+
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& a, bool full_matrices) {
+  Tensor packed = apply(OpId::LinalgSvd, {Arg(a)}, attrs_of({full_matrices, 1}));
+  SvdSizes z(rows_of(a), cols_of(a), full_matrices);
+  return {unpack(packed, 0, {z.m, z.ku}), unpack(packed, z.m * z.ku, {z.k}),
+          unpack(packed, z.m * z.ku + z.k, {z.kv, z.n})};
+}
+
+// Without a gradient to compute only the values (jobz 'N'); with one, the full SVD's S (its
+// derivative needs U and V), as PyTorch does.
+Tensor linalg_svdvals(const Tensor& a) {
+  if (needs_grad(a)) return std::get<1>(linalg_svd(a, false));
+  return apply(OpId::LinalgSvd, {Arg(a)}, attrs_of({0, 0}));
+}
+
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_uv) {
+  if (compute_uv) {
+    auto [u, s, vh] = linalg_svd(a, !some);
+    return {u, s, mT(vh)};
+  }
+  Tensor s = linalg_svdvals(a);
+  Dims batch = batch_of(a);
+  return {zeros_of(with_tail(batch, {rows_of(a), rows_of(a)}), a, a->dtype()), s,
+          zeros_of(with_tail(batch, {cols_of(a), cols_of(a)}), a, a->dtype())};
+}
+
+std::pair<Tensor, Tensor> linalg_qr(const Tensor& a, std::string_view mode, const char* name) {
+  int64_t m = mode == "reduced" ? 0 : mode == "complete" ? 1 : mode == "r" ? 2 : -1;
+  LOOM_CHECK(m >= 0, Runtime, "qr received unrecognized mode '", mode,
+             "' but expected one of 'reduced' (default), 'r', or 'complete'");
+  (void)name;
+  Tensor packed = apply(OpId::LinalgQr, {Arg(a)}, attrs_of({m}));
+  QrSizes z(rows_of(a), cols_of(a), m);
+  Tensor q = m == 2 ? zeros_of(Dims{0}, a, a->dtype()) : unpack(packed, 0, {z.m, z.kq});
+  return {q, unpack(packed, z.m * z.kq, {z.kr, z.n})};
+}
+
+// P = V diag(1 / s) U^T over the singular values above the cutoff (hermitian: the eigenvalues of
+// magnitude above it, P = V diag(1 / w) V^T), with its own derivative (pinv_gradient), as
+// PyTorch's LinalgPinvBackward0 rather than the chain through the SVD's.
+Tensor linalg_pinv(const Tensor& a, Tolerances tol, bool hermitian) {
+  const char* name = "linalg.pinv";
+  LOOM_CHECK(a->ndim() >= 2 && (a->dtype() == DType::Float32 || a->dtype() == DType::Float64), Runtime, name, "(",
+             dtype_info(a->dtype()).scalar_type_name, "{", format_dims(a->sizes()),
+             "}): expected a tensor with 2 or more dimensions of float, double, cfloat or cdouble types");
+  int64_t m = rows_of(a), n = cols_of(a);
+  if (hermitian) check_square_float(a, name);
+  Tensor p;
+  {
+    GradModeGuard no_grad(false);
+    if (std::min(m, n) == 0) {
+      p = zeros_of(with_tail(batch_of(a), {n, m}), a, a->dtype());
+    } else if (hermitian) {
+      auto [w, v] = linalg_eigh(a);
+      Tensor keep = binary(OpId::Gt, unary(OpId::Abs, w), cutoff(unary(OpId::Abs, w), tol, m, n));
+      Tensor inv = where(keep, div(Scalar(1.0), w), Scalar(int64_t{0}));
+      p = matmul(v, mul(unsqueeze(inv, -1), mT(v)));
+    } else {
+      auto [u, s, vh] = linalg_svd(a, false);
+      Tensor inv = where(binary(OpId::Gt, s, cutoff(s, tol, m, n)), div(Scalar(1.0), s), Scalar(int64_t{0}));
+      p = matmul(mT(vh), mul(unsqueeze(inv, -1), mT(u)));
+    }
+  }
+  record_composite({"LinalgPinvBackward0", {a.get()}, 0b1u, true, {}}, *p,
+                   [](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     return {pinv_gradient(g, s.result, s.inputs[0])};
+                   });
+  return p;
+}
+
+Tensor linalg_matrix_rank(const Tensor& a, Tolerances tol, bool hermitian) {
+  LOOM_CHECK(a->ndim() >= 2, Runtime,
+             "torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.");
+  LOOM_CHECK(a->dtype() == DType::Float32 || a->dtype() == DType::Float64, Runtime,
+             "This function doesn't handle types other than float and double");
+  int64_t m = rows_of(a), n = cols_of(a);
+  if (std::min(m, n) == 0) return zeros_of(batch_of(a), a, DType::Int64);
+  GradModeGuard no_grad(false);
+  Tensor s = hermitian ? unary(OpId::Abs, linalg_eigvalsh(a)) : linalg_svdvals(a);
+  return sum(binary(OpId::Gt, s, cutoff(s, tol, m, n)), DimList{-1}, false, DType::Int64);
+}
+
+// p None or +-2: the ratio of the extreme singular values (any shape); the other orders
+// norm(A) norm(A^{-1}) of square matrices, inf where A is singular.
+Tensor linalg_cond(const Tensor& a, std::string_view ord, std::optional<double> number_ord) {
+  if (ord.empty() && (!number_ord || std::abs(*number_ord) == 2)) {
+    LOOM_CHECK(a->ndim() >= 2, Runtime, "linalg.cond: The input tensor A must have at least 2 dimensions.");
+    Tensor s = linalg_svdvals(a);
+    Tensor big = amax(s, DimList{-1}), small = amin(s, DimList{-1});
+    return number_ord && *number_ord < 0 ? div(small, big) : div(big, small);
+  }
+  LOOM_CHECK(ord.empty() || ord == "fro" || ord == "nuc", Runtime, "linalg.cond got an invalid norm type: ", ord);
+  LOOM_CHECK(!number_ord || std::abs(*number_ord) == 1 || std::isinf(*number_ord), Runtime,
+             "linalg.cond got an invalid norm type: ", *number_ord);
+  std::ostringstream label;
+  label << "linalg.cond(ord=";
+  if (ord.empty()) label << *number_ord;
+  else label << ord;
+  label << ")";
+  check_square_float(a, label.str().c_str());
+  auto [inv, info] = linalg_inv_ex(a, false);
+  double num = number_ord.value_or(0.0);
+  Dims dims{-2, -1};
+  Tensor r = mul(matrix_norm(a, ord, num, dims, false, std::nullopt), matrix_norm(inv, ord, num, dims, false, std::nullopt));
+  return where(binary(OpId::Ne, info, Scalar(int64_t{0})), Scalar(std::numeric_limits<double>::infinity()), r);
+}
+
+std::pair<Tensor, Tensor> linalg_lu_factor(const Tensor& a, bool pivot, bool check_errors, const char* name) {
+  LOOM_CHECK(a->ndim() >= 2, Runtime, "torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: ",
+             format_dims(a->sizes()), " instead");
+  LOOM_CHECK(a->dtype() == DType::Float32 || a->dtype() == DType::Float64, Runtime, "\"lu_cpu\" not implemented for '",
+             dtype_info(a->dtype()).scalar_type_name, "'");
+  LOOM_CHECK(pivot, Runtime, name, ": LU without pivoting is not implemented on the CPU");
+  Tensor packed = apply(OpId::LinalgLu, {Arg(a)}, attrs_of({0, check_errors}));
+  LuSizes z(rows_of(a), cols_of(a));
+  return {unpack(packed, 0, {z.m, z.n}), cast(unpack(packed, z.m * z.n, {z.k}), DType::Int32)};
+}
+
+Tensor linalg_lu_factor_ex_info(const Tensor& a) { return apply(OpId::LinalgInfo, {Arg(a)}, attrs_of({1, 0})); }
+
+std::tuple<Tensor, Tensor, Tensor> linalg_lu(const Tensor& a, bool pivot) {
+  LOOM_CHECK(pivot, Runtime, "linalg.lu: LU without pivoting is not implemented on the CPU");
+  Tensor packed = apply(OpId::LinalgLu, {Arg(a)}, attrs_of({1, 0}));
+  LuSizes z(rows_of(a), cols_of(a));
+  return {unpack(packed, 0, {z.m, z.m}), unpack(packed, z.m * z.m, {z.m, z.k}),
+          unpack(packed, z.m * z.m + z.m * z.k, {z.k, z.n})};
+}
+
+// A X = B (left) is getrs with A, A^T X = B (adjoint) with A^T; X A = B is A^T X^T = B^T and
+// X A^T = B is A X^T = B^T.
+Tensor linalg_lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left, bool adjoint,
+                       const char* name) {
+  LOOM_CHECK(lu->ndim() >= 2, Runtime, name, ": The input tensor LU must have at least 2 dimensions.");
+  LOOM_CHECK(b->ndim() >= 2, Runtime, name, ": The input tensor B must have at least 2 dimensions.");
+  LOOM_CHECK(rows_of(lu) == cols_of(lu), Runtime, "torch.", name, ": A must be batches of square matrices, but they are ",
+             rows_of(lu), " by ", cols_of(lu), " matrices");
+  int64_t n = rows_of(lu);
+  LOOM_CHECK((left ? rows_of(b) : cols_of(b)) == n, Runtime, name, ": Incompatible shapes of A and B for the equation ",
+             left ? "AX = B" : "XA = B", " (", n, "x", n, " and ", rows_of(b), "x", cols_of(b), ")");
+  LOOM_CHECK(pivots->dtype() == DType::Int32, Runtime, name, ": pivots should be a Tensor of scalar type torch.int32");
+  LOOM_CHECK(pivots->ndim() == lu->ndim() - 1 && pivots->sizes().back() == n, Runtime, name,
+             ": Expected pivots of shape (*, ", n, ") matching LU's batch dims. Got ", format_dims(pivots->sizes()));
+  LOOM_CHECK(lu->dtype() == b->dtype(), Runtime, name, ": Expected LU and B to have the same dtype, but found LU of type ",
+             dtype_info(lu->dtype()).scalar_type_name, " and B of type ", dtype_info(b->dtype()).scalar_type_name,
+             " instead");
+  LOOM_CHECK(lu->dtype() == DType::Float32 || lu->dtype() == DType::Float64, Runtime, name,
+             ": Expected a float32 or float64 LU. Got ", dtype_info(lu->dtype()).scalar_type_name);
+  Tensor bm = left ? b : mT(b);
+  bool trans = left ? adjoint : !adjoint;
+  Dims batch = broadcast_shapes(broadcast_shapes(batch_of(lu), batch_of(bm)),
+                                Dims(pivots->sizes().begin(), pivots->sizes().end() - 1));
+  Tensor piv = expand_batch(unsqueeze(cast(pivots, lu->dtype()), -1), batch);
+  Tensor x = apply(OpId::LinalgLuSolve, {Arg(expand_batch(lu, batch)), Arg(piv), Arg(expand_batch(bm, batch))},
+                   attrs_of({trans}));
+  return left ? x : mT(x);
+}
+
+std::vector<Tensor> linalg_lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond,
+                                 std::optional<std::string_view> driver_name) {
+  const char* name = "torch.linalg.lstsq";
+  LOOM_CHECK(a->ndim() >= 2, Runtime, name, ": input must have at least 2 dimensions.");
+  LOOM_CHECK(b->ndim() >= 1, Runtime, name, ": other must have at least 1 dimension.");
+  LOOM_CHECK(a->dtype() == b->dtype(), Runtime, name, ": Expected input and other to have the same dtype, but got input's dtype ",
+             dtype_info(a->dtype()).scalar_type_name, " and other's dtype ", dtype_info(b->dtype()).scalar_type_name);
+  LOOM_CHECK(a->dtype() == DType::Float32 || a->dtype() == DType::Float64, Runtime, name,
+             ": Expected a float32 or float64 input. Got ", dtype_info(a->dtype()).scalar_type_name);
+  bool vector = b->ndim() == a->ndim() - 1;
+  Tensor bm = vector ? unsqueeze(b, -1) : b;
+  LOOM_CHECK(rows_of(a) == rows_of(bm), Runtime, name, ": input.size(-2) should match other.size(",
+             vector ? -1 : -2, ")");
+  std::string_view dn = driver_name.value_or("gelsy");
+  int64_t driver = dn == "gels"    ? int64_t{kGels}
+                   : dn == "gelsy" ? int64_t{kGelsy}
+                   : dn == "gelsd" ? int64_t{kGelsd}
+                   : dn == "gelss" ? int64_t{kGelss}
+                                   : int64_t{-1};
+  LOOM_CHECK(driver >= 0, Runtime, name, ": parameter `driver` should be one of (gels, gelsy, gelsd, gelss)");
+  int64_t m = rows_of(a), n = cols_of(a), k = cols_of(bm);
+  double rc = rcond.value_or(eps_of(a->dtype()) * static_cast<double>(std::max(m, n)));
+  Dims batch = broadcast_shapes(batch_of(a), batch_of(bm));
+  Tensor packed = apply(OpId::LinalgLstsq, {Arg(expand_batch(a, batch)), Arg(expand_batch(bm, batch))},
+                        attrs_of({driver, std::bit_cast<int64_t>(rc)}));
+  Tensor x;
+  {
+    GradModeGuard no_grad(false);
+    x = contiguous(unpack(packed, 0, {n, k}));
+  }
+  // X = pinv(A) B: gB = pinv(A)^T g, gA through pinv's derivative with g B^T (full-rank A: the
+  // least-squares solution is pinv(A) B for every driver).
+  record_composite({"LinalgLstsqBackward0", {a.get(), b.get()}, 0b11u, false, {}}, *x,
+                   [vector](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     const Tensor& a = s.inputs[0];
+                     Tensor bm = vector ? unsqueeze(s.inputs[1], -1) : s.inputs[1];
+                     Tensor p = linalg_pinv(a, {}, false);
+                     std::vector<Tensor> grads(2);
+                     if (s.needs_grad[1]) {
+                       Tensor gb = matmul(mT(p), g);
+                       grads[1] = vector ? squeeze(gb, DimList{-1}) : gb;
+                     }
+                     if (s.needs_grad[0]) grads[0] = pinv_gradient(matmul(g, mT(bm)), p, a);
+                     return grads;
+                   });
+  Tensor residuals = zeros_of(Dims{0}, a, a->dtype());
+  if (m > n && driver != kGelsy) {
+    bool full_rank = true;
+    if (driver != kGels) {  // the residuals exist when every matrix has full rank: a read of the ranks
+      Array ranks = copy_to(values_for_shape(unpack(packed, n * k + k, {}), "linalg.lstsq's residuals"), DType::Float64, kCPU);
+      const auto* r = static_cast<const double*>(ranks.data());
+      for (int64_t i = 0; i < ranks.numel(); ++i) full_rank = full_rank && r[i] == static_cast<double>(n);
+    }
+    if (full_rank) residuals = unpack(packed, n * k, {k});
+  }
+  Tensor rank = driver == kGels ? zeros_of(Dims{0}, a, DType::Int64) : cast(unpack(packed, n * k + k, {}), DType::Int64);
+  Tensor sv = driver >= kGelsd ? unpack(packed, n * k + k + 1, {std::min(m, n)}) : zeros_of(Dims{0}, a, a->dtype());
+  if (vector) x = squeeze(x, DimList{-1});
+  return {x, residuals, rank, sv};
+}
 
 }  // namespace ops
 }  // namespace loom

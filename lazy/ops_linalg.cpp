@@ -260,8 +260,19 @@ Tensor matrix_norm(const Tensor& x, std::string_view ord, double number_ord, Int
   int64_t d0 = wrap_dim(dims[0], x->ndim()), d1 = wrap_dim(dims[1], x->ndim());
   LOOM_CHECK(d0 != d1, Runtime, "linalg.matrix_norm: dims must be different. Got (", dims[0], ", ", dims[1], ")");
   if (ord == "fro") return vector_norm(x, 2, DimList{d0, d1}, keepdim, dtype);
-  LOOM_CHECK(ord != "nuc" && (!ord.empty() || std::abs(number_ord) != 2), NotImplemented, "linalg.matrix_norm: ord=",
-             ord.empty() ? (number_ord > 0 ? "2" : "-2") : "'nuc'", " needs singular values, which loom does not compute");
+  if (ord == "nuc" || (ord.empty() && std::abs(number_ord) == 2)) {
+    // The singular values of the matrices over (d0, d1): their sum, largest or smallest.
+    LOOM_CHECK(is_floating(x->dtype()), Runtime,
+               "linalg.matrix_norm: Expected a floating point or complex tensor as input. Got ", type_name(x));
+    Tensor a = dtype ? cast(x, *dtype) : x;
+    Tensor s = linalg_svdvals(movedim(a, Dims{d0, d1}, Dims{-2, -1}));
+    Tensor out = ord == "nuc" ? sum(s, DimList{-1}) : number_ord > 0 ? amax(s, DimList{-1}) : amin(s, DimList{-1});
+    if (keepdim) {
+      out = unsqueeze(out, std::min(d0, d1));
+      out = unsqueeze(out, std::max(d0, d1));
+    }
+    return out;
+  }
   LOOM_CHECK(ord.empty() && (std::abs(number_ord) == 1 || std::isinf(number_ord)), Runtime,
              "linalg.matrix_norm: Order ", ord.empty() ? std::to_string(static_cast<int64_t>(number_ord)) : std::string(ord),
              " not supported.");

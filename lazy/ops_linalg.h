@@ -6,6 +6,7 @@
 // autograd come with them.
 #pragma once
 
+#include <tuple>
 #include <string_view>
 #include <vector>
 
@@ -84,5 +85,35 @@ Tensor logdet(const Tensor& a);
 // linalg.eigh (eigenvalues ascending, eigenvectors as columns; UPLO "L" or "U") and eigvalsh.
 std::pair<Tensor, Tensor> linalg_eigh(const Tensor& a, std::string_view uplo = "L");
 Tensor linalg_eigvalsh(const Tensor& a, std::string_view uplo = "L");
+
+// linalg.svd: (U, S, Vh), reduced unless full_matrices; linalg.svdvals (through the full SVD when
+// A needs a gradient, as PyTorch's); torch.svd: (U, S, V), some = reduced, compute_uv false gives
+// zero U and V of the full shapes.
+std::tuple<Tensor, Tensor, Tensor> linalg_svd(const Tensor& a, bool full_matrices);
+Tensor linalg_svdvals(const Tensor& a);
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& a, bool some, bool compute_uv);
+// linalg.qr: (Q, R); mode "reduced", "complete" or "r" (Q an empty tensor). `name` words errors.
+std::pair<Tensor, Tensor> linalg_qr(const Tensor& a, std::string_view mode, const char* name = "linalg.qr");
+// The tolerances of pinv and matrix_rank: absent values as PyTorch chooses them (rtol
+// max(m, n) * eps when neither is given, 0 when only atol is).
+struct Tolerances {
+  std::optional<double> atol, rtol;
+};
+// linalg.pinv (hermitian: through eigh), linalg.matrix_rank (int64), linalg.cond (p None: 2).
+Tensor linalg_pinv(const Tensor& a, Tolerances tol, bool hermitian);
+Tensor linalg_matrix_rank(const Tensor& a, Tolerances tol, bool hermitian);
+Tensor linalg_cond(const Tensor& a, std::string_view ord, std::optional<double> number_ord);
+// linalg.lu_factor(_ex): (LU, pivots int32[, info]); linalg.lu: (P, L, U); linalg.lu_solve(LU,
+// pivots, B, left, adjoint). pivot=False is refused on CPU, as PyTorch's.
+std::pair<Tensor, Tensor> linalg_lu_factor(const Tensor& a, bool pivot, bool check_errors, const char* name);
+std::tuple<Tensor, Tensor, Tensor> linalg_lu(const Tensor& a, bool pivot);
+// getrf's info per matrix (int32): 0, or the first zero of U's diagonal (1-based).
+Tensor linalg_lu_factor_ex_info(const Tensor& a);
+Tensor linalg_lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& b, bool left, bool adjoint,
+                       const char* name = "linalg.lu_solve");
+// linalg.lstsq: (solution, residuals, rank, singular_values); driver "gels", "gelsy" (the
+// default), "gelsd" or "gelss"; rcond absent: eps * max(m, n).
+std::vector<Tensor> linalg_lstsq(const Tensor& a, const Tensor& b, std::optional<double> rcond,
+                                 std::optional<std::string_view> driver);
 
 }  // namespace loom::ops

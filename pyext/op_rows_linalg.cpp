@@ -4,6 +4,9 @@
 // einsum(equation, *operands), tensordot's dims forms and chain_matmul(*matrices) wrap rows in
 // pyext/loom/_functional.py.
 #include <cmath>
+#include <deque>
+#include <map>
+#include <tuple>
 
 #include "lazy/ops_linalg.h"
 #include "pyext/op_table.h"
@@ -14,6 +17,83 @@
 namespace loom::py {
 namespace {
 
+
+
+// A named tuple like torch.return_types.<name> with any number of fields (named_pair's, for
+// three and four results).
+PyObject* named_tuple(const char* name, const std::vector<Tensor>& parts, std::vector<const char*> fields) {
+  static std::map<std::string, PyTypeObject*> types;
+  static std::deque<std::pair<std::string, std::vector<PyStructSequence_Field>>> descriptions;
+  static std::deque<PyStructSequence_Desc> descs;
+  PyTypeObject*& type = types[name];
+  if (!type) {
+    auto& [type_name, fs] = descriptions.emplace_back(std::string("loom.return_types.") + name,
+                                                      std::vector<PyStructSequence_Field>{});
+    for (const char* f : fields) fs.push_back({f, nullptr});
+    fs.push_back({nullptr, nullptr});
+    PyStructSequence_Desc& desc = descs.emplace_back(PyStructSequence_Desc{
+        type_name.c_str(), "a named tuple of results", fs.data(), static_cast<int>(fields.size())});
+    type = PyStructSequence_NewType(&desc);
+    if (!type) throw PythonError{};
+  }
+  PyRef result = PyRef::checked(PyStructSequence_New(type));
+  for (size_t i = 0; i < parts.size(); ++i) PyStructSequence_SET_ITEM(result.get(), i, wrap(parts[i]));
+  return result.release();
+}
+
+template <typename... Ts>
+std::vector<Tensor> tensors_of(const std::tuple<Ts...>& t) {
+  return std::apply([](const auto&... x) { return std::vector<Tensor>{x...}; }, t);
+}
+
+// PyTorch 1.13's deprecation warnings of the old names (UserWarning, its texts).
+void warn_deprecated(const char* text) { check_status(PyErr_WarnEx(PyExc_UserWarning, text, 1)); }
+
+const char* kCholeskyDeprecated =
+    "torch.cholesky is deprecated in favor of torch.linalg.cholesky and will be removed in a future PyTorch "
+    "release.\nL = torch.cholesky(A)\nshould be replaced with\nL = torch.linalg.cholesky(A)\nand\nU = "
+    "torch.cholesky(A, upper=True)\nshould be replaced with\nU = torch.linalg.cholesky(A).mH().\nThis transform "
+    "will produce equivalent results for all valid (symmetric positive definite) inputs.";
+const char* kTriangularSolveDeprecated =
+    "torch.triangular_solve is deprecated in favor of torch.linalg.solve_triangularand will be removed in a future "
+    "PyTorch release.\ntorch.linalg.solve_triangular has its arguments reversed and does not return a copy of one "
+    "of the inputs.\nX = torch.triangular_solve(B, A).solution\nshould be replaced with\nX = "
+    "torch.linalg.solve_triangular(A, B).";
+const char* kLuDeprecated =
+    "torch.lu is deprecated in favor of torch.linalg.lu_factor / torch.linalg.lu_factor_ex and will be removed in "
+    "a future PyTorch release.\nLU, pivots = torch.lu(A, compute_pivots)\nshould be replaced with\nLU, pivots = "
+    "torch.linalg.lu_factor(A, compute_pivots)\nand\nLU, pivots, info = torch.lu(A, compute_pivots, "
+    "get_infos=True)\nshould be replaced with\nLU, pivots, info = torch.linalg.lu_factor_ex(A, compute_pivots)";
+const char* kLuSolveDeprecated =
+    "torch.lu_solve is deprecated in favor of torch.linalg.lu_solveand will be removed in a future PyTorch "
+    "release.\nNote that torch.linalg.lu_solve has its arguments reversed.\nX = torch.lu_solve(B, LU, "
+    "pivots)\nshould be replaced with\nX = torch.linalg.lu_solve(LU, pivots, B)";
+const char* kQrDeprecated =
+    "torch.qr is deprecated in favor of torch.linalg.qr and will be removed in a future PyTorch release.\nThe "
+    "boolean parameter 'some' has been replaced with a string parameter 'mode'.\nQ, R = torch.qr(A, "
+    "some)\nshould be replaced with\nQ, R = torch.linalg.qr(A, 'reduced' if some else 'complete')";
+
+const char* kSymeigDeprecated =
+    "torch.symeig is deprecated in favor of torch.linalg.eigh and will be removed in a future PyTorch "
+    "release.\nThe default behavior has changed from using the upper triangular portion of the matrix by default "
+    "to using the lower triangular portion.\nL, _ = torch.symeig(A, upper=upper)\nshould be replaced with\nL = "
+    "torch.linalg.eigvalsh(A, UPLO='U' if upper else 'L')\nand\nL, V = torch.symeig(A, "
+    "eigenvectors=True)\nshould be replaced with\nL, V = torch.linalg.eigh(A, UPLO='U' if upper else 'L')";
+
+// torch.linalg.svd's driver= selects a cuSOLVER routine: refused on CPU, as PyTorch does.
+void check_no_driver(const Parsed& p, int i, const char* name) {
+  LOOM_CHECK(!p.has(i), Runtime, name,
+             ": keyword argument `driver=` is only supported on CUDA inputs with cuSOLVER backend.");
+}
+
+Result lu_row(const Parsed& p) {
+  warn_deprecated(kLuDeprecated);
+  auto [lu, piv] = ops::linalg_lu_factor(p.tensor(0), p.boolean(1), false, "torch.lu");
+  if (!p.boolean(2)) return std::vector<Tensor>{lu, piv};
+  Tensor a = p.tensor(0);
+  // infos: LAPACK's getrf info per matrix (LinalgInfo's LU routine), as lu_factor_ex's
+  return std::vector<Tensor>{lu, piv, ops::linalg_lu_factor_ex_info(a)};
+}
 
 // norm orders arrive as numbers (inf included) or, for matrices, as strings.
 double order_of(const Parsed& p, int i, double absent) { return p.has(i) ? p.scalar(i).as_double() : absent; }
@@ -166,8 +246,10 @@ const Row kRows[] = {
     {{"linalg_cholesky_ex(Tensor input, *, bool upper=False, bool check_errors=False)"}, kFunction,
      LOOM_BODY(named_pair("linalg_cholesky_ex", ops::linalg_cholesky_ex(p.tensor(0), p.boolean(1), p.boolean(2)), "L",
                           "info"))},
-    {{"cholesky(Tensor input, bool upper=False)"}, kBoth,
-     LOOM_BODY(ops::linalg_cholesky(p.tensor(0), p.boolean(1), /*legacy=*/true))},
+    {{"cholesky(Tensor input, bool upper=False)"}, kBoth, [](const Parsed& p) -> Result {
+       warn_deprecated(kCholeskyDeprecated);
+       return ops::linalg_cholesky(p.tensor(0), p.boolean(1), /*legacy=*/true);
+     }},
     {{"linalg_inv(Tensor A)"}, kFunction, LOOM_BODY(ops::linalg_inv(p.tensor(0)))},
     {{"linalg_inv_ex(Tensor A, *, bool check_errors=False)"}, kFunction,
      LOOM_BODY(named_pair("linalg_inv_ex", ops::linalg_inv_ex(p.tensor(0), p.boolean(1)), "inverse", "info"))},
@@ -178,10 +260,12 @@ const Row kRows[] = {
      kFunction,
      LOOM_BODY(ops::linalg_solve_triangular(p.tensor(0), p.tensor(1), p.boolean(2), p.boolean(3), p.boolean(4)))},
     {{"triangular_solve(Tensor input, Tensor A, bool upper=True, bool transpose=False, bool unitriangular=False)"},
-     kBoth,
-     LOOM_BODY(named_pair("triangular_solve",
-                          ops::triangular_solve(p.tensor(0), p.tensor(1), p.boolean(2), p.boolean(3), p.boolean(4)),
-                          "solution", "cloned_coefficient"))},
+     kBoth, [](const Parsed& p) -> Result {
+       warn_deprecated(kTriangularSolveDeprecated);
+       return named_pair("triangular_solve",
+                         ops::triangular_solve(p.tensor(0), p.tensor(1), p.boolean(2), p.boolean(3), p.boolean(4)),
+                         "solution", "cloned_coefficient");
+     }},
     {{"cholesky_solve(Tensor input, Tensor input2, bool upper=False)"}, kBoth,
      LOOM_BODY(ops::cholesky_solve(p.tensor(0), p.tensor(1), p.boolean(2)))},
     {{"cholesky_inverse(Tensor input, bool upper=False)"}, kBoth,
@@ -197,6 +281,83 @@ const Row kRows[] = {
      LOOM_BODY(named_pair("linalg_eigh", ops::linalg_eigh(p.tensor(0), p.string(1)), "eigenvalues", "eigenvectors"))},
     {{"linalg_eigvalsh(Tensor input, str UPLO='L')"}, kFunction,
      LOOM_BODY(ops::linalg_eigvalsh(p.tensor(0), p.string(1)))},
+
+    // ---- SVD, QR, pinv, rank, cond, LU, least squares (lazy/ops_lapack.cpp) ----
+    {{"linalg_svd(Tensor A, bool full_matrices=True, *, str? driver=None)"}, kFunction, [](const Parsed& p) -> Result {
+       check_no_driver(p, 2, "torch.linalg.svd");
+       return named_tuple("linalg_svd", tensors_of(ops::linalg_svd(p.tensor(0), p.boolean(1))), {"U", "S", "Vh"});
+     }},
+    {{"linalg_svdvals(Tensor A, *, str? driver=None)"}, kFunction, [](const Parsed& p) -> Result {
+       check_no_driver(p, 1, "torch.linalg.svdvals");
+       return ops::linalg_svdvals(p.tensor(0));
+     }},
+    {{"svd(Tensor input, bool some=True, bool compute_uv=True)"}, kBoth,
+     LOOM_BODY(named_tuple("svd", tensors_of(ops::svd(p.tensor(0), p.boolean(1), p.boolean(2))), {"U", "S", "V"}))},
+    {{"linalg_qr(Tensor A, str mode='reduced')"}, kFunction,
+     LOOM_BODY(named_pair("linalg_qr", ops::linalg_qr(p.tensor(0), p.string(1)), "Q", "R"))},
+    {{"qr(Tensor input, bool some=True)"}, kBoth, [](const Parsed& p) -> Result {
+       warn_deprecated(kQrDeprecated);
+       return named_pair("qr", ops::linalg_qr(p.tensor(0), p.boolean(1) ? "reduced" : "complete"), "Q", "R");
+     }},
+    {{"linalg_pinv(Tensor input, *, float? atol=None, float? rtol=None, bool hermitian=False)",
+      "linalg_pinv(Tensor input, float rcond, bool hermitian=False)"},
+     kFunction, [](const Parsed& p) -> Result {
+       if (p.index == 1) return ops::linalg_pinv(p.tensor(0), {0.0, p.real(1)}, p.boolean(2));
+       return ops::linalg_pinv(p.tensor(0), {p.optional_real(1), p.optional_real(2)}, p.boolean(3));
+     }},
+    {{"pinverse(Tensor input, float rcond=1e-15)"}, kBoth,
+     LOOM_BODY(ops::linalg_pinv(p.tensor(0), {0.0, p.real(1)}, false))},
+    {{"linalg_matrix_rank(Tensor input, *, float? atol=None, float? rtol=None, bool hermitian=False)",
+      "linalg_matrix_rank(Tensor input, float tol, bool hermitian=False)"},
+     kFunction, [](const Parsed& p) -> Result {
+       if (p.index == 1) return ops::linalg_matrix_rank(p.tensor(0), {p.real(1), 0.0}, p.boolean(2));
+       return ops::linalg_matrix_rank(p.tensor(0), {p.optional_real(1), p.optional_real(2)}, p.boolean(3));
+     }},
+    {{"linalg_cond(Tensor input, Scalar? p=None)", "linalg_cond(Tensor input, str p)"}, kFunction,
+     [](const Parsed& p) -> Result {
+       if (p.index == 1) return ops::linalg_cond(p.tensor(0), p.string(1), std::nullopt);
+       std::optional<double> ord;
+       if (p.has(1)) ord = p.scalar(1).as_double();
+       return ops::linalg_cond(p.tensor(0), "", ord);
+     }},
+    {{"linalg_lu_factor(Tensor A, *, bool pivot=True)"}, kFunction,
+     LOOM_BODY(named_pair("linalg_lu_factor",
+                          ops::linalg_lu_factor(p.tensor(0), p.boolean(1), true, "torch.linalg.lu_factor"), "LU",
+                          "pivots"))},
+    {{"linalg_lu_factor_ex(Tensor A, *, bool pivot=True, bool check_errors=False)"}, kFunction,
+     [](const Parsed& p) -> Result {
+       auto [lu, piv] = ops::linalg_lu_factor(p.tensor(0), p.boolean(1), p.boolean(2), "torch.linalg.lu_factor_ex");
+       return named_tuple("linalg_lu_factor_ex", {lu, piv, ops::linalg_lu_factor_ex_info(p.tensor(0))},
+                          {"LU", "pivots", "info"});
+     }},
+    {{"linalg_lu(Tensor A, *, bool pivot=True)"}, kFunction,
+     LOOM_BODY(named_tuple("linalg_lu", tensors_of(ops::linalg_lu(p.tensor(0), p.boolean(1))), {"P", "L", "U"}))},
+    {{"linalg_lu_solve(Tensor LU, Tensor pivots, Tensor B, *, bool left=True, bool adjoint=False)"}, kFunction,
+     LOOM_BODY(ops::linalg_lu_solve(p.tensor(0), p.tensor(1), p.tensor(2), p.boolean(3), p.boolean(4)))},
+    {{"lu_solve(Tensor input, Tensor LU_data, Tensor LU_pivots)"}, kBoth, [](const Parsed& p) -> Result {
+       warn_deprecated(kLuSolveDeprecated);
+       return ops::linalg_lu_solve(p.tensor(1), p.tensor(2), p.tensor(0), true, false, "torch.lu_solve");
+     }},
+    {{"symeig(Tensor input, bool eigenvectors=False, bool upper=True)"}, kBoth, [](const Parsed& p) -> Result {
+       warn_deprecated(kSymeigDeprecated);
+       Tensor a = p.tensor(0);
+       auto [w, v] = ops::linalg_eigh(a, p.boolean(2) ? "U" : "L");
+       if (!p.boolean(1)) v = ops::full(Dims{0}, Scalar(int64_t{0}), a->dtype(), placement_of(a));
+       return named_pair("symeig", {w, v}, "eigenvalues", "eigenvectors");
+     },
+     "Deprecated, as in PyTorch: linalg.eigh; eigenvectors an empty tensor unless asked for."},
+    {{"lu(Tensor input, bool pivot=True, bool get_infos=False)"}, kBoth, lu_row,
+     "Deprecated, as in PyTorch: (LU, pivots), with get_infos (LU, pivots, infos)."},
+    {{"linalg_lstsq(Tensor input, Tensor b, float? rcond=None, *, str? driver=None)"}, kFunction,
+     [](const Parsed& p) -> Result {
+       std::optional<std::string> driver;
+       if (p.has(3)) driver = p.string(3);
+       std::optional<std::string_view> dv;
+       if (driver) dv = *driver;
+       return named_tuple("linalg_lstsq", ops::linalg_lstsq(p.tensor(0), p.tensor(1), p.optional_real(2), dv),
+                          {"solution", "residuals", "rank", "singular_values"});
+     },
+     "driver 'gelsy' (the default), 'gels', 'gelsd' or 'gelss'; residuals with gelsd / gelss read the ranks (a sync)."},
 };
 
 }  // namespace

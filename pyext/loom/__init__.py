@@ -95,6 +95,9 @@ from loom._threads import (get_num_interop_threads, init_num_threads, set_num_in
                            set_num_threads)
 from loom._nn_function_forms import *  # noqa: E402,F401,F403  (torch.dropout, torch.layer_norm, ...)
 from loom._tensor_methods import matrix_power, mvlgamma  # noqa: E402,F401  (torch.matrix_power, torch.mvlgamma)
+# torch.lstsq, solve, matrix_rank, eig: removed in PyTorch 1.9, names that raise its RuntimeError in 1.13
+lstsq, solve, matrix_rank, eig = (linalg._removed("lstsq", True), linalg._removed("solve", False),
+                                  linalg._removed("matrix_rank", True), linalg._removed("eig", False))
 from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
                            set_anomaly_enabled)
 from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401

@@ -3,8 +3,9 @@ differentiate), and its factorizations and solvers: LAPACK steps of the plan (la
 Debian's liblapacke-dev), float32 and float64, batched over the leading dims, differentiable.
 A singular or not positive-definite input raises LinAlgError (a RuntimeError), as PyTorch's; on a
 lazy tensor when a result computed from it is read (a failed node of the sync: the rest of the
-trace is computed). Singular values are not computed yet, so matrix norms that need them
-(ord 'nuc', 2, -2) raise NotImplementedError."""
+trace is computed). The SVD (gesdd), QR (geqrf / orgqr), LU (getrf / getrs) and least squares
+(gels / gelsy / gelsd / gelss) are LAPACK steps too; pinv, matrix_rank, cond and the matrix norms
+ord 'nuc', 2 and -2 are built on them."""
 
 from loom import _C
 
@@ -25,7 +26,32 @@ det = _C.linalg_det
 slogdet = _C.linalg_slogdet
 eigh = _C.linalg_eigh
 eigvalsh = _C.linalg_eigvalsh
+svd = _C.linalg_svd
+svdvals = _C.linalg_svdvals
+qr = _C.linalg_qr
+pinv = _C.linalg_pinv
+matrix_rank = _C.linalg_matrix_rank
+cond = _C.linalg_cond
+lu_factor = _C.linalg_lu_factor
+lu_factor_ex = _C.linalg_lu_factor_ex
+lu = _C.linalg_lu
+lu_solve = _C.linalg_lu_solve
+lstsq = _C.linalg_lstsq
 LinAlgError = _C._LinAlgError
+
+
+def _removed(name, two_parts):
+    """torch.<name>: removed in PyTorch 1.9 but still a name in 1.13, raising its RuntimeError (the text
+    in two parts for lstsq and matrix_rank, as PyTorch raises it)."""
+    first = "This function was deprecated since version 1.9 and is now removed."
+    second = f"Please use the `torch.linalg.{name}` function instead."
+
+    def removed(*args, **kwargs):
+        if two_parts:
+            raise RuntimeError(first, second)
+        raise RuntimeError(f"{first} {second}")
+    removed.__name__ = name
+    return removed
 
 
 def matrix_power(A, n):
@@ -34,4 +60,5 @@ def matrix_power(A, n):
 
 
 __all__ = ["vector_norm", "matrix_norm", "norm", "multi_dot", "vecdot", "cross", "matrix_power", "cholesky",
-           "cholesky_ex", "inv", "inv_ex", "solve", "solve_triangular", "det", "slogdet", "eigh", "eigvalsh", "LinAlgError"]
+           "cholesky_ex", "inv", "inv_ex", "solve", "solve_triangular", "det", "slogdet", "eigh", "eigvalsh", "svd", "svdvals", "qr",
+           "pinv", "matrix_rank", "cond", "lu_factor", "lu_factor_ex", "lu", "lu_solve", "lstsq", "LinAlgError"]

@@ -179,13 +179,15 @@ def test_vector_and_matrix_norms(device):
     sub.finish()
 
 
-def test_norms_needing_singular_values_say_so():
-    x = loom.ones(3, 3)
+def test_norms_needing_singular_values_match_torch():
+    # ord 'nuc', 2 and -2 through the SVD (lazy/ops_lapack.cpp; more in test_linalg_s31.py)
+    x = np.arange(24, dtype=np.float64).reshape(2, 3, 4) % 7 + np.eye(3, 4)
     for ord_ in ("nuc", 2, -2):
-        with pytest.raises(NotImplementedError, match="singular values"):
-            loom.linalg.matrix_norm(x, ord_)
-    with pytest.raises(NotImplementedError, match="singular values"):
-        loom.linalg.norm(x, 2)
+        for dim in [(-2, -1), (0, 2)]:
+            got = loom.linalg.matrix_norm(loom.tensor(x), ord_, dim=dim, keepdim=True)
+            want = torch.linalg.matrix_norm(torch.tensor(x), ord_, dim=dim, keepdim=True)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(loom.linalg.norm(loom.tensor(x[0]), 2).item(), torch.linalg.norm(torch.tensor(x[0]), 2).item())
 
 
 @pytest.mark.parametrize("p", [2.0, 1.0, 0.0, 3.0, 0.5, math.inf])

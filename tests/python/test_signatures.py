@@ -223,6 +223,15 @@ SAMPLES.update({name: (lambda inp: (inp.spd,)) for name in [
     "det", "linalg_slogdet", "slogdet", "logdet", "cholesky_inverse", "linalg_eigh", "linalg_eigvalsh"]})
 SAMPLES.update({name: (lambda inp: (inp.spd, inp.col)) for name in ["linalg_solve", "linalg_solve_triangular"]})
 SAMPLES.update({name: (lambda inp: (inp.col, inp.spd)) for name in ["triangular_solve", "cholesky_solve"]})
+# SVD, QR, LU, least squares (test_linalg_s31.py)
+SAMPLES.update({name: (lambda inp: (inp.spd,)) for name in [
+    "linalg_svd", "linalg_svdvals", "svd", "linalg_qr", "qr", "linalg_pinv", "pinverse", "linalg_matrix_rank",
+    "linalg_cond", "linalg_lu_factor", "linalg_lu_factor_ex", "linalg_lu", "lu", "symeig"]})
+SAMPLES.update({
+    "linalg_lstsq": lambda inp: (inp.spd, inp.col),
+    "linalg_lu_solve": lambda inp: (inp.spd, inp.m.tensor([1, 2], dtype=inp.m.int32), inp.col),
+    "lu_solve": lambda inp: (inp.col, inp.spd, inp.m.tensor([1, 2], dtype=inp.m.int32)),
+})
 # keyword arguments a valid call needs (a required keyword-only parameter), given to every call of the row
 KEYWORDS = {"linalg_solve_triangular": {"upper": False}}
 
@@ -237,7 +246,9 @@ TORCH_FUNCTIONS.update({name: getattr(torch._C._nn, name) for name in [
 TORCH_FUNCTIONS.update({name: getattr(torch._C._linalg, name) for name in [
     "linalg_vector_norm", "linalg_matrix_norm", "linalg_norm", "linalg_multi_dot", "linalg_vecdot", "linalg_cross",
     "linalg_cholesky", "linalg_cholesky_ex", "linalg_inv", "linalg_inv_ex", "linalg_det", "linalg_slogdet",
-    "linalg_solve", "linalg_solve_triangular", "linalg_eigh", "linalg_eigvalsh"]})
+    "linalg_solve", "linalg_solve_triangular", "linalg_eigh", "linalg_eigvalsh", "linalg_svd", "linalg_svdvals",
+    "linalg_qr", "linalg_pinv", "linalg_matrix_rank", "linalg_cond", "linalg_lu_factor", "linalg_lu_factor_ex",
+    "linalg_lu", "linalg_lu_solve", "linalg_lstsq"]})
 
 # A name may have two rows (a function whose overloads the method lacks: where(cond),
 # repeat_interleave(repeats)): the second is keyed "name.forms".
