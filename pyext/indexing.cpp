@@ -44,6 +44,9 @@ ItemKind classify(PyObject* item) {
   if (!PyLong_CheckExact(item) && is_array_buffer(item)) return ItemKind::Tensor;
   if (is_index_like(item)) return ItemKind::Int;
   if (PyObject_CheckBuffer(item)) return ItemKind::Tensor;  // other buffers (0-d arrays of no integer)
+  // Other sequences (a range: mnist_forward_forward's x_[range(x.shape[0]), y] = x.max()), as in
+  // PyTorch, which reads any sequence as an index tensor.
+  if (PySequence_Check(item) && !PyUnicode_Check(item)) return ItemKind::Tensor;
   LOOM_FAIL(Index, "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
                    "indices (got ", type_name(item), ")");
 }
