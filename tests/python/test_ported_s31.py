@@ -3,8 +3,9 @@
 inspect.signature check, the disabled GradScaler, checkpoints written and resumed), karpathy/makemore
 (its six models, AdamW, its infinite RandomSampler loader, sampling), vwxyzjn/cleanrl's PPO for
 continuous actions (Normal, GAE, advantage normalization, clip_grad_norm_, minibatches picked by
-numpy index arrays) and pytorch/examples' REINFORCE and actor-critic (Categorical, a deque of
-returns, smooth_l1_loss). Each runs a few steps on `cpu` and `lazy` from PyTorch's weights (copied,
+numpy index arrays), pytorch/examples' REINFORCE and actor-critic (Categorical, a deque of
+returns, smooth_l1_loss), time_sequence_prediction (LSTMCell, LBFGS, float64), regression (SGD by
+hand through .data) and mnist_forward_forward (a Linear subclass with its own Adam and train()). Each runs a few steps on `cpu` and `lazy` from PyTorch's weights (copied,
 or resumed from PyTorch's checkpoint) and ends where PyTorch 1.13 ends. Their random draws
 (batches, actions) come from one numpy generator in both, so loom and PyTorch draw the same."""
 
