@@ -95,6 +95,42 @@ std::string placement_name(const TensorImpl& t) {
   return t.is_lazy() ? "lazy:" + t.device().str() : t.device().str();
 }
 
+namespace {
+
+// PyTorch's CPU scalars: a zero-dim tensor of the eager CPU joins an op on another placement as
+// the number it holds, as in PyTorch a zero-dim CPU tensor joins a CUDA op (nanoGPT compares the
+// best loss it resumed with map_location="lazy" against a fresh CPU mean; a script on "lazy"
+// multiplies by a CPU scalar it built without a device). Only that case: any other tensor on
+// another placement still fails. The scalar moves through ops::to, so autograd reaches it back.
+bool is_cpu_scalar(const TensorImpl& t) noexcept { return !t.is_lazy() && t.device().is_cpu() && t.ndim() == 0; }
+
+// apply() found two placements among its tensors (the rare path, kept out of apply's loop).
+Tensor apply_moving_cpu_scalars(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Placement> placement) {
+  const TensorImpl* target = nullptr;  // the first tensor that is no CPU scalar: the op's placement
+  for (const Arg& a : args)
+    if (a.tensor && !is_cpu_scalar(*a.tensor)) {
+      target = a.tensor.get();
+      break;
+    }
+  std::vector<Arg> moved;  // (SmallVec holds trivially copyable items only)
+  moved.reserve(args.size());
+  for (const Arg& a : args) {
+    if (a.tensor && !same_placement(*target, *a.tensor)) {
+      if (!is_cpu_scalar(*a.tensor))
+        LOOM_FAIL(Runtime, "Expected all tensors to be on the same device, but found at least two devices, ",
+                  placement_name(*target), " and ", placement_name(*a.tensor), "!");
+      Arg b = a;
+      b.tensor = ops::to(a.tensor, a.tensor->dtype(), target->device(), target->is_lazy());
+      moved.push_back(std::move(b));
+    } else {
+      moved.push_back(a);
+    }
+  }
+  return apply(op, std::span<const Arg>(moved.data(), moved.size()), std::move(attrs), placement);
+}
+
+}  // namespace
+
 Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Placement> placement) {
   const OpDef& def = op_def(op);
   // Mode and device come from the first tensor argument; all others must agree.
@@ -105,8 +141,7 @@ Tensor apply(OpId op, std::span<const Arg> args, Attrs attrs, std::optional<Plac
     if (!first) {
       first = a.tensor.get();
     } else if (!same_placement(*first, *a.tensor)) {
-      LOOM_FAIL(Runtime, "Expected all tensors to be on the same device, but found at least two devices, ",
-                placement_name(*first), " and ", placement_name(*a.tensor), "!");
+      return apply_moving_cpu_scalars(op, args, std::move(attrs), placement);
     }
   }
   LOOM_CHECK(first || placement, Runtime, "internal: op ", def.name, " has no tensor argument and no placement");

@@ -18,15 +18,35 @@ namespace {
 
 enum class ItemKind { Int, Slice, None, Ellipsis, Tensor };
 
-// Lists, tuples and Python bools in an index are tensors (as in NumPy and PyTorch: x[(0, 1), :]
-// picks rows 0 and 1).
+// An array of one or more dims behind the buffer protocol (a numpy index array: cleanrl's PPO picks
+// its minibatch with b_obs[mb_inds], mb_inds a numpy slice of a shuffled arange). numpy arrays
+// also have __index__ (which fails unless they are 0-d), so this is asked before is_index_like;
+// numpy's scalars and 0-d arrays export 0-d buffers and stay integers, as in PyTorch.
+bool is_array_buffer(PyObject* item) {
+  if (!PyObject_CheckBuffer(item)) return false;
+  Py_buffer view;
+  if (PyObject_GetBuffer(item, &view, PyBUF_FULL_RO) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  int ndim = view.ndim;
+  PyBuffer_Release(&view);
+  return ndim > 0;
+}
+
+// Lists, tuples, Python bools and arrays in an index are tensors (as in NumPy and PyTorch:
+// x[(0, 1), :] picks rows 0 and 1).
 ItemKind classify(PyObject* item) {
   if (item == Py_None) return ItemKind::None;
   if (item == Py_Ellipsis) return ItemKind::Ellipsis;
   if (PySlice_Check(item)) return ItemKind::Slice;
   if (is_tensor(item) || PyList_Check(item) || PyTuple_Check(item) || PyBool_Check(item)) return ItemKind::Tensor;
+  if (!PyLong_CheckExact(item) && is_array_buffer(item)) return ItemKind::Tensor;
   if (is_index_like(item)) return ItemKind::Int;
-  if (PyObject_CheckBuffer(item)) return ItemKind::Tensor;  // numpy index arrays
+  if (PyObject_CheckBuffer(item)) return ItemKind::Tensor;  // other buffers (0-d arrays of no integer)
+  // Other sequences (a range: mnist_forward_forward's x_[range(x.shape[0]), y] = x.max()), as in
+  // PyTorch, which reads any sequence as an index tensor.
+  if (PySequence_Check(item) && !PyUnicode_Check(item)) return ItemKind::Tensor;
   LOOM_FAIL(Index, "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid "
                    "indices (got ", type_name(item), ")");
 }
@@ -67,7 +87,7 @@ bool list_is_tuple(PyObject* index) {
   for (Py_ssize_t i = 0; i < PyList_GET_SIZE(index); ++i) {
     PyObject* item = PyList_GET_ITEM(index, i);
     if (is_tensor(item) || PyList_Check(item) || PyTuple_Check(item) || PySlice_Check(item) || item == Py_Ellipsis ||
-        item == Py_None)
+        item == Py_None || (!PyLong_CheckExact(item) && is_array_buffer(item)))
       return true;
   }
   return false;

@@ -10,7 +10,14 @@
 namespace loom::py {
 namespace {
 
-bool is_nested_sequence(PyObject* obj) { return PyList_Check(obj) || PyTuple_Check(obj); }
+// Lists and tuples, and any other sequence that is no string, buffer or array (a collections.deque:
+// pytorch/examples' REINFORCE gathers its returns in one; a range): torch.tensor reads them all.
+// Arrays of other libraries (__array__, __dlpack__) are read whole, by shared_array.
+bool is_nested_sequence(PyObject* obj) {
+  if (PyList_Check(obj) || PyTuple_Check(obj)) return true;
+  if (!PySequence_Check(obj) || PyUnicode_Check(obj) || PyObject_CheckBuffer(obj) || is_tensor(obj)) return false;
+  return !PyObject_HasAttrString(obj, "__array__") && !PyObject_HasAttrString(obj, "__dlpack__");
+}
 
 // Buffers in nested data (numpy arrays and scalars) are read as arrays. Tensors export buffers
 // too, but torch.tensor takes tensors in nested data as numbers.

@@ -895,3 +895,31 @@ def test_tensor_subclass_via_make_subclass():
     assert repr(p) == repr(data)
     with pytest.raises(TypeError):
         loom.Tensor._make_subclass(int, data)
+
+
+# ---- any Python sequence as data ----
+
+def test_tensor_from_other_sequences():
+    """torch.tensor reads every sequence, not only lists and tuples (pytorch/examples' REINFORCE
+    makes its returns a collections.deque)."""
+    import collections
+
+    class Seq:
+        def __len__(self):
+            return 2
+
+        def __getitem__(self, i):
+            if i >= 2:
+                raise IndexError(i)
+            return [1.5, -1.0][i]
+
+    assert loom.tensor(collections.deque([1.0, 2.0])).tolist() == [1.0, 2.0]
+    t = loom.tensor(range(3))
+    assert t.dtype is loom.int64 and t.tolist() == [0, 1, 2]
+    assert loom.tensor([range(2), collections.deque([3, 4])]).tolist() == [[0, 1], [3, 4]]
+    assert loom.tensor(Seq()).tolist() == [1.5, -1.0]
+    assert loom.tensor(collections.deque(), dtype=loom.float64).shape == (0,)
+    with pytest.raises(TypeError, match="invalid data type 'str'"):
+        loom.tensor("ab")
+    with pytest.raises(TypeError):
+        loom.tensor({1, 2})

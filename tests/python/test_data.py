@@ -130,6 +130,19 @@ def test_sequential_random_and_subset_samplers():
             lib.utils.data.RandomSampler(range(3), replacement=1)
 
 
+def test_samplers_with_replacement_draw_as_they_go():
+    """num_samples beyond memory (makemore's InfiniteDataLoader: RandomSampler(ds, replacement=True,
+    num_samples=int(1e10))): the first indices come at once, nothing is drawn up front."""
+    for sampler in (D.RandomSampler(range(5), replacement=True, num_samples=int(1e10)),
+                    D.WeightedRandomSampler([0.2, 0.8], int(1e10))):
+        it = iter(sampler)
+        first = [next(it) for _ in range(100)]
+        assert len(sampler) == int(1e10) and set(first) <= set(range(5))
+    loader = D.DataLoader(list(range(10)), sampler=D.RandomSampler(range(10), replacement=True,
+                                                                   num_samples=int(1e10)), batch_size=4)
+    assert next(iter(loader)).shape == (4,)
+
+
 def test_weighted_random_sampler():
     weights = [0.1, 0.0, 0.6, 0.3]
     drawn = list(D.WeightedRandomSampler(weights, 6000))

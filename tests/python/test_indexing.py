@@ -442,3 +442,40 @@ def test_delitem_not_supported():
     t = loom.zeros(3)
     with pytest.raises(TypeError):
         del t[0]
+
+
+# ---- numpy arrays as indices ----
+
+NUMPY_INDICES = [
+    ("int64", lambda: np.array([0, 2, 5])),
+    ("int32", lambda: np.array([4, 1], np.int32)),
+    ("bool", lambda: np.array([1, 0, 1, 0, 1, 0], bool)),
+    ("2d", lambda: np.array([[0, 1], [2, 3]])),
+    ("tuple", lambda: (np.array([0, 1]), np.array([1, 0]))),
+    ("column", lambda: (slice(None), np.array([1]))),
+    ("scalar", lambda: np.int64(3)),
+    ("0d", lambda: np.array(2)),
+    ("list_of_arrays", lambda: [np.array([0, 1]), np.array([1, 1])]),
+    ("range", lambda: range(1, 4)),
+    ("range_pair", lambda: (range(2), np.array([1, 0]))),
+]
+
+
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+@pytest.mark.parametrize("case", NUMPY_INDICES, ids=[c[0] for c in NUMPY_INDICES])
+def test_numpy_array_index(device, case):
+    """A numpy array indexes as the tensor it holds (cleanrl's PPO: b_obs[mb_inds] with mb_inds a
+    slice of a shuffled np.arange); numpy scalars stay integers; a range is a sequence of indices
+    (mnist_forward_forward: x_[range(x.shape[0]), y] = x.max())."""
+    base = np.arange(12.0).reshape(6, 2)
+    index = case[1]()
+    np_index = tuple(index) if isinstance(index, list) else index
+    np_index = tuple(list(i) if isinstance(i, range) else i for i in np_index) if isinstance(np_index, tuple) else \
+        (list(np_index) if isinstance(np_index, range) else np_index)
+    got = loom.tensor(base, device=device)[index]
+    np.testing.assert_array_equal(to_numpy(got), base[np_index])
+    t = loom.tensor(base, device=device)
+    t[index] = -1.0
+    expected = base.copy()
+    expected[np_index] = -1.0
+    np.testing.assert_array_equal(to_numpy(t), expected)

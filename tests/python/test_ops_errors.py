@@ -425,6 +425,51 @@ def test_mixing_lazy_and_eager_raises(device, case):
         materialize(case[1](x, y))
 
 
+CPU_SCALAR_MIXES = [
+    ("add", lambda s, x: x + s, [3.5, 3.5, 3.5]),
+    ("radd", lambda s, x: s + x, [3.5, 3.5, 3.5]),
+    ("lt", lambda s, x: x < s, [True, True, True]),
+    ("where", lambda s, x: loom.where(x > 0, s, x), [2.5, 2.5, 2.5]),
+    ("add_inplace", lambda s, x: x.add_(s), [3.5, 3.5, 3.5]),
+    ("clamp_tensor_bound", lambda s, x: loom.clamp(x, max=s), [1.0, 1.0, 1.0]),
+]
+
+
+@pytest.mark.parametrize("case", CPU_SCALAR_MIXES, ids=[c[0] for c in CPU_SCALAR_MIXES])
+def test_cpu_scalar_joins_lazy_op(case):
+    """A zero-dim eager CPU tensor joins a lazy op as PyTorch's CPU scalars join CUDA ops (nanoGPT
+    compares a loss resumed with map_location="lazy" against a fresh CPU one); the result is lazy."""
+    x = loom.ones(3, device="lazy")
+    out = case[1](loom.tensor(2.5), x)
+    assert out.device.type == "lazy" and out.tolist() == case[2]
+
+
+def test_cpu_scalar_is_lazy_scalars_peer():
+    """Both zero-dim: the lazy one decides (PyTorch: a cuda and a CPU scalar give cuda)."""
+    out = loom.tensor(2.0) * loom.tensor(3.0, device="lazy")
+    assert out.device.type == "lazy" and out.item() == 6.0
+    assert (loom.tensor(1.0, device="lazy") < loom.tensor(2.0)).item()
+
+
+def test_cpu_scalar_gradient_reaches_it():
+    s = loom.tensor(2.0, requires_grad=True)
+    x = loom.arange(3.0, device="lazy", requires_grad=True)
+    (x * s).sum().backward()
+    assert s.grad.device.type == "cpu" and s.grad.item() == 3.0
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_lazy_scalar_does_not_join_eager_op():
+    """Only eager CPU scalars move (PyTorch: a cuda scalar never joins a CPU op), and a CPU tensor
+    of one or more dims never does."""
+    with pytest.raises(RuntimeError, match="same device"):
+        loom.ones(3) + loom.tensor(2.0, device="lazy")
+    with pytest.raises(RuntimeError, match="same device"):
+        loom.ones(3, device="lazy") + loom.ones(1)
+    with pytest.raises(RuntimeError, match="same device"):
+        loom.tensor(2.0).add_(loom.tensor(1.0, device="lazy"))
+
+
 def test_copy_between_lazy_and_eager_is_allowed(device):
     lz = loom.zeros(3, device="lazy")
     assert str(lz.device).startswith("lazy"), lz.device

@@ -10,6 +10,19 @@ import numpy as np
 import loom
 from loom.utils.data._utils.random import rng
 
+# Draws with replacement come this many at a time: a sampler may be asked for more indices than
+# memory holds (makemore's InfiniteDataLoader: RandomSampler(..., num_samples=int(1e10))), and
+# the first batch must not wait for the rest. PyTorch draws in chunks of 32 as well.
+_CHUNK = 32
+
+
+def _chunks(count, draw):
+    """draw(k) k at a time until count indices came, as Python ints."""
+    while count > 0:
+        k = min(count, _CHUNK)
+        yield from draw(k).tolist()
+        count -= k
+
 
 class Sampler:
     """Iterates over indices (or, for a batch sampler, lists of indices)."""
@@ -53,7 +66,7 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         g = rng(self.generator)
         if self.replacement:
-            yield from g.integers(0, n, size=self.num_samples).tolist()
+            yield from _chunks(self.num_samples, lambda k: g.integers(0, n, size=k))
             return
         for _ in range(self.num_samples // n):
             yield from g.permutation(n).tolist()
@@ -100,8 +113,11 @@ class WeightedRandomSampler(Sampler):
         self.num_samples, self.replacement, self.generator = int(num_samples), replacement, generator
 
     def __iter__(self):
-        draws = rng(self.generator).choice(len(self._p), size=self.num_samples, replace=self.replacement, p=self._p)
-        yield from draws.tolist()
+        g = rng(self.generator)
+        if self.replacement:
+            yield from _chunks(self.num_samples, lambda k: g.choice(len(self._p), size=k, p=self._p))
+            return
+        yield from g.choice(len(self._p), size=self.num_samples, replace=False, p=self._p).tolist()
 
     def __len__(self):
         return self.num_samples
