@@ -289,7 +289,7 @@ class TraceBuilder {
     // already is merged with it, not indexed.)
     bool mergeable = node->op() == OpId::Constant || !node->is_leaf();
     if (mergeable) {
-      int32_t same = by_structure_.find(key, [&](int32_t i) {
+      int32_t same = by_structure_->find(key, [&](int32_t i) {
         const Node* other = trace_.nodes[static_cast<size_t>(i)];
         return other->op() == node->op() && other->dtype() == node->dtype() && other->attrs() == node->attrs() &&
                std::ranges::equal(other->shape(), node->shape()) && trace_.inputs[static_cast<size_t>(i)] == ins &&
@@ -300,13 +300,13 @@ class TraceBuilder {
     int index = static_cast<int>(trace_.nodes.size());
     trace_.nodes.push_back(node);
     trace_.inputs.push_back(std::move(ins));
-    if (mergeable) by_structure_.add(key, index);
+    if (mergeable) by_structure_->add(key, index);
     return index;
   }
 
   Trace& trace_;
   uint64_t epoch_;
-  FlatIndex by_structure_;
+  ScratchIndex<struct StructureIndexTag> by_structure_;  // the thread's table, kept between syncs
   std::vector<std::pair<Node*, size_t>> stack_;  // add()'s walk, kept between roots
 };
 
@@ -319,9 +319,10 @@ uint64_t trace_key(const Trace& t) {
   // Leaf storages by the position of the first leaf on each (a hash index: a trace may read 100k
   // leaves).
   std::vector<const Storage*> leaf_storages;  // every Input leaf's, in order
-  FlatIndex leaf_storage;                      // storage -> its first leaf's position
+  leaf_storages.reserve(t.nodes.size());       // one allocation, not one per doubling
+  ScratchIndex<struct LeafStorageIndexTag> leaf_storage(64);  // storage -> its first leaf's position
   auto storage_index = [&](const Storage* s) -> int64_t {
-    return leaf_storage.find(mix64(reinterpret_cast<uintptr_t>(s)),
+    return leaf_storage->find(mix64(reinterpret_cast<uintptr_t>(s)),
                              [&](int32_t leaf) { return leaf_storages[static_cast<size_t>(leaf)] == s; });
   };
   for (size_t i = 0; i < t.nodes.size(); ++i) {
@@ -332,7 +333,7 @@ uint64_t trace_key(const Trace& t) {
       const Storage* s = n->array().storage.get();
       int64_t first = storage_index(s);
       k = hash_combine(k, static_cast<uint64_t>(first + 1));  // aliasing pattern
-      if (first < 0) leaf_storage.add(mix64(reinterpret_cast<uintptr_t>(s)), static_cast<int32_t>(leaf_storages.size()));
+      if (first < 0) leaf_storage->add(mix64(reinterpret_cast<uintptr_t>(s)), static_cast<int32_t>(leaf_storages.size()));
       leaf_storages.push_back(s);
     }
   }
@@ -377,6 +378,7 @@ Trace build_trace(Device device, const std::vector<Tensor>& roots, const std::ve
   trace.device = device;
   TraceBuilder builder(trace);
   epoch = builder.epoch();
+  trace.outputs.reserve(roots.size() + orphans.size());  // an Output holds an Array: no regrowth copies
   for (const Tensor& t : roots) trace.outputs.push_back({builder.add(t->node()), t->destination()});
   for (const OrphanWrite& o : orphans) trace.outputs.push_back({builder.add(o.node.get()), o.destination});
   trace.key = trace_key(trace);

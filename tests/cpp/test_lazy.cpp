@@ -11,7 +11,9 @@
 #include "graph/interpreter.h"
 #include "lazy/ops.h"
 #include "lazy/sync.h"
+#include "lazy/sync_index.h"
 #include "runtime/error.h"
+#include "runtime/hash.h"
 #include "runtime/metrics.h"
 
 using namespace loom;
@@ -412,6 +414,38 @@ BOOST_AUTO_TEST_CASE(checks_of_numbers_raise_at_the_call) {
   BOOST_TEST(!t->is_pending());
   BOOST_TEST(pending_count(kCPU) == 0);
   BOOST_TEST((values(t) == std::vector<double>{1, 2}));
+}
+
+// The sync's hash tables are kept per thread and emptied by a generation number (lazy/sync_index.h):
+// after a reset no entry of an earlier trace may be found, growth keeps the current entries only,
+// and a table borrowed while the thread's own is in use is a different one.
+BOOST_AUTO_TEST_CASE(flat_index_reset_forgets_earlier_entries) {
+  FlatIndex index(4);
+  auto any = [](int32_t) { return true; };
+  for (int round = 0; round < 3; ++round) {
+    for (int32_t v = 0; v < 40; ++v) index.add(mix64(static_cast<uint64_t>(v + 100 * round)), v);  // grows
+    BOOST_TEST(index.size() == 40u);
+    for (int32_t v = 0; v < 40; ++v) BOOST_TEST(index.find(mix64(static_cast<uint64_t>(v + 100 * round)), any) == v);
+    if (round > 0) BOOST_TEST(index.find(mix64(static_cast<uint64_t>(5 + 100 * (round - 1))), any) == -1);
+    index.reset(4);
+    BOOST_TEST(index.size() == 0u);
+    BOOST_TEST(index.find(mix64(static_cast<uint64_t>(7 + 100 * round)), any) == -1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(scratch_index_in_use_is_not_shared) {
+  struct Tag;
+  auto any = [](int32_t) { return true; };
+  ScratchIndex<Tag> outer(8);
+  outer->add(mix64(1), 1);
+  {
+    ScratchIndex<Tag> inner(8);
+    BOOST_TEST(&*inner != &*outer);
+    BOOST_TEST(inner->find(mix64(1), any) == -1);
+    inner->add(mix64(2), 2);
+  }
+  BOOST_TEST(outer->find(mix64(1), any) == 1);
+  BOOST_TEST(outer->find(mix64(2), any) == -1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
