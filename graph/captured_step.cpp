@@ -12,6 +12,7 @@
 #include "lazy/collectives.h"
 #include "lazy/sync.h"
 #include "runtime/blocking.h"
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/random.h"
@@ -499,6 +500,7 @@ std::vector<Tensor> CapturedStep::replay(const ReplayInputs& in, const Resolved&
   std::vector<Array> results;
   {
     std::shared_ptr<Executor> executor = shared_executor();
+    refresh_environment();  // what a recompile after an eviction reads (runtime/environment.h)
     std::optional<BlockingRegion> unlocked;
     if (t.device.is_cpu()) unlocked.emplace();
     auto start = std::chrono::steady_clock::now();

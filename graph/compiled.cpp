@@ -22,6 +22,7 @@
 #include "rtc/kernel_units.h"
 #include "runtime/background.h"
 #include "runtime/blocking.h"
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -386,16 +387,17 @@ PlanCache::Lowered CompiledExecutor::lower(const Trace& t, uint64_t key) {
   plan->pool.emplace(t.device);
   plan->arenas.push_back(plan->pool->allocate(Dims{plan->memory.arena_bytes}, DType::UInt8));
   fusion::RenderedModule cpu = fusion::render(p, fusion::TargetKind::Cpu);
-  if (const char* dir = std::getenv("LOOM_DUMP_DIR"); dir && *dir)
+  // The environment's snapshot: a sync lowers with the GIL released (runtime/environment.h).
+  if (std::string dir = environment_value("LOOM_DUMP_DIR"); !dir.empty())
     dump(dir, key, t, p, cpu.source, fusion::render(p, fusion::TargetKind::Cuda).source);
-  if (const char* dir = std::getenv("LOOM_CUDA_RENDER_DIR"); dir && *dir && !p.kernels.empty()) {
+  if (std::string dir = environment_value("LOOM_CUDA_RENDER_DIR"); !dir.empty() && !p.kernels.empty()) {
     // Every module the test suite renders is also compiled with NVRTC (tests/gpu, scripts/test).
     std::string source = fusion::render(p, fusion::TargetKind::Cuda).source;
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     char name[32];
     std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(rtc::hash_text(source)));
-    std::ofstream(std::string(dir) + "/" + name + ".cu") << source;
+    std::ofstream(dir + "/" + name + ".cu") << source;
   }
   if (!p.kernels.empty()) {
     CompileSpan compiling("c++", p);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -18,8 +19,9 @@ constexpr int64_t kMaxMegabytes = int64_t{1} << 40;  // keeps bytes = MiB << 20 
 
 // A non-negative integer knob of the environment, or `fallback` when it is unset or empty.
 int64_t knob(const char* name, int64_t fallback, int64_t max) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
+  std::string text = environment_value(name);
+  if (text.empty()) return fallback;
+  const char* v = text.c_str();
   char* end = nullptr;
   errno = 0;
   long long n = std::strtoll(v, &end, 10);

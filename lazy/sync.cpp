@@ -19,6 +19,7 @@
 
 #include "runtime/blocking.h"
 #include "runtime/cuda/cuda_device.h"
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/hash.h"
 #include "runtime/metrics.h"
@@ -483,6 +484,9 @@ void run_sync(Registry& r, std::vector<Tensor> roots, std::vector<Tensor> views,
         {
           // The GIL is released while a CPU trace runs. (GPU traces keep it for now: the CUDA
           // runtime's staging ring and module caches, which eager GPU ops use too, take no lock.)
+          // What the trace's compiles read of the environment: a copy made here, where the
+          // program cannot be changing it (runtime/environment.h).
+          refresh_environment();
           std::optional<BlockingRegion> unlocked;
           if (r.device.is_cpu()) unlocked.emplace();
           Scoped run(running);

@@ -97,6 +97,8 @@ bool interrupt_requested() {
   return raised;
 }
 
+bool holds_lock() { return PyGILState_Check(); }
+
 }  // namespace
 
 void install_embedding() {
@@ -105,7 +107,7 @@ void install_embedding() {
   PyRef ident = PyRef::checked(PyObject_GetAttrString(thread.get(), "ident"));
   main_thread = PyLong_AsUnsignedLong(ident.get());
   if (PyErr_Occurred()) throw PythonError{};
-  install_embedding_hooks({release, reacquire, interrupt_requested});
+  install_embedding_hooks({release, reacquire, interrupt_requested, holds_lock});
 }
 
 void raise_interrupt(const char* message) {

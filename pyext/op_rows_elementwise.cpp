@@ -25,9 +25,9 @@ Result unary(const Parsed& p) {
 // the function row `fn` written into the first argument, which is returned.
 template <Result (*fn)(const Parsed&)>
 Result in_place(const Parsed& p) {
-  TensorImpl& self = impl_of(p.object(0));
-  check_no_internal_overlap(self);
-  update(self, [&] { return fn(p).take_tensor(); });
+  Tensor self = tensor_of(p.object(0));  // held: update() may release the GIL (tensor_operators.cpp)
+  check_no_internal_overlap(*self);
+  update(*self, [&] { return fn(p).take_tensor(); });
   return Py_NewRef(p.object(0));
 }
 
@@ -61,11 +61,11 @@ Result rrelu(const Parsed& p) {
 
 // Tensor.float_power_: its result is float64, which PyTorch writes only into a float64 self.
 Result float_power_(const Parsed& p) {
-  TensorImpl& self = impl_of(p.self);
-  LOOM_CHECK(self.dtype() == DType::Float64, Runtime, "the base given to float_power_ has dtype ",
-             dtype_info(self.dtype()).scalar_type_name, " but the operation's result requires dtype Double");
-  check_no_internal_overlap(self);
-  update(self, [&] { return ops::float_power(Arg(&self), p.arg(1)); });
+  Tensor self = tensor_of(p.self);  // held: update() may release the GIL (tensor_operators.cpp)
+  LOOM_CHECK(self->dtype() == DType::Float64, Runtime, "the base given to float_power_ has dtype ",
+             dtype_info(self->dtype()).scalar_type_name, " but the operation's result requires dtype Double");
+  check_no_internal_overlap(*self);
+  update(*self, [&] { return ops::float_power(Arg(self.get()), p.arg(1)); });
   return Py_NewRef(p.self);
 }
 

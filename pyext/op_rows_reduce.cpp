@@ -354,9 +354,9 @@ const Row kRows[] = {
     {{"cumprod(Tensor input, int dim, *, ScalarType? dtype=None)"}, kBoth,
      LOOM_BODY(ops::cumprod(p.tensor(0), p.int64(1), p.optional_dtype(2)))},
     {{"cumprod_(Tensor input, int dim, *, ScalarType? dtype=None)"}, kMethod, [](const Parsed& p) -> Result {
-       TensorImpl& self = impl_of(p.self);
-       check_no_internal_overlap(self);
-       update(self, [&] { return ops::cumprod(p.tensor(0), p.int64(1), p.optional_dtype(2).value_or(self.dtype())); });
+       Tensor self = tensor_of(p.self);  // held: update() may release the GIL (tensor_operators.cpp)
+       check_no_internal_overlap(*self);
+       update(*self, [&] { return ops::cumprod(p.tensor(0), p.int64(1), p.optional_dtype(2).value_or(self->dtype())); });
        return Py_NewRef(p.self);
      },
      "In place: writes cumprod()'s result into self."},

@@ -43,9 +43,11 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
     return b.body(p).release();
   }
   if (b.form == kInplaceFunction) self = p.object(0);  // torch.exp_(x) writes x
-  TensorImpl& t = impl_of(self);
-  if (!b.writes_some) check_no_internal_overlap(t);
-  update(t, [&] { return b.body(p).take_tensor(); });
+  // A reference of our own: update() may release the GIL, and another thread may then give self
+  // other data (tensor.data = ...), dropping the impl it held.
+  Tensor t = tensor_of(self);
+  if (!b.writes_some) check_no_internal_overlap(*t);
+  update(*t, [&] { return b.body(p).take_tensor(); });
   return Py_NewRef(self);
   LOOM_PY_END(nullptr)
 }

@@ -107,9 +107,11 @@ PyObject* inplace_operator(PyObject* a, PyObject* b, Fn&& fn) {
   LOOM_PY_BEGIN
   std::optional<Arg> y = operand(b);
   if (!is_tensor(a) || !y) Py_RETURN_NOTIMPLEMENTED;
-  TensorImpl& self = impl_of(a);
-  check_no_internal_overlap(self);
-  update(self, [&] { return fn(Arg(&self), *y); });
+  // A reference of our own: update() may sync and release the GIL, and another thread may then
+  // give `a` other data (tensor.data = ...), dropping the impl `a` held.
+  Tensor self = tensor_of(a);
+  check_no_internal_overlap(*self);
+  update(*self, [&] { return fn(Arg(self.get()), *y); });
   return Py_NewRef(a);
   LOOM_PY_END(nullptr)
 }

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/warning.h"
 
@@ -50,10 +51,11 @@ std::string hex64(uint64_t value) {
 }
 
 std::string cache_root() {
-  if (const char* dir = std::getenv("LOOM_CACHE_DIR"); dir && *dir) return dir;
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && xdg[0] == '/') return std::string(xdg) + "/loom";
-  const char* home = std::getenv("HOME");
-  std::string h = home && home[0] == '/' ? std::string(home) : home_of_user();
+  std::shared_ptr<const Environment> env = environment();
+  if (std::string dir = env->get("LOOM_CACHE_DIR"); !dir.empty()) return dir;
+  if (std::string xdg = env->get("XDG_CACHE_HOME"); xdg[0] == '/') return xdg + "/loom";
+  std::string home = env->get("HOME");
+  std::string h = home[0] == '/' ? home : home_of_user();
   return h.empty() ? "" : h + "/.cache/loom";
 }
 

@@ -17,6 +17,7 @@
 #include "rtc/disk_cache.h"
 #include "rtc/process.h"
 #include "runtime/blocking.h"
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/metrics.h"
 #include "runtime/warning.h"
@@ -53,20 +54,11 @@ std::string flags(OptLevel level) {
 
 const char* libraries() { return have_libmvec() ? "-lmvec" : ""; }  // after the source, as ld needs
 
-// Where `program` runs from: its real path, looked up in PATH when it has no slash.
+// Where `program` runs from: the real path of the file it names (rtc/process.h).
 std::string resolved_path(const std::string& program) {
-  auto real = [](const std::string& p) -> std::string {
-    char buf[PATH_MAX];
-    return ::realpath(p.c_str(), buf) ? std::string(buf) : std::string();
-  };
-  if (program.find('/') != std::string::npos) return real(program);
-  const char* path = std::getenv("PATH");
-  std::istringstream dirs(path ? path : "/usr/bin:/bin");
-  for (std::string dir; std::getline(dirs, dir, ':');) {
-    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return real(candidate);
-  }
-  return "";
+  std::string file = find_program(program);
+  char buf[PATH_MAX];
+  return !file.empty() && ::realpath(file.c_str(), buf) ? std::string(buf) : std::string();
 }
 
 // The compiler: LOOM_CXX split into words (a wrapper and its arguments: "ccache g++"), and what
@@ -79,9 +71,9 @@ struct Compiler {
 
 const Compiler& compiler() {
   static const Compiler c = [] {
-    const char* cxx = std::getenv("LOOM_CXX");
+    std::string cxx = environment_value("LOOM_CXX");
     Compiler out;
-    out.argv = split_command(cxx && *cxx ? cxx : "c++", "LOOM_CXX");
+    out.argv = split_command(cxx.empty() ? "c++" : cxx, "LOOM_CXX");
     LOOM_CHECK(!out.argv.empty(), Value, "LOOM_CXX is blank: name a C++ compiler (LOOM_CXX=g++, LOOM_CXX='ccache g++')");
     std::vector<std::string> version = out.argv;
     version.push_back("--version");

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/thread_pool.h"
 
@@ -44,9 +45,9 @@ std::shared_ptr<HostModule> unit_for(const std::string& source, int kernels) {
 
 bool quick_kernels_enabled() {
   static const bool on = [] {
-    const char* v = std::getenv("LOOM_QUICK_KERNELS");
-    if (!v || !*v || std::string(v) == "1") return true;
-    LOOM_CHECK(std::string(v) == "0", Value, "LOOM_QUICK_KERNELS must be 0 or 1, not '", v, "'");
+    std::string v = environment_value("LOOM_QUICK_KERNELS");
+    if (v.empty() || v == "1") return true;
+    LOOM_CHECK(v == "0", Value, "LOOM_QUICK_KERNELS must be 0 or 1, not '", v, "'");
     return false;
   }();
   return on;

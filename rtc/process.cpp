@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,11 +14,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <thread>
 
+#include "runtime/environment.h"
 #include "runtime/error.h"
-
-extern char** environ;
 
 namespace loom::rtc {
 
@@ -76,9 +77,23 @@ std::string quote_command(const std::vector<std::string>& argv) {
   return out;
 }
 
+std::string find_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  std::string path = environment_value("PATH");
+  std::istringstream dirs(path.empty() ? "/usr/bin:/bin" : path);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + program;
+    struct stat st;
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0)
+      return candidate;
+  }
+  return "";
+}
+
 double compile_timeout_seconds() {
-  const char* v = std::getenv("LOOM_COMPILE_TIMEOUT");
-  if (!v || !*v) return 300;
+  std::string text = environment_value("LOOM_COMPILE_TIMEOUT");
+  if (text.empty()) return 300;
+  const char* v = text.c_str();
   char* end = nullptr;
   errno = 0;
   double s = std::strtod(v, &end);
@@ -106,9 +121,10 @@ int exit_code_of(int status) {
   return -1;
 }
 
-// Spawns argv in a new process group with stdout and stderr on `out`; returns its pid or
-// -errno.
-pid_t spawn(const std::vector<std::string>& argv, int out) {
+// Spawns argv (argv[0] found at `program`) in a new process group with stdout and stderr on
+// `out`, with the environment's snapshot; returns its pid or -errno.
+pid_t spawn(const std::string& program, const std::vector<std::string>& argv, int out) {
+  std::shared_ptr<const Environment> env = environment();  // held until the child has its copy
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -130,7 +146,7 @@ pid_t spawn(const std::vector<std::string>& argv, int out) {
   posix_spawnattr_setpgroup(&attr, 0);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   pid_t pid = -1;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, &attr, args.data(), environ);
+  int rc = ::posix_spawn(&pid, program.c_str(), &actions, &attr, args.data(), env->envp());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   return rc == 0 ? pid : -rc;
@@ -151,10 +167,15 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     return result;
   }
   Fd read_end{pipe_fds[0]};
+  std::string program = find_program(argv[0]);
+  if (program.empty()) {
+    result.output = "cannot run " + argv[0] + ": " + std::strerror(ENOENT) + " (not found in PATH)";
+    return result;
+  }
   pid_t pid;
   {
     Fd write_end{pipe_fds[1]};  // the child's copy is all that stays open
-    pid = spawn(argv, write_end.fd);
+    pid = spawn(program, argv, write_end.fd);
   }
   if (pid < 0) {
     result.output = std::string("cannot run ") + argv[0] + ": " + std::strerror(-pid);

@@ -7,6 +7,10 @@
 // stdout and stderr captured together; when it outlives its time limit the whole group (the
 // compiler driver, cc1plus, as, ld, a ccache wrapper) is killed, so nothing it started keeps
 // running or writing.
+//
+// Compiles run off the program's main thread, so everything here reads the environment from
+// loom's snapshot (runtime/environment.h), never the live one: the child gets the snapshot's
+// variables and the program is looked up in the snapshot's PATH.
 #pragma once
 
 #include <functional>
@@ -25,6 +29,11 @@ struct ProcessResult {
   int exit_code = -1;      // its exit status, or 128 + the signal that ended it
   std::string output;      // stdout and stderr, interleaved (the first 1 MiB)
 };
+
+// The file a command's first word runs: the word itself when it has a slash, else the first
+// executable regular file of that name in PATH (/usr/bin:/bin when PATH is unset, as execvp);
+// "" when there is none.
+std::string find_program(const std::string& program);
 
 // Runs argv[0] (looked up in PATH when it has no slash) with `argv`, waiting at most
 // `timeout_seconds` (0: no limit). `while_waiting`, if given, is called about every 100 ms; if

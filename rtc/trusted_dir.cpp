@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/environment.h"
 #include "runtime/error.h"
 
 namespace loom::rtc {
@@ -106,9 +107,9 @@ std::optional<TrustedDir> TrustedDir::sub(const std::string& name, std::string& 
 TrustedDir TrustedDir::make_private(const std::string& prefix) {
   // $TMPDIR unless others could rename things in it (writable without the sticky bit).
   std::string base = "/tmp";
-  if (const char* t = std::getenv("TMPDIR"); t && t[0] == '/') {
+  if (std::string t = environment_value("TMPDIR"); t[0] == '/') {
     struct stat st;
-    if (::stat(t, &st) == 0 && S_ISDIR(st.st_mode) && (!(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX)))
+    if (::stat(t.c_str(), &st) == 0 && S_ISDIR(st.st_mode) && (!(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX)))
       base = t;
   }
   std::string pattern = base + "/" + prefix + "XXXXXX";

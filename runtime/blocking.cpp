@@ -23,6 +23,8 @@ BlockingRegion::~BlockingRegion() {
 
 bool in_blocking_region() noexcept { return depth > 0; }
 
+bool holds_embedding_lock() noexcept { return hooks.holds_lock && hooks.holds_lock(); }
+
 void check_interrupt() {
   if (depth > 0 && hooks.interrupt_requested && hooks.interrupt_requested())
     LOOM_FAIL(Interrupted, "interrupted (KeyboardInterrupt) while loom was computing");

@@ -28,6 +28,9 @@ struct EmbeddingHooks {
   // work must stop. May take the embedding's lock for a moment to ask it (Python runs its signal
   // handlers then). Must be cheap when nothing happened.
   bool (*interrupt_requested)() = nullptr;
+  // Whether this thread holds the embedding's lock now (runtime/environment.h reads the live
+  // environment only then).
+  bool (*holds_lock)() = nullptr;
 };
 
 // The embedding installs its hooks once, before any work (pyext/module.cpp).
@@ -47,6 +50,9 @@ class BlockingRegion {
 
 // Whether this thread is inside a BlockingRegion.
 bool in_blocking_region() noexcept;
+
+// Whether an embedding is installed and this thread holds its lock.
+bool holds_embedding_lock() noexcept;
 
 // Throws Error(Interrupted) if this thread's work must stop (see above).
 void check_interrupt();

@@ -20,6 +20,7 @@
 
 #include "rtc/disk_cache.h"
 #include "rtc/process.h"
+#include "runtime/environment.h"
 #include "runtime/error.h"
 #include "runtime/warning.h"
 
@@ -28,6 +29,16 @@ using namespace loom::rtc;
 namespace fs = std::filesystem;
 
 namespace {
+
+// A C++ program renews loom's copy of the environment itself (runtime/environment.h).
+void set_env(const char* name, const char* value, int overwrite) {
+  ::setenv(name, value, overwrite);
+  refresh_environment();
+}
+void unset_env(const char* name) {
+  ::unsetenv(name);
+  refresh_environment();
+}
 
 std::vector<std::string> warned;
 void record_warning(const std::string& message) { warned.push_back(message); }
@@ -39,14 +50,14 @@ struct Scratch {
   explicit Scratch(const char* cache_sub = "cache") {
     char pattern[] = "/tmp/loom-test-cache-XXXXXX";
     root = ::mkdtemp(pattern);
-    ::setenv("LOOM_CACHE_DIR", (root / cache_sub).c_str(), 1);
+    set_env("LOOM_CACHE_DIR", (root / cache_sub).c_str(), 1);
     previous = set_warning_handler(record_warning);
     forget_reported_warnings();
     warned.clear();
   }
   ~Scratch() {
     set_warning_handler(previous);
-    ::unsetenv("LOOM_CACHE_DIR");
+    unset_env("LOOM_CACHE_DIR");
     std::error_code ec;
     fs::remove_all(root, ec);
   }
@@ -174,7 +185,7 @@ BOOST_AUTO_TEST_CASE(a_relative_cache_folder_is_from_the_working_directory) {
   Scratch s;
   fs::path cwd = fs::current_path();
   fs::current_path(s.root);
-  ::setenv("LOOM_CACHE_DIR", "relative/cache", 1);
+  set_env("LOOM_CACHE_DIR", "relative/cache", 1);
   const DiskCache& c = DiskCache::of("k6", ".bin", ".src");
   fs::current_path(cwd);
   BOOST_TEST(c.dir().path() == (s.root / "relative" / "cache" / "k6").string());
@@ -185,11 +196,11 @@ BOOST_AUTO_TEST_CASE(a_relative_cache_folder_is_from_the_working_directory) {
 
 BOOST_AUTO_TEST_CASE(without_home_the_cache_is_the_users_own_never_tmp) {
   std::string saved_home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  ::unsetenv("HOME");
-  ::unsetenv("XDG_CACHE_HOME");
-  ::unsetenv("LOOM_CACHE_DIR");
+  unset_env("HOME");
+  unset_env("XDG_CACHE_HOME");
+  unset_env("LOOM_CACHE_DIR");
   std::string root = cache_root();
-  if (!saved_home.empty()) ::setenv("HOME", saved_home.c_str(), 1);
+  if (!saved_home.empty()) set_env("HOME", saved_home.c_str(), 1);
   struct passwd* pw = ::getpwuid(::geteuid());
   BOOST_REQUIRE(pw);
   BOOST_TEST(root == std::string(pw->pw_dir) + "/.cache/loom");
@@ -260,15 +271,15 @@ BOOST_AUTO_TEST_CASE(an_interrupt_while_waiting_stops_the_process) {
 }
 
 BOOST_AUTO_TEST_CASE(compile_timeout_knob_is_checked) {
-  ::setenv("LOOM_COMPILE_TIMEOUT", "2.5", 1);
+  set_env("LOOM_COMPILE_TIMEOUT", "2.5", 1);
   BOOST_TEST(compile_timeout_seconds() == 2.5);
-  ::setenv("LOOM_COMPILE_TIMEOUT", "0", 1);
+  set_env("LOOM_COMPILE_TIMEOUT", "0", 1);
   BOOST_TEST(compile_timeout_seconds() == 0.0);
   for (const char* bad : {"abc", "-1", "5s", "nan", "inf"}) {
-    ::setenv("LOOM_COMPILE_TIMEOUT", bad, 1);
+    set_env("LOOM_COMPILE_TIMEOUT", bad, 1);
     BOOST_CHECK_THROW(compile_timeout_seconds(), Error);
   }
-  ::unsetenv("LOOM_COMPILE_TIMEOUT");
+  unset_env("LOOM_COMPILE_TIMEOUT");
   BOOST_TEST(compile_timeout_seconds() == 300.0);
 }
 

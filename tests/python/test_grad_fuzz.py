@@ -10,8 +10,6 @@ inputs, on the device under test (the lazy device runs the compiled executor: fu
 kernels), must equal torch's. For the compile test the program is the body of a loom.compile'd
 function called on three sets of inputs: the first calls record, the later ones replay."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -21,15 +19,11 @@ from hypothesis import strategies as st  # noqa: E402
 
 import loom  # noqa: E402
 import test_ops_fuzz as fuzz  # noqa: E402  (its programs and ops; its own test is collected there)
-from _ops_helpers import assert_close, device, fuzz_examples, torch  # noqa: E402,F401
+from _ops_helpers import FUZZ_DERANDOMIZE, assert_close, device, fuzz_examples, torch  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
 COMPILED = True  # the device fixture keeps the compiled executor for lazy (see _ops_helpers.device)
-
-# The same programs on every run (a CI run is never the first to meet a new one); LOOM_FUZZ=explore
-# draws new ones each run (with pytest's --hypothesis-seed=N to replay a run).
-DERANDOMIZE = os.environ.get("LOOM_FUZZ") != "explore"
 
 # Ops whose gradient PyTorch 1.13 does not define (integer results, data-dependent index sets it
 # raises on) or defines at points loom need not copy: left out of the gradient programs.
@@ -109,7 +103,7 @@ def gradients(m, device, inputs, steps, seed):
     return [leaf.grad for leaf in leaves]
 
 
-@settings(max_examples=fuzz_examples(80), deadline=None, database=None, derandomize=DERANDOMIZE,
+@settings(max_examples=fuzz_examples(80), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=grad_programs())
 def test_random_program_gradients(device, program):
@@ -127,7 +121,7 @@ def test_random_program_gradients(device, program):
             raise AssertionError(f"gradient of input {k} after {steps}: {e}") from None
 
 
-@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=DERANDOMIZE,
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=grad_programs(dtype="float32"))
 def test_random_program_gradients_float32(device, program):
@@ -145,7 +139,7 @@ def test_random_program_gradients_float32(device, program):
         fuzz.assert_float32_close(o, t, e, f"gradient of input {k} after {steps}")
 
 
-@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=DERANDOMIZE,
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(program=fuzz.programs())
 def test_random_programs_compiled(program):

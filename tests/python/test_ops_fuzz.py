@@ -8,8 +8,6 @@ the program) it accepts. The program is drawn by running it on torch, then repla
 device under test (and, for the lazy device, also on the cpu). All intermediates are compared at the
 end, so on the lazy device one sync evaluates the whole program."""
 
-import os
-
 import numpy as np
 import pytest
 
@@ -18,7 +16,7 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import loom  # noqa: E402
-from _ops_helpers import assert_close, device, fuzz_examples, torch  # noqa: E402,F401
+from _ops_helpers import FUZZ_DERANDOMIZE, assert_close, device, fuzz_examples, torch  # noqa: E402,F401
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -554,7 +552,7 @@ def _compare(out, ref, steps, n_inputs):
 # The one health check suppressed: `device` is function-scoped, so hypothesis warns that it is not
 # reset between examples. It need not be: it only names the device and installs the executor,
 # which every example uses unchanged.
-@settings(max_examples=fuzz_examples(120), deadline=None, database=None,
+@settings(max_examples=fuzz_examples(120), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=programs())
 def test_random_programs(device, program):
@@ -596,7 +594,7 @@ def assert_float32_close(ours, theirs, exact, where):
 
 
 @settings(max_examples=fuzz_examples(100), deadline=None, database=None,
-          derandomize=os.environ.get("LOOM_FUZZ") != "explore",
+          derandomize=FUZZ_DERANDOMIZE,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(program=programs(dtypes=("float32",), exclude=DISCONTINUOUS))
 def test_random_programs_float32(device, program):

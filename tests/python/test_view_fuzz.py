@@ -18,7 +18,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import loom  # noqa: E402
-from _ops_helpers import fuzz_examples  # noqa: E402
+from _ops_helpers import FUZZ_DERANDOMIZE, fuzz_examples  # noqa: E402
 from conftest import storage_base, to_numpy  # noqa: E402
 
 try:
@@ -269,7 +269,7 @@ def check_lazy(c):
         assert to_numpy(g).dtype == np.asarray(w).dtype, c.log
 
 
-@settings(max_examples=fuzz_examples(250), deadline=None, database=None)
+@settings(max_examples=fuzz_examples(250), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE)
 @given(shape=shapes(), dtype=st.sampled_from(["float64", "float32"]), data=st.data())
 def test_random_view_chains(shape, dtype, data):
     c = Chain(tuple(shape), dtype)
@@ -292,7 +292,7 @@ def test_random_view_chains(shape, dtype, data):
 
 
 # Fewer chains: each compiles kernels of its own shapes and strides.
-@settings(max_examples=fuzz_examples(40), deadline=None, database=None)
+@settings(max_examples=fuzz_examples(40), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE)
 @given(shape=shapes(), dtype=st.sampled_from(["float32", "float64"]), data=st.data())
 def test_random_view_chains_lazy(shape, dtype, data):
     """The chains on the lazy device too: the final view's values and reductions (check_lazy)."""
@@ -302,7 +302,7 @@ def test_random_view_chains_lazy(shape, dtype, data):
     check_lazy(c)
 
 
-@settings(max_examples=fuzz_examples(150), deadline=None, database=None)
+@settings(max_examples=fuzz_examples(150), deadline=None, database=None, derandomize=FUZZ_DERANDOMIZE)
 @given(shape=shapes().filter(lambda s: s and 0 not in s), data=st.data())
 def test_random_index_tuples(shape, data):
     """Random combinations of ints, slices, None and Ellipsis index like numpy, and assign like numpy."""
