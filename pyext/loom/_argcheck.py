@@ -16,8 +16,8 @@ def tensor(fn, name, value, position=None, optional=False):
 
 
 def tensors_or_numbers(fn, names, values):
-    """The values as tensors of one device for an elementwise function that takes a tensor or a
-    number for each argument (at least one a tensor), promoted as PyTorch promotes such a call."""
+    """values, unchanged, when each is a tensor or a number and at least one is a tensor (an
+    elementwise function of tensors or numbers); else PyTorch's TypeError naming the argument."""
     if not any(isinstance(v, loom.Tensor) for v in values):
         got = ", ".join(type(v).__name__ for v in values)
         raise TypeError(f"{fn}(): expected at least one of {', '.join(names)} to be a Tensor, got ({got})")
