@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 namespace loom {
@@ -112,12 +113,11 @@ class ScratchIndex {
       index_ = &k.index;
       index_->reset(expected);
     } else {
-      own_.emplace_back(expected);
-      index_ = &own_.back();
+      index_ = &own_.emplace(expected);
     }
   }
   ~ScratchIndex() {
-    if (own_.empty()) kept().busy = false;
+    if (!own_) kept().busy = false;
   }
   ScratchIndex(const ScratchIndex&) = delete;
   ScratchIndex& operator=(const ScratchIndex&) = delete;
@@ -135,7 +135,7 @@ class ScratchIndex {
     return k;
   }
   FlatIndex* index_;
-  std::vector<FlatIndex> own_;  // holds the new table when the kept one is in use
+  std::optional<FlatIndex> own_;  // the new table, when the kept one is in use
 };
 
 }  // namespace loom
