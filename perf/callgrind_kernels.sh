@@ -10,12 +10,6 @@
 set -e
 work=$(mktemp -d /tmp/loom-callgrind.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cat > "$work/cxx.sh" <<'CXX'
-#!/bin/sh
-for a in "$@"; do shift; [ "$a" = "-march=native" ] && a="-march=x86-64-v3"; set -- "$@" "$a"; done
-exec g++ "$@"
-CXX
-chmod +x "$work/cxx.sh"
 cat > "$work/prog.py" <<'PY'
 import sys, numpy as np, loom
 rng = np.random.default_rng(0)
@@ -45,7 +39,7 @@ else:
 for _ in range(22):
     [o.numpy() for o in step()]
 PY
-PYTHONPATH=$1 LOOM_CXX="$work/cxx.sh" LOOM_NUM_THREADS=1 LOOM_CACHE_DIR="$work/cache" \
+PYTHONPATH=$1 LOOM_CXX="$(cd "$(dirname "$0")" && pwd)/tools/cxx_x86_64_v3.sh" LOOM_NUM_THREADS=1 LOOM_CACHE_DIR="$work/cache" \
   valgrind --tool=callgrind --callgrind-out-file="$work/cg.out" /usr/bin/python3 "$work/prog.py" "$2" "$(dirname "$0")" >/dev/null 2>&1
 callgrind_annotate --threshold=100 "$work/cg.out" 2>/dev/null |
   awk '/loom_k/ {gsub(",", "", $1); k += $1} /libmvec|expf/ {gsub(",", "", $1); e += $1}

@@ -12,12 +12,6 @@ python=$1 workload=$2 steps=$3 out=$4
 perf_dir=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/loom-cgstep.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-cat > "$work/cxx.sh" <<'CXX'
-#!/bin/sh
-for a in "$@"; do shift; [ "$a" = "-march=native" ] && a="-march=x86-64-v3"; set -- "$@" "$a"; done
-exec g++ "$@"
-CXX
-chmod +x "$work/cxx.sh"
 cat > "$work/cg.c" <<'C'
 #include <valgrind/callgrind.h>
 void cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_START_INSTRUMENTATION; }
@@ -48,7 +42,7 @@ m = loom.metrics()
 print(f"loss after {steps} more steps {W.train_step(loom, model, opt, x, y).item()!r}, nodes per step "
       f"{m['nodes_recorded'] / steps:.0f}, kernels compiled {m['kernels_compiled']}, plan misses {m['graph_cache_misses']}")
 PY
-LOOM_CXX="$work/cxx.sh" LOOM_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 LOOM_CACHE_DIR="$work/cache" \
+LOOM_CXX="$perf_dir/tools/cxx_x86_64_v3.sh" LOOM_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 LOOM_CACHE_DIR="$work/cache" \
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/cg.out" \
   "$python" "$work/prog.py" "$perf_dir" "$workload" "$steps" "$work/cg.so" 2>"$work/valgrind.log"
 # The client request's dump is the counted steps (cg.out.1); cg.out is what ran after.
