@@ -330,3 +330,17 @@ def results_by_name(out):
         for i, t in enumerate(value if isinstance(value, tuple) else (value,)):
             flat[f"{name}.{i}"] = t.numpy()
     return flat
+
+
+def recorded_then_replayed(program):
+    """program()'s value as a float, after checking the lazy device's promise for it: recording it
+    syncs nothing, and a second run of the same program hits the cached plan (no plan miss) and
+    gives the same value."""
+    syncs = loom.metrics()["syncs"]
+    first = program()
+    assert loom.metrics()["syncs"] == syncs
+    value = first.item()
+    misses = loom.metrics()["graph_cache_misses"]
+    assert program().item() == value
+    assert loom.metrics()["graph_cache_misses"] == misses
+    return value
