@@ -208,8 +208,13 @@ PyObject* converted(const Parsed& p, DType dtype, Placement where, bool copy = f
   return self_or(p, ops::to(p.tensor(0), dtype, where.device, where.lazy, copy));
 }
 
+void check_memory_format(const Parsed& p);
+
+// float() / double() / ... take memory_format= as to() does (PyTorch's OpInfo samples pass
+// torch.preserve_format / channels_last); loom keeps one layout, so it is only checked.
 template <DType D>
 Result as_dtype(const Parsed& p) {
+  check_memory_format(p);
   return converted(p, D, placement_of(impl_of(p.self)));
 }
 
@@ -403,16 +408,16 @@ const Row kRows[] = {
      "A new tensor sharing this one's value (and storage), without autograd history."},
     {{"cpu(Tensor input)"}, kMethod, LOOM_BODY(converted(p, impl_of(p.self).dtype(), {kCPU, false})),
      "This tensor in host memory."},
-    {{"float(Tensor input)"}, kMethod, as_dtype<DType::Float32>, "to(loom.float32)"},
-    {{"double(Tensor input)"}, kMethod, as_dtype<DType::Float64>, "to(loom.float64)"},
-    {{"half(Tensor input)"}, kMethod, as_dtype<DType::Float16>, "to(loom.float16)"},
-    {{"bfloat16(Tensor input)"}, kMethod, as_dtype<DType::BFloat16>, "to(loom.bfloat16)"},
-    {{"long(Tensor input)"}, kMethod, as_dtype<DType::Int64>, "to(loom.int64)"},
-    {{"int(Tensor input)"}, kMethod, as_dtype<DType::Int32>, "to(loom.int32)"},
-    {{"short(Tensor input)"}, kMethod, as_dtype<DType::Int16>, "to(loom.int16)"},
-    {{"char(Tensor input)"}, kMethod, as_dtype<DType::Int8>, "to(loom.int8)"},
-    {{"byte(Tensor input)"}, kMethod, as_dtype<DType::UInt8>, "to(loom.uint8)"},
-    {{"bool(Tensor input)"}, kMethod, as_dtype<DType::Bool>, "to(loom.bool)"},
+    {{"float(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Float32>, "to(loom.float32)"},
+    {{"double(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Float64>, "to(loom.float64)"},
+    {{"half(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Float16>, "to(loom.float16)"},
+    {{"bfloat16(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::BFloat16>, "to(loom.bfloat16)"},
+    {{"long(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int64>, "to(loom.int64)"},
+    {{"int(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int32>, "to(loom.int32)"},
+    {{"short(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int16>, "to(loom.int16)"},
+    {{"char(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int8>, "to(loom.int8)"},
+    {{"byte(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::UInt8>, "to(loom.uint8)"},
+    {{"bool(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Bool>, "to(loom.bool)"},
     {{"type_as(Tensor input, Tensor other)"}, kMethod,
      LOOM_BODY(converted(p, p.tensor(1)->dtype(), placement_of(impl_of(p.self)), false))},
 };
