@@ -367,8 +367,23 @@ const Row kRows[] = {
      LOOM_BODY(self_or(p, ops::flatten(p.tensor(0), p.int64(1), p.int64(2))))},
     {{"unflatten(Tensor input, int dim, int[] sizes)"}, kMethod | kFunction,
      LOOM_BODY(ops::unflatten(p.tensor(0), p.int64(1), p.int_list(2)))},
-    {{"narrow(Tensor input, int dim, int start, int length)"}, kMethod | kFunction,
-     LOOM_BODY(ops::narrow(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
+    {{"narrow(Tensor input, int dim, int start, int length)",
+      "narrow(Tensor input, int dim, Tensor start, int length)"},
+     kMethod | kFunction, [](const Parsed& p) -> Result {
+       // start may be a 0-d integer tensor (PyTorch's second overload): its value (a sync on lazy)
+       int64_t start = 0;
+       if (p.index == 1) {
+         const TensorImpl& s = impl_of(p.object(2));
+         LOOM_CHECK(s.ndim() == 0 && !is_floating(s.dtype()) && s.dtype() != DType::Bool, Runtime,
+                    "start must be an 0-dim integral Tensor.");
+         Py_ssize_t v = PyNumber_AsSsize_t(p.object(2), PyExc_IndexError);
+         if (v == -1 && PyErr_Occurred()) throw PythonError{};
+         start = v;
+       } else {
+         start = p.int64(2);
+       }
+       return wrap(ops::narrow(p.tensor(0), p.int64(1), start, p.int64(3)));
+     }},
     {{"select(Tensor input, int dim, int index)"}, kMethod | kFunction, LOOM_BODY(ops::select(p.tensor(0), p.int64(1), p.int64(2))),
      "A view without that dimension."},
     {{"repeat(Tensor input, SymInt[] repeats)"}, kMethod,
