@@ -198,7 +198,6 @@ KNOWN_OPEN = {
     'resize_as_': 'missing API: Missing: loom.resize_as_',
     'segment_reduce.lengths': 'missing API: Missing: loom.segment_reduce',
     'segment_reduce.offsets': 'missing API: Missing: loom.segment_reduce',
-    'sgn': "torch 1.13's gradient of sgn on real input is nonzero/uninitialised in the suite (the derivative is 0; loom gives 0)",
     'special.airy_ai': 'missing API: Missing: loom.special.airy_ai',
     'special.bessel_j0': 'missing API: Missing: loom.special.bessel_j0',
     'special.bessel_j1': 'missing API: Missing: loom.special.bessel_j1',
@@ -235,6 +234,12 @@ KNOWN_OPEN = {
     'take': "error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: take() got an unexpected keyword argument 'out' (",
     'to_sparse': "missing API: AttributeError: 'loom.Tensor' object has no attribute 'to_sparse'",
     'view_as_complex': 'missing API: Missing: loom.view_as_complex',
+}
+
+# not run: torch's reference itself is not reproducible, so the op neither passes nor fails reliably
+REFERENCE_UNSTABLE = {
+    "sgn": "torch 1.13's sgn backward on real input reads uninitialised memory (a nonzero gradient in some runs, "
+           "0 in others); the derivative is 0 and loom gives 0",
 }
 
 # ops that pass on cpu but not on lazy -> why
@@ -288,6 +293,7 @@ def test_known_open_is_still_open(db, op):
 
 def test_the_tables_are_disjoint():
     assert not set(PASSING) & set(KNOWN_OPEN)
+    assert not (set(PASSING) | set(KNOWN_OPEN)) & set(REFERENCE_UNSTABLE)
     assert set(KNOWN_OPEN_LAZY) <= set(PASSING)
 
 
