@@ -111,6 +111,13 @@ DERIVATIVE(Erf) {
   g[0] = mul(c.grad, mul(unary(OpId::Exp, unary(OpId::Neg, mul(v, v))), Scalar(kTwoOverSqrtPi)));
 }
 DERIVATIVE(Zero) { g[0] = zeros(c.out_shape, c.out_dtype, c.grad); }
+// floor division (div(rounding_mode='floor'), floor_divide, //) is piecewise constant in both
+// operands: PyTorch's result still requires grad and every gradient is zero (a loss that goes
+// through it can be differentiated); the engine reduces each one to its input's shape.
+DERIVATIVE(ZeroBinary) {
+  g[0] = zeros(c.out_shape, c.out_dtype, c.grad);
+  if (c.needs_grad.size() > 1 && c.needs_grad[1]) g[1] = g[0];
+}
 DERIVATIVE(Reciprocal) {
   const Tensor& r = result(c);
   g[0] = mul(unary(OpId::Neg, c.grad), mul(r, r));
@@ -457,7 +464,7 @@ const bool registered = [] {
       {OpId::Silu, d_Silu, kSelf}, {OpId::Softplus, d_Softplus, kSelf}, {OpId::Erf, d_Erf, kSelf},
       // floor, ceil, round and sign have a zero gradient: output shape and dtype are enough
       {OpId::Floor, d_Zero, kNothing}, {OpId::Ceil, d_Zero, kNothing}, {OpId::Round, d_Zero, kNothing},
-      {OpId::Sign, d_Zero, kNothing}, {OpId::Reciprocal, d_Reciprocal, kResult}, {OpId::Square, d_Square, kSelf},
+      {OpId::Sign, d_Zero, kNothing}, {OpId::FloorDiv, d_ZeroBinary, kNothing}, {OpId::Reciprocal, d_Reciprocal, kResult}, {OpId::Square, d_Square, kSelf},
       {OpId::NanToNum, d_NanToNum, kSelf}, {OpId::Cast, d_Cast, kNothing}, {OpId::Add, d_Add, kNothing},
       {OpId::Sub, d_Sub, kNothing},
       {OpId::Mul, d_Mul, {.inputs_for = {kIn1, kIn0}}},

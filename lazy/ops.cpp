@@ -974,7 +974,9 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& idx) {
   Attrs attrs;
   attrs.push_back(x->ndim() == 0 ? 0 : d);
   attrs.push_back(1);
-  return apply(OpId::Index, {Arg(src), Arg(idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx)}, std::move(attrs));
+  Tensor r = apply(OpId::Index, {Arg(src), Arg(idx->ndim() == 0 ? reshape(idx, Dims{1}) : idx)}, std::move(attrs));
+  // a 0-d input gives a 0-d result (its one index picks its one element), as in PyTorch
+  return x->ndim() == 0 ? reshape(r, Dims{}) : r;
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& idx) {

@@ -22,6 +22,16 @@ void require_same_dtype(const Tensor& a, const Tensor& b) {
 // (NaN included) and 1s scale nothing; integer products take them truncated to integers, except
 // addr's, which refuse floating ones (`strict`).
 Tensor scaled_sum(const Tensor& input, const Tensor& product, Scalar beta, Scalar alpha, bool strict = false) {
+  if (product->dtype() == DType::Bool && input->dtype() == DType::Bool) {
+    // bool inputs stay bool, as in PyTorch: beta * input + alpha * product is
+    // (beta && input) || (alpha && product) (scaling by an integer would promote to int64)
+    LOOM_CHECK(!beta.is_float() && !alpha.is_float(), Runtime,
+               "Boolean beta and alpha only supported for Boolean results.");
+    Tensor p = alpha.as_double() != 0 ? product : binary(OpId::LogicalAnd, product, Scalar(false));
+    if (!(Dims(input->sizes()) == Dims(p->sizes()))) (void)loom::expand(Layout::contiguous(input->sizes()), p->sizes());
+    if (beta.as_double() == 0.0) return p;
+    return binary(OpId::LogicalOr, input, p);
+  }
   if (!is_floating(product->dtype())) {
     LOOM_CHECK(!strict || !beta.is_float(), Runtime,
                "For integral input tensors, argument beta must not be a floating point number.");

@@ -1,6 +1,7 @@
 // The op library as Python: the op table's rows (pyext/op_table.h) for loom.<op>(...),
 // Tensor.<op>(...) and Tensor.<op>_(...), with PyTorch's names, signatures and defaults.
 // Operators (+, *, ...) are in tensor_operators.cpp.
+#include "lazy/ops_linalg.h"
 #include "lazy/ops_movement.h"
 #include "pyext/objects.h"
 #include "pyext/op_table.h"
@@ -61,7 +62,14 @@ Result norm(const Parsed& p) {
   Tensor x = p.tensor(0);
   if (auto dtype = p.optional_dtype(4)) x = ops::cast(x, *dtype);
   double order = 2;
-  if (p.index == 1) LOOM_CHECK(p.string(1) == "fro", Runtime, "norm: only p='fro' is supported as a string");
+  if (p.index == 1 && p.string(1) == "nuc") {
+    // the nuclear norm (the sum of singular values) of the matrices over dim (default the last two),
+    // as torch.norm(p='nuc') gives: linalg.matrix_norm's
+    Dims dims = p.has(2) ? p.int_list(2) : Dims{-2, -1};
+    LOOM_CHECK(dims.size() == 2, Runtime, "norm: p='nuc' needs a 2-tuple dim, got ", dims.size(), " dims");
+    return ops::matrix_norm(x, "nuc", 0.0, dims, p.boolean(3), std::nullopt);
+  }
+  if (p.index == 1) LOOM_CHECK(p.string(1) == "fro", Runtime, "norm: p must be 'fro' or 'nuc' as a string");
   else if (p.has(1)) order = p.scalar(1).as_double();
   return ops::norm(x, order, p.dims(2), p.boolean(3));
 }

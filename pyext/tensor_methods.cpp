@@ -208,8 +208,13 @@ PyObject* converted(const Parsed& p, DType dtype, Placement where, bool copy = f
   return self_or(p, ops::to(p.tensor(0), dtype, where.device, where.lazy, copy));
 }
 
+void check_memory_format(const Parsed& p);
+
+// float() / double() / ... take memory_format= as to() does (PyTorch's OpInfo samples pass
+// torch.preserve_format / channels_last); loom keeps one layout, so it is only checked.
 template <DType D>
 Result as_dtype(const Parsed& p) {
+  check_memory_format(p);
   return converted(p, D, placement_of(impl_of(p.self)));
 }
 
@@ -362,8 +367,23 @@ const Row kRows[] = {
      LOOM_BODY(self_or(p, ops::flatten(p.tensor(0), p.int64(1), p.int64(2))))},
     {{"unflatten(Tensor input, int dim, int[] sizes)"}, kMethod | kFunction,
      LOOM_BODY(ops::unflatten(p.tensor(0), p.int64(1), p.int_list(2)))},
-    {{"narrow(Tensor input, int dim, int start, int length)"}, kMethod | kFunction,
-     LOOM_BODY(ops::narrow(p.tensor(0), p.int64(1), p.int64(2), p.int64(3)))},
+    {{"narrow(Tensor input, int dim, int start, int length)",
+      "narrow(Tensor input, int dim, Tensor start, int length)"},
+     kMethod | kFunction, [](const Parsed& p) -> Result {
+       // start may be a 0-d integer tensor (PyTorch's second overload): its value (a sync on lazy)
+       int64_t start = 0;
+       if (p.index == 1) {
+         const TensorImpl& s = impl_of(p.object(2));
+         LOOM_CHECK(s.ndim() == 0 && !is_floating(s.dtype()) && s.dtype() != DType::Bool, Runtime,
+                    "start must be an 0-dim integral Tensor.");
+         Py_ssize_t v = PyNumber_AsSsize_t(p.object(2), PyExc_IndexError);
+         if (v == -1 && PyErr_Occurred()) throw PythonError{};
+         start = v;
+       } else {
+         start = p.int64(2);
+       }
+       return wrap(ops::narrow(p.tensor(0), p.int64(1), start, p.int64(3)));
+     }},
     {{"select(Tensor input, int dim, int index)"}, kMethod | kFunction, LOOM_BODY(ops::select(p.tensor(0), p.int64(1), p.int64(2))),
      "A view without that dimension."},
     {{"repeat(Tensor input, SymInt[] repeats)"}, kMethod,
@@ -403,16 +423,16 @@ const Row kRows[] = {
      "A new tensor sharing this one's value (and storage), without autograd history."},
     {{"cpu(Tensor input)"}, kMethod, LOOM_BODY(converted(p, impl_of(p.self).dtype(), {kCPU, false})),
      "This tensor in host memory."},
-    {{"float(Tensor input)"}, kMethod, as_dtype<DType::Float32>, "to(loom.float32)"},
-    {{"double(Tensor input)"}, kMethod, as_dtype<DType::Float64>, "to(loom.float64)"},
-    {{"half(Tensor input)"}, kMethod, as_dtype<DType::Float16>, "to(loom.float16)"},
-    {{"bfloat16(Tensor input)"}, kMethod, as_dtype<DType::BFloat16>, "to(loom.bfloat16)"},
-    {{"long(Tensor input)"}, kMethod, as_dtype<DType::Int64>, "to(loom.int64)"},
-    {{"int(Tensor input)"}, kMethod, as_dtype<DType::Int32>, "to(loom.int32)"},
-    {{"short(Tensor input)"}, kMethod, as_dtype<DType::Int16>, "to(loom.int16)"},
-    {{"char(Tensor input)"}, kMethod, as_dtype<DType::Int8>, "to(loom.int8)"},
-    {{"byte(Tensor input)"}, kMethod, as_dtype<DType::UInt8>, "to(loom.uint8)"},
-    {{"bool(Tensor input)"}, kMethod, as_dtype<DType::Bool>, "to(loom.bool)"},
+    {{"float(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Float32>, "to(loom.float32)"},
+    {{"double(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Float64>, "to(loom.float64)"},
+    {{"half(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Float16>, "to(loom.float16)"},
+    {{"bfloat16(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::BFloat16>, "to(loom.bfloat16)"},
+    {{"long(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int64>, "to(loom.int64)"},
+    {{"int(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int32>, "to(loom.int32)"},
+    {{"short(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int16>, "to(loom.int16)"},
+    {{"char(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int8>, "to(loom.int8)"},
+    {{"byte(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::UInt8>, "to(loom.uint8)"},
+    {{"bool(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Bool>, "to(loom.bool)"},
     {{"type_as(Tensor input, Tensor other)"}, kMethod,
      LOOM_BODY(converted(p, p.tensor(1)->dtype(), placement_of(impl_of(p.self)), false))},
 };

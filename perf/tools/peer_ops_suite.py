@@ -56,11 +56,13 @@ import selectors
 import subprocess
 import sys
 import time
-import traceback
 import types
 import unittest
 
 import numpy as np
+
+from op_compare import categorize_error as _categorize_error, compare_arrays as _compare_arrays, \
+    dtype_name as _dtype_name, exc_info as _exc, to_record as _to_record  # noqa: F401 - shared with opinfo_suite.py
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,26 +207,6 @@ def _loom_namespace(loom, real_torch):
 
 # ---------------------------------------------------------------------------------------------
 # Recording one run of the suite
-
-def _dtype_name(dt): return str(dt).split(".")[-1]
-
-
-def _to_record(t):
-    """A result tensor as (array, dtype name, shape); bfloat16 goes through float32 for numpy."""
-    if not hasattr(t, "detach"):
-        raise TypeError(f"the lambda returned {type(t).__name__}, not a tensor")
-    t = t.detach().cpu()
-    name = _dtype_name(t.dtype)
-    if name == "bfloat16": t = t.float()
-    return np.array(t.numpy(), copy=True), name, tuple(t.shape)
-
-
-def _exc(e):
-    tb = traceback.extract_tb(e.__traceback__)
-    where = f"{tb[-1].filename.rsplit('/', 1)[-1]}:{tb[-1].lineno}" if tb else ""
-    return {"type": type(e).__name__, "msg": str(e).split("\n")[0][:300], "where": where,
-            "mro": [c.__name__ for c in type(e).__mro__]}
-
 
 class Run:
     """One execution of the suite: the library bound to `torch` and the device loom uses."""
@@ -372,29 +354,6 @@ class _Swallow:
 
 # ---------------------------------------------------------------------------------------------
 # Comparing a loom record with the reference record
-
-def _categorize_error(e):
-    if e["type"] in ("TinygradOnly",): return "tinygrad-only"
-    if "AttributeError" in e["mro"] or "NotImplementedError" in e["mro"]: return "missing op"
-    if "TypeError" in e["mro"]: return "argument form"
-    return "loom error"
-
-
-def _compare_arrays(got, ref, atol, rtol, what):
-    g, gname, gshape = got
-    r, rname, rshape = ref
-    if gshape != rshape: return "shape", f"{what}: shape {gshape} vs torch {rshape}"
-    if gname != rname: return "dtype", f"{what}: dtype {gname} vs torch {rname}"
-    try:
-        if np.issubdtype(r.dtype, np.floating):
-            np.testing.assert_allclose(g, r, atol=atol, rtol=rtol)
-        else:
-            np.testing.assert_equal(g, r)
-    except AssertionError as e:
-        lines = [l for l in str(e).split("\n") if l.strip()]
-        return "value", f"{what}: " + " | ".join(lines[1:4])[:300]
-    return None, None
-
 
 def compare(ref, got, body_error):
     """(category, detail) for one case; category None means pass."""

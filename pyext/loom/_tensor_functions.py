@@ -129,6 +129,8 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
         raise RuntimeError(f"torch.gradient only supports edge_order=1 and edge_order=2, got {edge_order}")
     dims = list(range(input.dim())) if dim is None else [dim] if isinstance(dim, int) else list(dim)
     dims = [_check_dim(input, d, "gradient") for d in dims]
+    if spacing is None:   # PyTorch's signature default: unit spacing along every dim
+        spacing = 1
     if isinstance(spacing, (int, float, loom.Tensor)) and not (isinstance(spacing, loom.Tensor) and spacing.dim()):
         spacing = [spacing] * len(dims)
     spacing = list(spacing)
