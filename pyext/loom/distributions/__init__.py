@@ -24,7 +24,27 @@ from loom.distributions.laplace import Laplace
 from loom.distributions.multivariate_normal import LowRankMultivariateNormal, MultivariateNormal
 from loom.distributions.normal import Normal
 from loom.distributions.uniform import Uniform
+from loom.distributions import transforms  # noqa: E402  (after the families: kl imports them)
+from loom.distributions.cauchy import Cauchy
+from loom.distributions.constraint_registry import biject_to, transform_to
+from loom.distributions.geometric import Geometric
+from loom.distributions.gumbel import Gumbel
+from loom.distributions.half_normal import HalfCauchy, HalfNormal
+from loom.distributions.log_normal import LogNormal
+from loom.distributions.logistic_normal import LogisticNormal
+from loom.distributions.mixture_same_family import MixtureSameFamily
+from loom.distributions.one_hot_categorical_straight_through import OneHotCategoricalStraightThrough
+from loom.distributions.pareto import Pareto
+from loom.distributions.relaxed_bernoulli import RelaxedBernoulli
+from loom.distributions.relaxed_categorical import RelaxedOneHotCategorical
+from loom.distributions.transformed_distribution import TransformedDistribution
+from loom.distributions.transforms import *  # noqa: F401,F403
+from loom.distributions.weibull import Weibull
 
 __all__ = ["Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace", "LowRankMultivariateNormal",
            "MultivariateNormal", "Normal",
            "OneHotCategorical", "Uniform", "constraints", "kl_divergence", "register_kl"]
+__all__ += ["Cauchy", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "LogNormal", "LogisticNormal",
+            "MixtureSameFamily", "OneHotCategoricalStraightThrough", "Pareto", "RelaxedBernoulli",
+            "RelaxedOneHotCategorical", "TransformedDistribution", "Weibull", "biject_to", "transform_to",
+            "transforms"] + transforms.__all__

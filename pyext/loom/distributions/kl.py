@@ -136,3 +136,184 @@ def _kl_mvn_mvn(p, q):
     lq_d = lq.expand(loom.broadcast_shapes(lq.shape[:-2], diff.shape[:-2]) + lq.shape[-2:])
     m = loom.linalg.solve_triangular(lq_d, diff, upper=False).squeeze(-1).pow(2).sum(-1)
     return 0.5 * (trace + m - n + logdet_q - logdet_p)
+
+
+# ---- The families built on transforms, Cauchy, Geometric, and the pairs across families. Each
+# closed form is KL = -H(p) - E_p[log q], with p's moments written out. ----
+
+from loom.distributions.cauchy import Cauchy  # noqa: E402
+from loom.distributions.geometric import Geometric  # noqa: E402
+from loom.distributions.gumbel import _EULER_GAMMA, Gumbel  # noqa: E402
+from loom.distributions.half_normal import HalfNormal  # noqa: E402
+from loom.distributions.pareto import Pareto  # noqa: E402
+from loom.distributions.transformed_distribution import TransformedDistribution  # noqa: E402
+
+
+def _infinite_like(tensor):
+    return loom.full_like(tensor, math.inf)
+
+
+def _inf_where(condition, value):
+    # where, not masked_fill: the condition may broadcast wider than value (p's and q's shapes).
+    return loom.where(condition, math.inf, value)
+
+
+def _x_log_x(x):
+    return x * x.log()
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    # A bijection leaves KL unchanged, so equal transforms reduce to the bases.
+    if p.transforms != q.transforms:
+        raise NotImplementedError("KL between TransformedDistributions with different transforms is not implemented")
+    if p.event_shape != q.event_shape:
+        raise NotImplementedError("KL between TransformedDistributions with different event shapes is not implemented")
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Cauchy, Cauchy)
+def _kl_cauchy_cauchy(p, q):
+    return (((p.scale + q.scale).pow(2) + (p.loc - q.loc).pow(2)) / (4 * p.scale * q.scale)).log()
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    # E_p[x] = 1/p - 1, so -E_p[log q] = -(1/p - 1) log(1 - q) - log q.
+    return -p.entropy() - loom.log1p(-q.probs) / p.probs - q.logits
+
+
+@register_kl(HalfNormal, HalfNormal)
+def _kl_halfnormal_halfnormal(p, q):
+    return _kl_normal_normal(p.base_dist, q.base_dist)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    # E_p[exp(-x / s_q)] = exp(-m_p / s_q) Gamma(1 + s_p / s_q).
+    ratio = p.scale / q.scale
+    t1 = -ratio.log() - 1 - _EULER_GAMMA
+    t2 = (p.loc + p.scale * _EULER_GAMMA - q.loc) / q.scale
+    t3 = ((q.loc - p.loc) / q.scale + loom.lgamma(1 + ratio)).exp()
+    return t1 + t2 + t3
+
+
+@register_kl(Pareto, Pareto)
+def _kl_pareto_pareto(p, q):
+    result = (p.alpha / q.alpha).log() + q.alpha * (p.scale / q.scale).log() + q.alpha / p.alpha - 1
+    return _inf_where(p.scale < q.scale, result)  # p puts mass below the support of q
+
+
+@register_kl(Exponential, Pareto)
+@register_kl(Exponential, Uniform)
+@register_kl(Normal, Exponential)
+@register_kl(Normal, Pareto)
+@register_kl(Normal, Uniform)
+@register_kl(Laplace, Exponential)
+@register_kl(Laplace, Pareto)
+@register_kl(Laplace, Uniform)
+@register_kl(Gumbel, Exponential)
+@register_kl(Gumbel, Pareto)
+@register_kl(Gumbel, Uniform)
+def _kl_unbounded_bounded(p, q):
+    # p has mass where q has none.
+    param = p.rate if isinstance(p, Exponential) else p.loc
+    return _infinite_like(param)
+
+
+@register_kl(Exponential, Gumbel)
+def _kl_exponential_gumbel(p, q):
+    rs = p.rate * q.scale
+    loc_ratio = q.loc / q.scale
+    # E_p[exp(-x / s)] = r s / (r s + 1).
+    return rs.log() - 1 + (p.rate.reciprocal() - q.loc) / q.scale + loc_ratio.exp() * rs / (rs + 1)
+
+
+@register_kl(Exponential, Normal)
+def _kl_exponential_normal(p, q):
+    var = q.scale.pow(2)
+    second_moment = 2 / p.rate.pow(2) - 2 * q.loc / p.rate + q.loc.pow(2)  # E_p[(x - m)^2]
+    return p.rate.log() - 1 + (q.scale * math.sqrt(2 * math.pi)).log() + second_moment / (2 * var)
+
+
+@register_kl(Gumbel, Normal)
+def _kl_gumbel_normal(p, q):
+    p_mean = p.loc + p.scale * _EULER_GAMMA
+    p_var = (math.pi ** 2 / 6) * p.scale.pow(2)
+    neg_entropy = -p.scale.log() - _EULER_GAMMA - 1
+    return neg_entropy + (q.scale * math.sqrt(2 * math.pi)).log() + (p_var + (p_mean - q.loc).pow(2)) / (2 * q.scale.pow(2))
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    second_moment = 2 * p.scale.pow(2) + (p.loc - q.loc).pow(2)
+    return -1 - (2 * p.scale).log() + (q.scale * math.sqrt(2 * math.pi)).log() + second_moment / (2 * q.scale.pow(2))
+
+
+@register_kl(Normal, Gumbel)
+def _kl_normal_gumbel(p, q):
+    # E_p[exp(-(x - m) / s)] = exp((m - m_p) / s + s_p^2 / (2 s^2)).
+    neg_entropy = -0.5 * math.log(2 * math.pi * math.e) - p.scale.log()
+    expectation = ((q.loc - p.loc) / q.scale + p.scale.pow(2) / (2 * q.scale.pow(2))).exp()
+    return neg_entropy + q.scale.log() + (p.loc - q.loc) / q.scale + expectation
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    # E_p|x - m| is the folded normal's mean.
+    d = p.loc - q.loc
+    abs_mean = p.scale * math.sqrt(2 / math.pi) * (-0.5 * (d / p.scale).pow(2)).exp() + \
+        d * loom.erf(d / (p.scale * math.sqrt(2)))
+    neg_entropy = -0.5 * math.log(2 * math.pi * math.e) - p.scale.log()
+    return neg_entropy + (2 * q.scale).log() + abs_mean / q.scale
+
+
+@register_kl(Pareto, Exponential)
+def _kl_pareto_exponential(p, q):
+    neg_entropy = -(p.scale / p.alpha).log() - 1 - p.alpha.reciprocal()
+    mean = p.alpha * p.scale / (p.alpha - 1)
+    result = neg_entropy - q.rate.log() + q.rate * mean
+    return _inf_where(p.alpha <= 1, result)  # no finite mean
+
+
+@register_kl(Pareto, Normal)
+def _kl_pareto_normal(p, q):
+    neg_entropy = -(p.scale / p.alpha).log() - 1 - p.alpha.reciprocal()
+    mean = p.alpha * p.scale / (p.alpha - 1)
+    var = p.alpha * p.scale.pow(2) / ((p.alpha - 1).pow(2) * (p.alpha - 2))
+    result = neg_entropy + (q.scale * math.sqrt(2 * math.pi)).log() + (var + (mean - q.loc).pow(2)) / (2 * q.scale.pow(2))
+    return _inf_where(p.alpha <= 2, result)  # no finite variance
+
+
+@register_kl(Pareto, Uniform)
+def _kl_pareto_uniform(p, q):
+    return _infinite_like(p.scale)
+
+
+@register_kl(Uniform, Exponential)
+def _kl_uniform_exponential(p, q):
+    result = q.rate * (p.high + p.low) / 2 - ((p.high - p.low) * q.rate).log()
+    return _inf_where(p.low < 0, result)
+
+
+@register_kl(Uniform, Gumbel)
+def _kl_uniform_gumbel(p, q):
+    width = p.high - p.low
+    z_low, z_high = (p.low - q.loc) / q.scale, (p.high - q.loc) / q.scale
+    # E_p[z] + E_p[exp(-z)] for z = (x - m) / s, uniform x.
+    return (q.scale / width).log() + (z_low + z_high) / 2 + (q.scale / width) * ((-z_low).exp() - (-z_high).exp())
+
+
+@register_kl(Uniform, Normal)
+def _kl_uniform_normal(p, q):
+    width = p.high - p.low
+    second_moment = width.pow(2) / 12 + ((p.high + p.low) / 2 - q.loc).pow(2)
+    return (math.sqrt(2 * math.pi) * q.scale / width).log() + second_moment / (2 * q.scale.pow(2))
+
+
+@register_kl(Uniform, Pareto)
+def _kl_uniform_pareto(p, q):
+    width = p.high - p.low
+    mean_log = (_x_log_x(p.high) - _x_log_x(p.low) - width) / width  # E_p[log x]
+    result = -width.log() - q.alpha.log() - q.alpha * q.scale.log() + (q.alpha + 1) * mean_log
+    return _inf_where(p.low < q.scale, result)
