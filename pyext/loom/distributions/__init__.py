@@ -8,10 +8,19 @@ device are checked only when validate_args=True is passed (checking them by defa
 sync at every construction and log_prob, which eager PyTorch does not pay); on other devices they
 are checked as PyTorch checks them.
 
-Families: Normal, Uniform, Laplace, Exponential, Bernoulli, Categorical, OneHotCategorical, and
-Independent, MultivariateNormal and LowRankMultivariateNormal (through linalg.cholesky and
-solve_triangular, LAPACK steps). Families that need gamma-distributed samples (Gamma, Beta,
-Dirichlet, ...) are not built."""
+Families: Normal, Uniform, Laplace, Exponential, Bernoulli, Categorical, OneHotCategorical,
+OneHotCategoricalStraightThrough, Geometric, Cauchy, Independent, MultivariateNormal and
+LowRankMultivariateNormal (through linalg.cholesky and solve_triangular, LAPACK steps),
+MixtureSameFamily; TransformedDistribution over the transforms of loom.distributions.transforms
+(with biject_to / transform_to in constraint_registry) and the families built on it: LogNormal,
+HalfNormal, HalfCauchy, Gumbel, Weibull, Pareto, LogisticNormal, RelaxedBernoulli,
+RelaxedOneHotCategorical, Kumaraswamy; and the gamma family: Gamma, Chi2, Beta, Dirichlet, StudentT,
+FisherSnedecor, drawn by Marsaglia-Tsang composed of loom's random ops (the same draws on cpu and
+lazy from one seed, no sync) with the implicit reparameterization gradient (gamma.py).
+ExponentialFamily gives entropy and same-family KL from a log-normalizer by autograd.
+
+Not built: Gamma.cdf (needs igamma), Poisson, Binomial, NegativeBinomial, Multinomial,
+ContinuousBernoulli, VonMises (needs i0 / i1), LKJCholesky, Wishart."""
 
 from loom.distributions import constraints
 from loom.distributions.bernoulli import Bernoulli
@@ -40,6 +49,14 @@ from loom.distributions.relaxed_categorical import RelaxedOneHotCategorical
 from loom.distributions.transformed_distribution import TransformedDistribution
 from loom.distributions.transforms import *  # noqa: F401,F403
 from loom.distributions.weibull import Weibull
+from loom.distributions.beta import Beta
+from loom.distributions.chi2 import Chi2
+from loom.distributions.dirichlet import Dirichlet
+from loom.distributions.exp_family import ExponentialFamily
+from loom.distributions.fishersnedecor import FisherSnedecor
+from loom.distributions.gamma import Gamma
+from loom.distributions.kumaraswamy import Kumaraswamy
+from loom.distributions.studentT import StudentT
 
 __all__ = ["Bernoulli", "Categorical", "Distribution", "Exponential", "Independent", "Laplace", "LowRankMultivariateNormal",
            "MultivariateNormal", "Normal",
@@ -48,3 +65,4 @@ __all__ += ["Cauchy", "Geometric", "Gumbel", "HalfCauchy", "HalfNormal", "LogNor
             "MixtureSameFamily", "OneHotCategoricalStraightThrough", "Pareto", "RelaxedBernoulli",
             "RelaxedOneHotCategorical", "TransformedDistribution", "Weibull", "biject_to", "transform_to",
             "transforms"] + transforms.__all__
+__all__ += ["Beta", "Chi2", "Dirichlet", "ExponentialFamily", "FisherSnedecor", "Gamma", "Kumaraswamy", "StudentT"]

@@ -317,3 +317,157 @@ def _kl_uniform_pareto(p, q):
     mean_log = (_x_log_x(p.high) - _x_log_x(p.low) - width) / width  # E_p[log x]
     result = -width.log() - q.alpha.log() - q.alpha * q.scale.log() + (q.alpha + 1) * mean_log
     return _inf_where(p.low < q.scale, result)
+
+
+# ---- The gamma family (Gamma, Chi2, Beta, Dirichlet) and ExponentialFamily. ----
+
+from loom.distributions.beta import Beta  # noqa: E402
+from loom.distributions.dirichlet import Dirichlet  # noqa: E402
+from loom.distributions.exp_family import ExponentialFamily  # noqa: E402
+from loom.distributions.gamma import Gamma  # noqa: E402
+
+
+@register_kl(ExponentialFamily, ExponentialFamily)
+def _kl_expfamily_expfamily(p, q):
+    # The Bregman divergence of the log-normalizer F between the natural parameters:
+    # F(theta_q) - F(theta_p) - <theta_q - theta_p, grad F(theta_p)>.
+    if type(p) is not type(q):
+        raise NotImplementedError("KL between exponential families of different types is not implemented")
+    p_params = [t.detach().requires_grad_() for t in p._natural_params]
+    q_params = q._natural_params
+    with loom.enable_grad():
+        lg_normal = p._log_normalizer(*p_params)
+        gradients = loom.autograd.grad(lg_normal.sum(), p_params, create_graph=True)
+    result = q._log_normalizer(*q_params) - lg_normal
+    for tp, tq, g in zip(p_params, q_params, gradients):
+        result = result - sum_rightmost((tq - tp) * g, len(q.event_shape))
+    return result
+
+
+def _gamma_log_density_mean(q, mean_log_x, mean_x):
+    """E_p[log q(x)] for q a Gamma, given E_p[log x] and E_p[x]."""
+    a, r = q.concentration, q.rate
+    return loom.xlogy(a, r) - loom.lgamma(a) + (a - 1) * mean_log_x - r * mean_x
+
+
+def _normal_log_density_mean(q, mean, variance):
+    return -(q.scale * math.sqrt(2 * math.pi)).log() - (variance + (mean - q.loc).pow(2)) / (2 * q.scale.pow(2))
+
+
+@register_kl(Gamma, Gamma)
+def _kl_gamma_gamma(p, q):
+    a_p, b_p, a_q, b_q = p.concentration, p.rate, q.concentration, q.rate
+    return ((a_p - a_q) * loom.digamma(a_p) - loom.lgamma(a_p) + loom.lgamma(a_q)
+            + a_q * (b_p.log() - b_q.log()) + a_p * (b_q - b_p) / b_p)
+
+
+@register_kl(Dirichlet, Dirichlet)
+def _kl_dirichlet_dirichlet(p, q):
+    a_p, a_q = p.concentration, q.concentration
+    sum_p, sum_q = a_p.sum(-1), a_q.sum(-1)
+    t1 = loom.lgamma(sum_p) - loom.lgamma(a_p).sum(-1) - loom.lgamma(sum_q) + loom.lgamma(a_q).sum(-1)
+    return t1 + ((a_p - a_q) * (loom.digamma(a_p) - loom.digamma(sum_p).unsqueeze(-1))).sum(-1)
+
+
+@register_kl(Beta, Beta)
+def _kl_beta_beta(p, q):
+    return _kl_dirichlet_dirichlet(p._dirichlet, q._dirichlet)
+
+
+def _beta_mean_log(p):
+    """E_p[log x] and E_p[log(1 - x)] for p a Beta."""
+    total = loom.digamma(p.concentration1 + p.concentration0)
+    return loom.digamma(p.concentration1) - total, loom.digamma(p.concentration0) - total
+
+
+@register_kl(Beta, Exponential)
+def _kl_beta_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(Beta, Gamma)
+def _kl_beta_gamma(p, q):
+    return -p.entropy() - _gamma_log_density_mean(q, _beta_mean_log(p)[0], p.mean)
+
+
+@register_kl(Beta, Normal)
+def _kl_beta_normal(p, q):
+    return -p.entropy() - _normal_log_density_mean(q, p.mean, p.variance)
+
+
+@register_kl(Beta, Uniform)
+def _kl_beta_uniform(p, q):
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low > 0) | (q.high < 1), result)
+
+
+@register_kl(Exponential, Gamma)
+def _kl_exponential_gamma(p, q):
+    mean_log = -_EULER_GAMMA - p.rate.log()
+    return -p.entropy() - _gamma_log_density_mean(q, mean_log, p.rate.reciprocal())
+
+
+@register_kl(Gamma, Exponential)
+def _kl_gamma_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(Gamma, Gumbel)
+def _kl_gamma_gumbel(p, q):
+    # E_p[exp(-x / s)] is p's moment generating function at -1/s: (b s / (b s + 1))^a.
+    bs = p.rate * q.scale
+    mean_exp = (q.loc / q.scale + p.concentration * (bs / (bs + 1)).log()).exp()
+    return -p.entropy() + q.scale.log() + (p.mean - q.loc) / q.scale + mean_exp
+
+
+@register_kl(Gamma, Normal)
+def _kl_gamma_normal(p, q):
+    return -p.entropy() - _normal_log_density_mean(q, p.mean, p.variance)
+
+
+@register_kl(Pareto, Gamma)
+def _kl_pareto_gamma(p, q):
+    mean_log = p.scale.log() + p.alpha.reciprocal()
+    mean = p.alpha * p.scale / (p.alpha - 1)
+    result = -p.entropy() - _gamma_log_density_mean(q, mean_log, mean)
+    return _inf_where(p.alpha <= 1, result)
+
+
+def _uniform_mean_log(low, high):
+    """E[log x] for x uniform on [low, high] (0 <= low < high)."""
+    return (loom.xlogy(high, high) - loom.xlogy(low, low) - (high - low)) / (high - low)
+
+
+@register_kl(Uniform, Beta)
+def _kl_uniform_beta(p, q):
+    mean_log_x = _uniform_mean_log(p.low, p.high)
+    mean_log_1mx = _uniform_mean_log(1 - p.high, 1 - p.low)
+    c1, c0 = q.concentration1, q.concentration0
+    log_beta = loom.lgamma(c1) + loom.lgamma(c0) - loom.lgamma(c1 + c0)
+    result = -p.entropy() - ((c1 - 1) * mean_log_x + (c0 - 1) * mean_log_1mx - log_beta)
+    return _inf_where((p.low < 0) | (p.high > 1), result)
+
+
+@register_kl(Uniform, Gamma)
+def _kl_uniform_gamma(p, q):
+    result = -p.entropy() - _gamma_log_density_mean(q, _uniform_mean_log(p.low, p.high), p.mean)
+    return _inf_where(p.low < 0, result)
+
+
+@register_kl(Beta, Pareto)
+@register_kl(Exponential, Beta)
+@register_kl(Gamma, Beta)
+@register_kl(Gamma, Pareto)
+@register_kl(Gamma, Uniform)
+@register_kl(Gumbel, Beta)
+@register_kl(Gumbel, Gamma)
+@register_kl(Laplace, Beta)
+@register_kl(Laplace, Gamma)
+@register_kl(Normal, Beta)
+@register_kl(Normal, Gamma)
+@register_kl(Pareto, Beta)
+def _kl_outside_support(p, q):
+    # p has mass where q has none.
+    for name in ("rate", "loc", "concentration", "scale", "concentration1"):
+        if hasattr(p, name):
+            return _infinite_like(getattr(p, name))
