@@ -644,8 +644,8 @@ def test_gamma_rsample_gradients(device):
     # is the mean's gradient: d E[x] / d a = b / (a + b)^2 for Beta(a, b).
     loom.manual_seed(2)
     a = loom.tensor(2.0, dtype=loom.float64, device=device, requires_grad=True)
-    D.Beta(a, 3.0 * loom.ones((), dtype=loom.float64, device=device)).rsample((40000,)).mean().backward()
-    assert abs(a.grad.item() - 3.0 / 25) < 0.004
+    D.Beta(a, 3.0 * loom.ones((), dtype=loom.float64, device=device)).rsample((20000,)).mean().backward()
+    assert abs(a.grad.item() - 3.0 / 25) < 0.006, a.grad.item()
     # log_prob and entropy gradients against torch's.
     for name in GAMMA_FAMILIES:
         make, params, value, _ = GAMMA_FAMILIES[name]
@@ -719,3 +719,14 @@ def test_gamma_family_arguments_are_checked():
             make(D)
     with pytest.raises(NotImplementedError, match="igamma"):
         D.Gamma(1.0, 1.0).cdf(loom.tensor(0.5))
+
+
+def test_a_lazy_gamma_draw_and_its_gradient_do_not_sync():
+    # The sampler's rounds are drawn at once (no data-dependent loop): nothing is read back.
+    c = (loom.tensor([0.5, 2.0], device="lazy") * 1).requires_grad_()
+    before = loom.metrics()["syncs"]
+    for d in [D.Gamma(c, 2.0), D.Beta(c, c + 1), D.Dirichlet(c + 0.5), D.StudentT(c + 2)]:
+        x = d.rsample((3,))
+        (x.sum() + d.log_prob(x.detach()).sum()).backward()
+    assert loom.metrics()["syncs"] == before
+    assert c.grad.shape == (2,)
