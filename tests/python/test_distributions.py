@@ -129,8 +129,8 @@ def test_kl_of_independent_sums_over_the_event_and_unknown_pairs_raise():
     tp = TD.Independent(TD.Normal(torch.tensor(LOC), torch.tensor(SCALE)), 1)
     tq = TD.Independent(TD.Normal(torch.zeros(3, 4, dtype=torch.float64), torch.ones(3, 4, dtype=torch.float64)), 1)
     check(D.kl_divergence(p, q), TD.kl_divergence(tp, tq))
-    with pytest.raises(NotImplementedError, match="Normal and q type Laplace"):
-        D.kl_divergence(D.Normal(0.0, 1.0), D.Laplace(0.0, 1.0))
+    with pytest.raises(NotImplementedError, match="Normal and q type Cauchy"):  # torch has no such pair either
+        D.kl_divergence(D.Normal(0.0, 1.0), D.Cauchy(0.0, 1.0))
 
 
 def test_register_kl_prefers_the_most_specific_pair():
