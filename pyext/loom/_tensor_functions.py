@@ -244,12 +244,13 @@ def _permutation_of_pivots(pivots, m):
     return perm
 
 
-def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=None):
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """(P, L, U) with A = P @ L @ U from linalg.lu_factor's packed (LU, pivots) of an m x n A
     (batched): L m x k unit lower-triangular, U k x n upper-triangular (k = min(m, n)), P the m x m
     permutation. L and U are views of LU's triangles, so gradients reach LU_data through them; P
     has none. unpack_data / unpack_pivots False leave L, U / P empty. On the CPU pivots out of
-    [1, m] raise, as PyTorch's; on the lazy device they are not read (that would sync)."""
+    [1, m] raise, as PyTorch's; on the lazy device they are not read (that would sync). No out=
+    (loom's ops take none)."""
     _argcheck.tensors("lu_unpack", LU_data=LU_data, LU_pivots=LU_pivots)
     unpack_data = _argcheck.boolean("lu_unpack", "unpack_data", unpack_data)
     unpack_pivots = _argcheck.boolean("lu_unpack", "unpack_pivots", unpack_pivots)
@@ -279,14 +280,9 @@ def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True, *, out=N
                                "properly pass the result of lu_factor?")
         with loom.no_grad():
             perm = _permutation_of_pivots(LU_pivots, m)
-            P = loom.nn.functional.one_hot(perm, m).transpose(-2, -1).to(LU_data.dtype)
+            # P[i, j] = 1 where perm[j] == i (a comparison, not one_hot, which reads the classes)
+            rows = loom.arange(m, device=LU_data.device).unsqueeze(-1)
+            P = (perm.unsqueeze(-2) == rows).to(LU_data.dtype)
     else:
         P = empty.clone()
-    result = _LuUnpack(P, L, U)
-    if out is None:
-        return result
-    if not isinstance(out, (tuple, list)) or len(out) != 3 or not all(isinstance(o, loom.Tensor) for o in out):
-        raise TypeError("lu_unpack(): argument 'out' must be tuple of Tensors")
-    for target, value in zip(out, result):
-        target.resize_(value.shape).copy_(value)
-    return _LuUnpack(*out)
+    return _LuUnpack(P, L, U)
