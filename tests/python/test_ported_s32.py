@@ -12,6 +12,7 @@ the one line such a port adds), because these programs make their accumulators w
 torch.zeros(n) and no device."""
 
 import argparse
+import types
 import contextlib
 import itertools
 import logging
@@ -140,3 +141,196 @@ def test_normalizing_flows_train(flow, device):
     with default_device(loom, device), pytest.raises(RuntimeError) as my_error:
         model.sample(5)
     assert str(my_error.value) == str(their_error.value)
+
+
+# ---- pytorch/examples: vae, dcgan ----
+
+class Torchvision:
+    """What these scripts import from torchvision (not installed; the harness's stand-ins, in the
+    library under test): MNIST and FakeData as a few images drawn from a numpy generator,
+    ToTensor (an H x W (x C) uint8 array to a C x H x W float tensor in [0, 1]), Compose,
+    Normalize, and save_image, which keeps what it was given."""
+
+    def __init__(self, lib, seed=0, images=16):
+        self.lib, self.rng, self.images, self.saved = lib, np.random.default_rng(seed), images, []
+        tv = self
+
+        class Dataset:
+            def __init__(self, shape, n, transform=None):
+                self.data = tv.rng.integers(0, 256, (n,) + shape, dtype=np.uint8)
+                self.targets = tv.rng.integers(0, 10, n)
+                self.transform = transform
+
+            def __len__(self):
+                return len(self.data)
+
+            def __getitem__(self, i):
+                image = self.data[i]
+                return (self.transform(image) if self.transform else image), int(self.targets[i])
+
+        def mnist(root, train=True, download=False, transform=None):
+            return Dataset((28, 28), images if train else images // 2, transform)
+
+        def fake_data(size=None, image_size=(3, 224, 224), num_classes=10, transform=None):
+            c, h, w = image_size
+            return Dataset((h, w, c), size or images, transform)
+
+        def to_tensor():
+            def convert(image):
+                a = image.astype(np.float32) / 255
+                a = a[None] if a.ndim == 2 else a.transpose(2, 0, 1)
+                return lib.tensor(np.ascontiguousarray(a))
+            return convert
+
+        def normalize(mean, std):
+            return lambda t: (t - lib.tensor(mean).view(-1, 1, 1)) / lib.tensor(std).view(-1, 1, 1)
+
+        def compose(steps):
+            def apply(x):
+                for step in steps:
+                    x = step(x)
+                return x
+            return apply
+
+        def save_image(tensor, fp, **kwargs):
+            tv.saved.append((tuple(tensor.shape), os.path.basename(str(fp))))
+
+        self.datasets = types.SimpleNamespace(MNIST=mnist, FakeData=fake_data)
+        self.transforms = types.SimpleNamespace(ToTensor=to_tensor, Normalize=normalize, Compose=compose)
+        self.utils = types.SimpleNamespace(save_image=save_image)
+
+
+def numpy_draws(lib, seed):
+    """torch.randn / randn_like replaced by one numpy generator's normal draws (placed and typed
+    as the call asks), so both libraries draw the same noise."""
+    draws = np.random.default_rng(seed)
+
+    def randn(*size, dtype=None, device=None, **kwargs):
+        size = size[0] if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        return lib.tensor(draws.standard_normal(size).astype(np.float32), dtype=dtype, device=device)
+
+    def randn_like(t, **kwargs):
+        return lib.tensor(draws.standard_normal(tuple(t.shape)).astype(np.float32), dtype=t.dtype, device=t.device)
+    return randn, randn_like
+
+
+def accelerator_of(lib, device):
+    """torch.accelerator as the scripts query it: the lazy device is the port's accelerator."""
+    if device == "cpu":
+        return types.SimpleNamespace(is_available=lambda: False, current_accelerator=lambda: None)
+    return types.SimpleNamespace(is_available=lambda: True, current_accelerator=lambda: lib.device(device))
+
+
+@pytest.fixture
+def same_shuffle(monkeypatch):
+    """DataLoader(shuffle=True) in both libraries shuffles with one numpy generator's
+    permutations: PyTorch's RandomSampler calls torch.randperm, loom's its sampler's generator."""
+    import loom.utils.data.sampler as loom_sampler
+    theirs = np.random.default_rng(11)
+    mine = np.random.default_rng(11)
+    monkeypatch.setattr(torch, "randperm",
+                        lambda n, generator=None, **kw: torch.tensor(theirs.permutation(n), dtype=torch.int64))
+    monkeypatch.setattr(loom_sampler, "rng", lambda generator=None: mine)
+
+
+def vae(lib, device, argv, initial=None):
+    """vae/main.py with `argv`: its set-up (the model and optimizer built), then, where `initial`
+    is given, PyTorch's initial weights copied in (the optimizer holds the same parameters), then
+    its loss, train/test and __main__ block."""
+    tv = Torchvision(lib)
+    randn, randn_like = numpy_draws(lib, 5)
+    script_torch = proxy(lib, randn=randn, randn_like=randn_like, accelerator=accelerator_of(lib, device))
+    ns = namespace_of(script_torch, argparse=argparse, datasets=tv.datasets, transforms=tv.transforms,
+                      save_image=tv.utils.save_image, __name__="__main__")
+    argv_before = sys.argv
+    sys.argv = ["main.py"] + argv
+    try:
+        run(src.VAE_SETUP, ns, "vae/main.py")
+        ns["initial"] = {k: v.detach().clone() for k, v in ns["model"].state_dict().items()}
+        if initial is not None:
+            ns["model"].load_state_dict({k: lib.tensor(v.numpy()) for k, v in initial.items()})
+        run(src.VAE_TRAIN, ns, "vae/main.py")
+    finally:
+        sys.argv = argv_before
+    ns["saved"] = tv.saved
+    return ns
+
+
+def proxy(module, **replaced):
+    p = types.SimpleNamespace(**{n: getattr(module, n) for n in dir(module) if not n.startswith("__")})
+    p.__dict__.update(replaced)
+    return p
+
+
+def epoch_losses(text):
+    return [float(line.split("Average loss: ")[1]) for line in text.splitlines() if "Average loss" in line]
+
+
+VAE_ARGV = ["--epochs", "2", "--batch-size", "8", "--log-interval", "1"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_vae(device, same_shuffle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    theirs = vae(torch, "cpu", VAE_ARGV)
+    their_out = capsys.readouterr().out
+    mine = vae(loom, device, VAE_ARGV, initial=theirs["initial"])
+    out = capsys.readouterr().out
+    assert f"Using device: {'cpu' if device == 'cpu' else 'lazy'}" in out
+    assert all(p.device.type == device for p in mine["model"].parameters())
+    np.testing.assert_allclose(epoch_losses(out), epoch_losses(their_out), rtol=1e-4)
+    test_losses = [float(line.split(": ")[1]) for line in out.splitlines() if "Test set loss" in line]
+    their_test = [float(line.split(": ")[1]) for line in their_out.splitlines() if "Test set loss" in line]
+    np.testing.assert_allclose(test_losses, their_test, rtol=1e-4)
+    # atol: Adam's step is lr * m / sqrt(v), as large for a gradient of 1e-9 as for 1: where a
+    # summation order flips such a gradient's sign a weight moves by up to 2 lr (one in 3e5 here).
+    assert_states_close(state_of(mine["model"]), state_of(theirs["model"]), 1e-4, atol=5e-3)
+    assert mine["saved"] == theirs["saved"]  # reconstructions and samples, per epoch
+
+
+def dcgan(lib, device, argv, outf):
+    tv = Torchvision(lib, images=4)
+    randn, _ = numpy_draws(lib, 9)
+    script_torch = proxy(lib, randn=randn, accelerator=accelerator_of(lib, device))
+    ns = namespace_of(script_torch, argparse=argparse, random=__import__("random"), cudnn=lib.backends.cudnn,
+                      dset=tv.datasets, transforms=tv.transforms, vutils=tv.utils)
+    argv_before = sys.argv
+    sys.argv = ["main.py"] + argv + ["--outf", str(outf)]
+    try:
+        run(src.DCGAN, ns, "dcgan/main.py")
+    finally:
+        sys.argv = argv_before
+    ns["saved"] = tv.saved
+    return ns
+
+
+def dcgan_losses(text):
+    return [[float(v) for v in line.split("Loss_D: ")[1].replace("Loss_G:", "").replace("D(x):", "")
+             .replace("D(G(z)):", "").replace("/", "").split()] for line in text.splitlines() if "Loss_D" in line]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_dcgan(device, capsys, tmp_path):
+    """dcgan/main.py on its `fake` dataset (FakeData of 4 images: one batch, so the shuffle does not
+    matter), tiny widths; both runs start from PyTorch's initial weights through the script's own
+    --netG / --netD (torch.load of a PyTorch checkpoint); 2 epochs of the alternating D/G updates."""
+    argv = ["--dataset", "fake", "--batchSize", "4", "--nz", "8", "--ngf", "4", "--ndf", "4", "--niter", "2",
+            "--manualSeed", "3", "--workers", "0"]
+    theirs = dcgan(torch, "cpu", argv, tmp_path / "torch")
+    torch.save(theirs["netG"].state_dict(), tmp_path / "netG0.pth")
+    torch.save(theirs["netD"].state_dict(), tmp_path / "netD0.pth")
+    # The reference itself, again from those weights (its own run drew them).
+    argv += ["--netG", str(tmp_path / "netG0.pth"), "--netD", str(tmp_path / "netD0.pth")]
+    capsys.readouterr()
+    theirs = dcgan(torch, "cpu", argv, tmp_path / "torch")
+    their_out = capsys.readouterr().out
+    mine = dcgan(loom, device, ["--accel"] + argv if device != "cpu" else argv, tmp_path / device)
+    out = capsys.readouterr().out
+    assert all(p.device.type == device for p in mine["netG"].parameters())
+    np.testing.assert_allclose(dcgan_losses(out), dcgan_losses(their_out), rtol=2e-4, atol=1e-5)
+    assert_states_close(state_of(mine["netG"]), state_of(theirs["netG"]), 2e-4)
+    assert_states_close(state_of(mine["netD"]), state_of(theirs["netD"]), 2e-4)
+    assert mine["saved"] == theirs["saved"]
+    # The checkpoints loom wrote each epoch are PyTorch's to load.
+    ckpt = torch.load(tmp_path / device / "netG_epoch_1.pth")
+    assert set(ckpt) == set(theirs["netG"].state_dict())
