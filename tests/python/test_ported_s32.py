@@ -12,13 +12,13 @@ the one line such a port adds), because these programs make their accumulators w
 torch.zeros(n) and no device."""
 
 import argparse
-import types
 import contextlib
 import itertools
 import logging
 import math
 import os
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -334,3 +334,95 @@ def test_dcgan(device, capsys, tmp_path):
     # The checkpoints loom wrote each epoch are PyTorch's to load.
     ckpt = torch.load(tmp_path / device / "netG_epoch_1.pth")
     assert set(ckpt) == set(theirs["netG"].state_dict())
+
+
+# ---- pytorch/examples: word_language_model ----
+
+WLM_MODELS = ["LSTM", "GRU", "RNN_TANH", "RNN_RELU", "Transformer"]
+
+
+def wlm_corpus(root, seed=0):
+    """data/ as the script expects it (train.txt, valid.txt, test.txt): lines of words from a
+    small vocabulary, drawn from a numpy generator."""
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(23)]
+    root.mkdir(parents=True, exist_ok=True)
+    for name, lines in (("train", 24), ("valid", 8), ("test", 8)):
+        with open(root / f"{name}.txt", "w", encoding="utf8") as f:
+            for _ in range(lines):
+                f.write(" ".join(rng.choice(words, rng.integers(3, 9))) + "\n")
+
+
+def module_of(name, source, lib, **names):
+    """A real module named `name` holding `source` run with `torch` bound to lib: what
+    `import data` / `from model import ...` find, and where pickle finds RNNModel again."""
+    m = types.ModuleType(name)
+    m.__dict__.update(namespace_of(lib, **names))
+    exec(compile(source, f"{name}.py", "exec"), m.__dict__)
+    return m
+
+
+def word_language_model(lib, device, argv, root, monkeypatch, initial=None):
+    """main.py with `argv`, its data.py and model.py as the modules `data` and `model`. After
+    the model is built the harness copies PyTorch's initial weights in (where `initial` is given)
+    and sets every Dropout's p (and MultiheadAttention's dropout) to 0: nn.Transformer's layers
+    keep dropout=0.1 whatever --dropout says, and masks are each library's own draws. PyTorch 1.13, the reference, has neither
+    torch.accelerator nor torch.serialization.safe_globals (it loads whole modules by default):
+    its run gets a no-op safe_globals."""
+    from io import open as io_open
+    data = module_of("data", src.WLM_DATA, lib, open=io_open)
+    model_module = module_of("model", src.WLM_MODEL, lib)
+    monkeypatch.setitem(sys.modules, "data", data)
+    monkeypatch.setitem(sys.modules, "model", model_module)
+    replaced = {"accelerator": accelerator_of(lib, device)}
+    if lib is torch:
+        replaced["serialization"] = proxy(torch.serialization, safe_globals=lambda names: contextlib.nullcontext())
+    script_torch = proxy(lib, **replaced)
+    ns = namespace_of(script_torch, argparse=argparse, time=__import__("time"), data=data,
+                      PositionalEncoding=model_module.PositionalEncoding, RNNModel=model_module.RNNModel,
+                      TransformerModel=model_module.TransformerModel)
+    root.mkdir(exist_ok=True)
+    monkeypatch.setattr(sys, "argv", ["main.py", "--data", str(root.parent / "data"), "--save", str(root / "model.pt")]
+                        + argv)
+    run(src.WLM_SETUP, ns, "main.py")
+    model = ns["model"]
+    ns["initial"] = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    if initial is not None:
+        model.load_state_dict({k: lib.tensor(v.numpy()) for k, v in initial.items()})
+    for m in model.modules():
+        if isinstance(m, lib.nn.Dropout):
+            m.p = 0.0
+        elif isinstance(m, lib.nn.MultiheadAttention):
+            m.dropout = 0.0  # attention dropout, a float attribute
+    run(src.WLM_TRAIN, ns, "main.py")
+    return ns
+
+
+def wlm_numbers(text):
+    """The losses main.py prints: every epoch's validation loss and the final test loss."""
+    found = [float(line.split("valid loss")[1].split("|")[0]) for line in text.splitlines() if "valid loss" in line]
+    return found + [float(line.split("test loss")[1].split("|")[0]) for line in text.splitlines()
+                    if "test loss" in line]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("model", WLM_MODELS)
+def test_word_language_model(model, device, tmp_path, monkeypatch, capsys):
+    """Each of main.py's models trained 2 epochs (SGD by hand through p.data, clip_grad_norm_),
+    the best model saved whole with torch.save(model) and loaded back under
+    torch.serialization.safe_globals (weights_only), then tested: every printed loss as PyTorch's,
+    and the final (reloaded) model's weights as PyTorch's."""
+    wlm_corpus(tmp_path / "data")
+    argv = ["--model", model, "--emsize", "16", "--nhid", "16", "--nlayers", "2", "--lr", "5", "--epochs", "2",
+            "--batch_size", "4", "--bptt", "6", "--dropout", "0", "--log-interval", "3"]
+    theirs = word_language_model(torch, "cpu", argv, tmp_path / "torch", monkeypatch)
+    their_out = capsys.readouterr().out
+    mine = word_language_model(loom, device, argv + (["--accel"] if device != "cpu" else []), tmp_path / device,
+                               monkeypatch, initial=theirs["initial"])
+    out = capsys.readouterr().out
+    assert f"Using device: {device}" in out.replace("lazy:cpu", "lazy")
+    assert out.count("end of epoch") == 2 and "| epoch   1 |     3/" in out
+    np.testing.assert_allclose(wlm_numbers(out), wlm_numbers(their_out), atol=0.0051)  # printed to 2 places
+    final = mine["model"]  # the model loaded back from main.py's checkpoint
+    assert type(final).__name__ == ("TransformerModel" if model == "Transformer" else "RNNModel")
+    assert_states_close(state_of(final), state_of(theirs["model"]), 2e-4)
