@@ -223,13 +223,16 @@ def accelerator_of(lib, device):
 
 @pytest.fixture
 def same_shuffle(monkeypatch):
-    """DataLoader(shuffle=True) in both libraries shuffles with one numpy generator's
-    permutations: PyTorch's RandomSampler calls torch.randperm, loom's its sampler's generator."""
+    """RandomSampler (DataLoader(shuffle=True), and with replacement) in both libraries draws from
+    one numpy generator: PyTorch's calls torch.randperm / torch.randint, loom's its sampler's
+    generator (permutation / integers, 32 at a time as PyTorch's)."""
     import loom.utils.data.sampler as loom_sampler
     theirs = np.random.default_rng(11)
     mine = np.random.default_rng(11)
     monkeypatch.setattr(torch, "randperm",
                         lambda n, generator=None, **kw: torch.tensor(theirs.permutation(n), dtype=torch.int64))
+    monkeypatch.setattr(torch, "randint", lambda high, size, dtype=None, generator=None:
+                        torch.tensor(theirs.integers(0, high, size), dtype=torch.int64))
     monkeypatch.setattr(loom_sampler, "rng", lambda generator=None: mine)
 
 
@@ -426,3 +429,89 @@ def test_word_language_model(model, device, tmp_path, monkeypatch, capsys):
     final = mine["model"]  # the model loaded back from main.py's checkpoint
     assert type(final).__name__ == ("TransformerModel" if model == "Transformer" else "RNNModel")
     assert_states_close(state_of(final), state_of(theirs["model"]), 2e-4)
+
+
+# ---- karpathy/minGPT ----
+
+def mingpt_modules(lib, monkeypatch):
+    """The package mingpt (utils, model, trainer) as real modules, `torch` bound to lib."""
+    import collections
+    import json
+    import random
+    from ast import literal_eval
+    package = types.ModuleType("mingpt")
+    package.__path__ = []
+    utils = module_of("mingpt.utils", src.MINGPT_UTILS, lib, json=json, random=random, literal_eval=literal_eval)
+    model = module_of("mingpt.model", src.MINGPT_MODEL, lib, CN=utils.CfgNode)
+    trainer = module_of("mingpt.trainer", src.MINGPT_TRAINER, lib, time=__import__("time"),
+                        defaultdict=collections.defaultdict, DataLoader=lib.utils.data.DataLoader, CN=utils.CfgNode)
+    for name, m in (("mingpt", package), ("mingpt.utils", utils), ("mingpt.model", model), ("mingpt.trainer", trainer)):
+        monkeypatch.setitem(sys.modules, name, m)
+        if "." in name:
+            setattr(package, name.split(".")[1], m)
+    return utils, model, trainer
+
+
+def mingpt_adder(lib, argv, monkeypatch, initial=None):
+    """projects/adder/adder.py's __main__ with `argv` (its CfgNode command-line overrides).
+    AdditionDataset's split is torch.randperm with a seeded torch.Generator: both libraries get
+    one numpy permutation instead (their generators differ). The GPT it builds is handed
+    PyTorch's initial weights (`initial`) or records them."""
+    import json
+    utils, model_module, trainer_module = mingpt_modules(lib, monkeypatch)
+    made = {}
+
+    class GPT(model_module.GPT):
+        def __init__(self, config):
+            super().__init__(config)
+            if initial is None:
+                made["initial"] = {k: v.detach().clone() for k, v in self.state_dict().items()}
+            else:
+                self.load_state_dict({k: lib.tensor(v.numpy()) for k, v in initial.items()})
+            made["model"] = self
+
+    split = np.random.default_rng(1337)
+    script_torch = proxy(lib, randperm=lambda n, generator=None: lib.tensor(split.permutation(n)))
+    ns = namespace_of(script_torch, json=json, Dataset=lib.utils.data.Dataset, DataLoader=lib.utils.data.DataLoader,
+                      GPT=GPT, Trainer=trainer_module.Trainer, set_seed=utils.set_seed,
+                      setup_logging=utils.setup_logging, CN=utils.CfgNode)
+    run(src.MINGPT_ADDER, ns, "adder.py")
+    monkeypatch.setattr(sys, "argv", ["adder.py"] + argv)
+    run(src.MINGPT_ADDER_MAIN, ns, "adder.py")
+    ns.update(made)
+    return ns
+
+
+def adder_report(text):
+    """What adder.py prints of its run: the train losses and the train/test scores."""
+    keep = ("train loss", "final score", "GPT claims", "saving model")
+    return [line.split("; ")[-1] for line in text.splitlines() if any(k in line for k in keep)]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mingpt_adder(device, tmp_path, monkeypatch, capsys, same_shuffle):
+    """minGPT's adder: GPT.configure_optimizers' decay / no-decay groups (named_modules x
+    named_parameters, isinstance against torch.nn.Linear / LayerNorm / Embedding), AdamW, the
+    Trainer's infinite RandomSampler(replacement=True, num_samples=1e10) loader, cross_entropy
+    with ignore_index=-1, the iteration-0 evaluation (GPT.generate greedy through topk, flip,
+    per-element prints of tensors) and its checkpoint, 11 iterations on 1-digit sums."""
+    argv = ["--data.ndigit=1", "--model.model_type=gpt-nano", "--model.embd_pdrop=0.0", "--model.resid_pdrop=0.0",
+            "--model.attn_pdrop=0.0", "--trainer.max_iters=11", "--trainer.batch_size=16", "--trainer.num_workers=0"]
+    monkeypatch.chdir(tmp_path)  # work_dir relative: merge_from_args' literal_eval takes no path
+    theirs = mingpt_adder(torch, argv + ["--system.work_dir=torch", "--trainer.device=cpu"], monkeypatch)
+    their_out = capsys.readouterr().out
+    mine = mingpt_adder(loom, argv + [f"--system.work_dir={device}", f"--trainer.device={device}"], monkeypatch,
+                        initial=theirs["initial"])
+    out = capsys.readouterr().out
+    assert f"running on device {device}" in out
+    report = adder_report(out)
+    assert len([line for line in report if "train loss" in line]) == 2 and "test final score" in out
+    assert report == adder_report(their_out)
+    model = mine["model"]
+    assert all(p.device.type == device for p in model.parameters())
+    groups = mine["trainer"].optimizer.param_groups
+    assert [g["weight_decay"] for g in groups] == [0.1, 0.0]
+    assert [len(g["params"]) for g in groups] == [len(g["params"]) for g in theirs["trainer"].optimizer.param_groups]
+    assert_states_close(state_of(model), state_of(theirs["model"]), 2e-4)
+    # The checkpoint adder.py saved at its first evaluation is one PyTorch loads.
+    assert set(torch.load(tmp_path / device / "model.pt")) == set(theirs["initial"])
