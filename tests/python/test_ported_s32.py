@@ -6,6 +6,14 @@ compared with PyTorch 1.13 where it ends:
   searchsorted by comparison, boolean-mask assignment, gather), Planar, ActNorm and the Glow 1x1
   convolution (scipy's LU), under a MultivariateNormal prior, trained by examples/ex_2d.py's loop;
   then inverted (NormalizingFlowModel.inverse) and sampled.
+- pytorch/examples as whole scripts (test_ported_examples runs their models and loops; here their
+  command lines, data pipelines, devices and checkpoints too): vae (torch.accelerator, a
+  DataLoader with workers and pinned memory), dcgan (its `fake` dataset, --netG / --netD from
+  PyTorch's checkpoints), word_language_model (torch.save of the whole model, loaded back under
+  torch.serialization.safe_globals), and language_translation (nn.Transformer as
+  encoder-decoder with padding masks, greedy decoding; torch.ones(1, 1).type_as(src.data) found
+  type_as keeping its own device where PyTorch takes the other's).
+- karpathy/minGPT: the model, the Trainer and the adder project end to end.
 
 The lazy runs set loom.set_default_device("lazy") first (PyTorch 2's torch.set_default_device,
 the one line such a port adds), because these programs make their accumulators with
@@ -519,3 +527,120 @@ def test_mingpt_adder(device, tmp_path, monkeypatch, capsys, same_shuffle):
     assert_states_close(state_of(model), state_of(theirs["model"]), 2e-4)
     # The checkpoint adder.py saved at its first evaluation is one PyTorch loads.
     assert set(torch.load(tmp_path / device / "model.pt")) == set(theirs["initial"])
+
+
+# ---- pytorch/examples: language_translation ----
+
+LT_SPECIALS = {"<unk>": 0, "<pad>": 1, "<bos>": 2, "<eos>": 3}
+
+
+def lt_get_data(lib, seed=0):
+    """get_data's stand-in (the upstream one downloads Multi30k through torchtext): sentence pairs
+    of a small vocabulary (the target a fixed word-by-word mapping of the source, reversed), with
+    upstream's special symbols, tokenized, wrapped in <bos>/<eos> and padded by
+    pad_sequence in a DataLoader's collate_fn, as upstream's pipeline does."""
+    rng = np.random.default_rng(seed)
+    words = [f"s{i}" for i in range(12)]
+    vocab = {w: i + len(LT_SPECIALS) for i, w in enumerate(words)}
+    pairs = []
+    for _ in range(24):
+        src = list(rng.choice(words, rng.integers(2, 7)))
+        pairs.append((" ".join(src), " ".join(f"s{(int(w[1:]) * 5) % 12}" for w in reversed(src))))
+
+    def transform(text):
+        ids = [vocab[w] for w in text.split()]
+        return lib.cat((lib.tensor([LT_SPECIALS["<bos>"]]), lib.tensor(ids), lib.tensor([LT_SPECIALS["<eos>"]])))
+
+    def collate(batch):
+        src = lib.nn.utils.rnn.pad_sequence([transform(s) for s, _ in batch], padding_value=LT_SPECIALS["<pad>"])
+        tgt = lib.nn.utils.rnn.pad_sequence([transform(t) for _, t in batch], padding_value=LT_SPECIALS["<pad>"])
+        return src, tgt
+
+    def get_data(opts):
+        loader = lib.utils.data.DataLoader
+        train = loader(pairs[:16], batch_size=opts.batch, collate_fn=collate)
+        valid = loader(pairs[16:], batch_size=opts.batch, collate_fn=collate)
+        size = len(vocab) + len(LT_SPECIALS)
+        return train, valid, range(size), range(size), transform, transform, LT_SPECIALS
+    return get_data, transform, pairs
+
+
+def language_translation(lib, device, logging_dir, initial=None):
+    """main.py's main(opts) for 2 epochs (its __main__ block only parses the options and picks
+    DEVICE: "cuda" for --backend gpu; the harness sets DEVICE to the device under test), then
+    greedy_decode of a training sentence with the trained model. The Translator main() builds is
+    handed PyTorch's initial weights (or records them)."""
+    get_data, transform, pairs = lt_get_data(lib)
+    model_ns = run(src.LT_MODEL, namespace_of(lib), "src/model.py")
+    masks = run(src.LT_MASKS, namespace_of(lib), "src/data.py")
+    made = {}
+
+    class Translator(model_ns["Translator"]):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            if initial is None:
+                made["initial"] = {k: v.detach().clone() for k, v in self.state_dict().items()}
+            else:
+                self.load_state_dict({k: lib.tensor(v.numpy()) for k, v in initial.items()})
+            made["model"] = self
+
+    ns = namespace_of(lib, time=__import__("time").time, logging=logging, tqdm=lambda it, **kw: it,
+                      Translator=Translator, get_data=get_data, create_mask=masks["create_mask"],
+                      generate_square_subsequent_mask=masks["generate_square_subsequent_mask"])
+    run(src.LT_MAIN, ns, "main.py")
+    ns["DEVICE"] = lib.device(device)
+    opts = argparse.Namespace(src="de", tgt="en", epochs=2, lr=1e-3, batch=8, attn_heads=2, enc_layers=2,
+                              dec_layers=2, embed_size=16, dim_feedforward=32, dropout=0.0,
+                              logging_dir=str(logging_dir) + "/", dry_run=False)
+    handlers = list(logging.getLogger().handlers)
+    try:
+        ns["main"](opts)
+    finally:
+        for h in logging.getLogger().handlers[len(handlers):]:
+            logging.getLogger().removeHandler(h)  # main() adds a console handler per call
+    model = made["model"]
+    model.eval()
+    src_tokens = transform(pairs[0][0]).view(-1, 1)
+    n = src_tokens.shape[0]
+    src_mask = (lib.zeros(n, n)).type(lib.bool)
+    with lib.no_grad():
+        decoded = ns["greedy_decode"](model, src_tokens, src_mask, max_len=n + 5,
+                                      start_symbol=LT_SPECIALS["<bos>"], end_symbol=LT_SPECIALS["<eos>"])
+    made["decoded"] = decoded.flatten().tolist()
+    return made
+
+
+def assert_attention_states_close(mine, theirs):
+    """assert_states_close, but the key third of each in_proj_bias loosely: softmax ignores a
+    constant added to every score of a row, so that bias's exact gradient is 0 and what is computed
+    is rounding noise (1e-9), which Adam scales to steps of lr either way in both libraries."""
+    loose = {}
+    for k in theirs:
+        if k.endswith("in_proj_bias"):
+            third = len(theirs[k]) // 3
+            loose[k] = (mine[k][third:2 * third], theirs[k][third:2 * third])
+            mine = {**mine, k: np.delete(mine[k], np.s_[third:2 * third])}
+            theirs = {**theirs, k: np.delete(theirs[k], np.s_[third:2 * third])}
+    assert_states_close(mine, theirs, 2e-4)
+    for k, (a, b) in loose.items():
+        np.testing.assert_allclose(a, b, atol=0.01, err_msg=k)  # 4 Adam steps of lr 1e-3 apart at most
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_language_translation(device, tmp_path):
+    """nn.Transformer as encoder-decoder: bool src_mask, float (-inf) causal tgt_mask, bool key
+    padding masks of the padded batches, CrossEntropyLoss(ignore_index=<pad>), Adam with
+    eps=1e-9; main() saves best.pt / last.pt each epoch; greedy_decode grows the target one token
+    at a time through model.encode / model.decode (item() of each argmax)."""
+    theirs = language_translation(torch, "cpu", tmp_path / "torch")
+    mine = language_translation(loom, device, tmp_path / device, initial=theirs["initial"])
+    model = mine["model"]
+    assert all(p.device.type == device for p in model.parameters())
+    assert_attention_states_close(state_of(model), state_of(theirs["model"]))
+    # The checkpoints main() wrote through loom are PyTorch's, and hold what PyTorch's run holds.
+    for name in ("best.pt", "last.pt"):
+        mine_ckpt = torch.load(tmp_path / device / name)
+        theirs_ckpt = torch.load(tmp_path / "torch" / name)
+        assert_attention_states_close({k: v.double().numpy() for k, v in mine_ckpt.items()},
+                                      {k: v.double().numpy() for k, v in theirs_ckpt.items()})
+    assert mine["decoded"] == theirs["decoded"] and mine["decoded"][0] == LT_SPECIALS["<bos>"]
