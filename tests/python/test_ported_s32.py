@@ -381,9 +381,9 @@ def word_language_model(lib, device, argv, root, monkeypatch, initial=None):
     """main.py with `argv`, its data.py and model.py as the modules `data` and `model`. After
     the model is built the harness copies PyTorch's initial weights in (where `initial` is given)
     and sets every Dropout's p (and MultiheadAttention's dropout) to 0: nn.Transformer's layers
-    keep dropout=0.1 whatever --dropout says, and masks are each library's own draws. PyTorch 1.13, the reference, has neither
-    torch.accelerator nor torch.serialization.safe_globals (it loads whole modules by default):
-    its run gets a no-op safe_globals."""
+    keep dropout=0.1 whatever --dropout says, and masks are each library's own draws. PyTorch
+    1.13, the reference, has neither torch.accelerator nor torch.serialization.safe_globals (it
+    loads whole modules by default): its run gets a no-op safe_globals."""
     from io import open as io_open
     data = module_of("data", src.WLM_DATA, lib, open=io_open)
     model_module = module_of("model", src.WLM_MODEL, lib)
