@@ -433,8 +433,10 @@ const Row kRows[] = {
     {{"char(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Int8>, "to(loom.int8)"},
     {{"byte(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::UInt8>, "to(loom.uint8)"},
     {{"bool(Tensor input, *, PyObject*? memory_format=None)"}, kMethod, as_dtype<DType::Bool>, "to(loom.bool)"},
+    // PyTorch's type_as is self.to(other.options()): other's dtype and device (a CPU tensor
+    // type_as a lazy one becomes lazy, as it becomes CUDA there).
     {{"type_as(Tensor input, Tensor other)"}, kMethod,
-     LOOM_BODY(converted(p, p.tensor(1)->dtype(), placement_of(impl_of(p.self)), false))},
+     LOOM_BODY(converted(p, p.tensor(1)->dtype(), placement_of(p.tensor(1)), false))},
 };
 
 }  // namespace

@@ -101,7 +101,7 @@ lstsq, solve, matrix_rank, eig = (linalg._removed("lstsq", True), linalg._remove
 from loom.autograd import (is_anomaly_check_nan_enabled, is_anomaly_enabled, is_inference_mode_enabled,  # noqa: E402
                            set_anomaly_enabled)
 from loom._type_functions import is_storage, set_default_tensor_type, typename  # noqa: E402,F401
-from loom._tensor_functions import (cumulative_trapezoid, gradient, histogram, isin,  # noqa: E402,F401
+from loom._tensor_functions import (cumulative_trapezoid, gradient, histogram, isin, lu_unpack,  # noqa: E402,F401
                                     trapezoid, trapz, vander)
 from loom._windows import (bartlett_window, blackman_window, hamming_window, hann_window,  # noqa: E402,F401
                            kaiser_window)

@@ -225,3 +225,66 @@ def histogram(input, bins, *, range=None, weight=None, density=False):
         if density:
             hist = hist / (hist.sum() * edges.diff())
     return _Histogram(hist, edges)
+
+
+# lu_unpack's named triple, as torch.return_types.lu_unpack.
+_LuUnpack = collections.namedtuple("lu_unpack", "P L U", module="loom.return_types")
+
+
+def _permutation_of_pivots(pivots, m):
+    """LAPACK's pivots (1-based: row i was swapped with row pivots[i], in order) as the permutation
+    perm with A[perm[j]] = (LU)[j], for every batch, by one gather and two scatters per swap (ops
+    that record on the lazy device, so building P never reads the pivots on the host)."""
+    batch = tuple(pivots.shape[:-1])
+    perm = loom.arange(m, device=pivots.device).expand(*batch, m).contiguous()
+    swaps = pivots.long() - 1
+    for i in range(pivots.shape[-1]):
+        j = swaps[..., i:i + 1]
+        here = loom.full(batch + (1,), i, dtype=loom.int64, device=pivots.device)
+        row_i, row_j = perm[..., i:i + 1], perm.gather(-1, j)
+        perm = perm.scatter(-1, j, row_i).scatter(-1, here, row_j)
+    return perm
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """(P, L, U) with A = P @ L @ U from linalg.lu_factor's packed (LU, pivots) of an m x n A
+    (batched): L m x k unit lower-triangular, U k x n upper-triangular (k = min(m, n)), P the m x m
+    permutation. L and U are views of LU's triangles, so gradients reach LU_data through them; P
+    has none. unpack_data / unpack_pivots False leave L, U / P empty. On the CPU pivots out of
+    [1, m] raise, as PyTorch's; on the lazy device they are not read (that would sync). No out=
+    (loom's ops take none)."""
+    _argcheck.tensors("lu_unpack", LU_data=LU_data, LU_pivots=LU_pivots)
+    unpack_data = _argcheck.boolean("lu_unpack", "unpack_data", unpack_data)
+    unpack_pivots = _argcheck.boolean("lu_unpack", "unpack_pivots", unpack_pivots)
+    if LU_data.dim() < 2:
+        raise RuntimeError(f"torch.lu_unpack: Expected tensor with 2 or more dimensions. Got size: "
+                           f"{list(LU_data.shape)} instead")
+    if LU_pivots.dtype != loom.int32 or not LU_pivots.is_contiguous():
+        raise RuntimeError("torch.lu_unpack: LU_pivots is expected to be a contiguous tensor of torch.int32 dtype.\n"
+                           "Note: this function is intended to be used with the output produced by "
+                           "torch.linalg.lu_factor")
+    m, n = LU_data.shape[-2], LU_data.shape[-1]
+    k = min(m, n)
+    if unpack_pivots and tuple(LU_pivots.shape) != tuple(LU_data.shape[:-2]) + (k,):
+        raise RuntimeError(f"torch.lu_unpack: Expected LU_pivots.size() == {list(LU_data.shape[:-2]) + [k]}, got "
+                           f"{list(LU_pivots.shape)}: pivots must come from lu_factor of LU_data's matrix")
+    empty = loom.empty(0, dtype=LU_data.dtype, device=LU_data.device)
+    if unpack_data:
+        unit = loom.eye(m, k, dtype=LU_data.dtype, device=LU_data.device)
+        L = LU_data[..., :, :k].tril(-1) + unit
+        U = LU_data[..., :k, :].triu()
+    else:
+        L, U = empty, empty.clone()
+    if unpack_pivots:
+        if LU_pivots.device.type != "lazy" and LU_pivots.numel() and \
+                bool(((LU_pivots < 1) | (LU_pivots > m)).any()):
+            raise RuntimeError("pivots passed to lu_unpack must be between 1 and LU.size(-2) inclusive.Did you "
+                               "properly pass the result of lu_factor?")
+        with loom.no_grad():
+            perm = _permutation_of_pivots(LU_pivots, m)
+            # P[i, j] = 1 where perm[j] == i (a comparison, not one_hot, which reads the classes)
+            rows = loom.arange(m, device=LU_data.device).unsqueeze(-1)
+            P = (perm.unsqueeze(-2) == rows).to(LU_data.dtype)
+    else:
+        P = empty.clone()
+    return _LuUnpack(P, L, U)

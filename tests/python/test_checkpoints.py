@@ -474,6 +474,29 @@ def test_arbitrary_objects_with_weights_only_false():
     assert loaded["range"] == range(3) and loaded["t"].tolist() == [1.0, 1.0]
 
 
+def test_pytorch_1_13_default_through_the_environment(no_marker, monkeypatch):
+    """PyTorch 1.13's torch.load loaded anything unless weights_only=True was passed; PyTorch 2.6
+    (whose default loom keeps: nothing in a file runs unless asked) restores that default for calls
+    that pass no weights_only when TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set, and makes every load
+    weights_only with TORCH_FORCE_WEIGHTS_ONLY_LOAD. A 1.13 program whose checkpoints hold numpy
+    values (a best score as np.float64, an array of statistics) runs unchanged with the former."""
+    data = torch_bytes({"w": torch.ones(2), "best": np.float64(1.5), "stats": np.arange(3.0)})
+    monkeypatch.delenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", raising=False)
+    monkeypatch.delenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", raising=False)
+    with pytest.raises(UnsafeFileError, match="TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1"):
+        loom_load(data)
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    loaded = loom_load(data)
+    assert loaded["best"] == 1.5 and loaded["stats"].tolist() == [0.0, 1.0, 2.0] and loaded["w"].tolist() == [1, 1]
+    with pytest.raises(UnsafeFileError):
+        loom_load(data, weights_only=True)  # an explicit argument wins
+    evil = torch_bytes({"evil": Evil()})
+    monkeypatch.setenv("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "true")
+    for kw in ({}, {"weights_only": False}):
+        with pytest.raises(UnsafeFileError, match="posix"):
+            loom_load(evil, **kw)
+
+
 def test_allowed_builtins_load_with_weights_only():
     obj = {"set": {1, 2}, "frozenset": frozenset("ab"), "complex": 1 + 2j, "slice": slice(1, 5, 2),
            "bytes": b"\x00\xff", "bytearray": bytearray(b"xy"), "counter": collections.Counter("aab"),

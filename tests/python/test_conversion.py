@@ -454,3 +454,23 @@ def test_method_keyword_forms(torch):
     assert t.to(loom.float64, non_blocking=True).dtype is loom.float64
     assert t.to(device="cpu", non_blocking=False) is t
     assert t.cpu() is t
+
+
+def test_type_as_takes_the_other_tensors_device_and_dtype():
+    """PyTorch's type_as is self.to(other.options()): a CPU tensor type_as a CUDA one moves to
+    CUDA (language_translation's greedy_decode builds each next token with
+    torch.ones(1, 1).type_as(src.data) and concatenates it to tokens on the model's device). Here
+    lazy plays CUDA's part; the gradient comes back to the CPU source."""
+    lazy_long = loom.ones(2, dtype=loom.int64, device="lazy")
+    moved = loom.ones(1, 1).type_as(lazy_long)
+    assert moved.device.type == "lazy" and moved.dtype == loom.int64
+    assert loom.cat([lazy_long.view(2, 1), moved]).tolist() == [[1], [1], [1]]
+    back = lazy_long.type_as(loom.ones(1))
+    assert back.device.type == "cpu" and back.dtype == loom.float32
+    src = loom.tensor([1.0, 2.0], requires_grad=True)
+    out = src.type_as(loom.ones(1, dtype=loom.float64, device="lazy"))
+    assert out.device.type == "lazy" and out.dtype == loom.float64
+    (out * 3).sum().backward()
+    assert src.grad.device.type == "cpu" and src.grad.tolist() == [3.0, 3.0]
+    same = loom.ones(2)
+    assert same.type_as(loom.zeros(3)) is same  # already of that type: itself, as in PyTorch

@@ -452,11 +452,21 @@ def test_cpu_scalar_is_lazy_scalars_peer():
 
 
 def test_cpu_scalar_gradient_reaches_it():
+    """The CPU scalar's gradient is a CPU tensor, as PyTorch's for a CPU scalar in a CUDA op: its
+    autograd engine moves a zero-dim gradient to the device of the input it belongs to (any other
+    device mismatch is an error there). So a CPU leaf's .grad, a CPU intermediate's chain back to
+    its leaf, and autograd.grad's answer all stay on the CPU; the lazy operand's stays lazy."""
     s = loom.tensor(2.0, requires_grad=True)
     x = loom.arange(3.0, device="lazy", requires_grad=True)
     (x * s).sum().backward()
     assert s.grad.device.type == "cpu" and s.grad.item() == 3.0
-    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+    assert x.grad.device.type == "lazy" and x.grad.tolist() == [2.0, 2.0, 2.0]
+    leaf = loom.tensor(3.0, requires_grad=True)
+    scaled = leaf * 2  # a CPU intermediate joins the lazy op
+    (x * scaled + scaled).sum().backward()
+    assert leaf.grad.device.type == "cpu" and leaf.grad.item() == 2.0 * (3.0 + 3.0)
+    (g,) = loom.autograd.grad((x * s).sum(), s)
+    assert g.device.type == "cpu" and g.item() == 3.0
 
 
 def test_lazy_scalar_does_not_join_eager_op():

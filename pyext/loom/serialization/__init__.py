@@ -22,6 +22,8 @@ against its length before memory is allocated for them, and storages are read st
 their tensors, so loading peaks near the size of the file.
 """
 
+import os
+
 from loom.serialization import legacy, safetensors, torch_zip
 from loom.serialization.errors import Errors, InvalidFileError, UnsafeFileError
 from loom.serialization.location import restorer
@@ -68,21 +70,38 @@ def save_safetensors(obj, f):
     safetensors.save(obj, f)
 
 
-def load(f, map_location=None, *, weights_only=True, mmap=None):
+_TRUE = ("1", "y", "yes", "true")
+
+
+def _weights_only(given):
+    """load()'s weights_only, as PyTorch 2.6 decides it: True when not given, unless the
+    environment sets TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (the way back to PyTorch 1.13's default of
+    loading anything, for a program written for it that does not pass the argument);
+    TORCH_FORCE_WEIGHTS_ONLY_LOAD makes it True even where False is passed."""
+    if os.environ.get("TORCH_FORCE_WEIGHTS_ONLY_LOAD", "").lower() in _TRUE:
+        return True
+    if given is None:
+        return os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "").lower() not in _TRUE
+    return bool(given)
+
+
+def load(f, map_location=None, *, weights_only=None, mmap=None):
     """Reads a checkpoint from a path or a binary file: PyTorch's zip or legacy format, or
     safetensors, told apart by their first bytes.
 
     weights_only=True (the default, as PyTorch 2.6's): only tensors, containers and plain values
-    load; a file naming any other function or class raises UnsafeFileError and nothing in it
-    runs. weights_only=False loads any pickled object, running the code the file names: only for
-    files you trust.
+    load; a file naming any other function or class (a whole module, a numpy array) raises
+    UnsafeFileError and nothing in it runs. weights_only=False loads any pickled object, running
+    the code the file names: only for files you trust. PyTorch 1.13 defaulted to False; a program
+    written for it runs unchanged with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 in the environment (PyTorch
+    2.6's switch, honoured where weights_only is not passed), and TORCH_FORCE_WEIGHTS_ONLY_LOAD=1
+    makes every load weights_only.
 
     map_location places the storages, as PyTorch's: None (where they were saved), a device
     ("cpu", "lazy", "cuda:1"), a dict {saved: device}, or a callable(storage, location)
     returning the storage placed. mmap is accepted and ignored: loom reads the file, peaking
     near its size."""
-    if weights_only is None:
-        weights_only = True
+    weights_only = _weights_only(weights_only)
     restore = restorer(map_location)
     with opened(f) as source:
         head = source.peek(16)

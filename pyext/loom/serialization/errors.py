@@ -27,4 +27,5 @@ class Errors:
         return UnsafeFileError(f"{self.source}: weights_only loading refuses {what}. If you trust it, allow it "
                                "with loom.serialization.add_safe_globals([...]) or the safe_globals([...]) context "
                                "manager; loom.load(..., weights_only=False) loads anything, running the code the "
-                               "file names: do that only for files you trust")
+                               "file names: do that only for files you trust (TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 in "
+                               "the environment makes that the default, as it was before PyTorch 2.6)")
