@@ -30,6 +30,7 @@ from multiprocessing import reduction
 import numpy as np
 
 import loom
+from loom._tensor import rebuilt_as
 from loom.serialization import memory
 
 
@@ -149,14 +150,8 @@ def _rebuild_shared(cls, dupfd, size, byte_offset, dtype_name, shape, stride, re
         os.close(fd)
     else:
         _, mapping = _map(fd, size)
-    t = _tensor_over(mapping, memory.dtype_by_name(dtype_name), byte_offset, shape, stride).detach()
-    if cls is not loom.Tensor:
-        t = loom.Tensor._make_subclass(cls, t)
-    if requires_grad:
-        t.requires_grad_(True)
-    if state:
-        t.__dict__.update(state)
-    return t
+    values = _tensor_over(mapping, memory.dtype_by_name(dtype_name), byte_offset, shape, stride).detach()
+    return rebuilt_as(cls, values, requires_grad, state)
 
 
 def register_reducers():

@@ -221,22 +221,9 @@ def _check_structured(t):
                          f"{tuple(t.shape)} with {t.dim()} dims")
 
 
-def _zero_entries(default_mask, flat_indices):
-    """A copy of default_mask with the given flat entries set to 0."""
-    mask = default_mask.clone(memory_format=loom.contiguous_format)
-    mask.view(-1)[flat_indices] = 0
-    return mask
-
-
-def _channel_mask(t, dim, channels):
-    """Ones in the slices of t along dim that `channels` (indices or a bool vector) selects."""
-    mask = loom.zeros_like(t)
-    mask[tuple(channels if d == dim else slice(None) for d in range(t.dim()))] = 1
-    return mask
-
-
-class RandomUnstructured(BasePruningMethod):
-    """Prunes `amount` entries chosen uniformly at random."""
+class _Unstructured(BasePruningMethod):
+    """Prunes the `amount` entries that rank first by _pruned_first(t): the largest of a flat
+    score, or (largest=False) the smallest."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -245,39 +232,39 @@ class RandomUnstructured(BasePruningMethod):
         self.amount = amount
 
     def compute_mask(self, t, default_mask):
+        mask = default_mask.clone(memory_format=loom.contiguous_format)
         count = _count_to_prune(self.amount, t.nelement())
-        if count == 0:
-            return default_mask.clone(memory_format=loom.contiguous_format)
-        draws = loom.rand_like(t)
-        return _zero_entries(default_mask, loom.topk(draws.view(-1), k=count).indices)
+        if count:
+            scores, largest = self._pruned_first(t)
+            mask.view(-1)[loom.topk(scores.view(-1), k=count, largest=largest).indices] = 0
+        return mask
+
+
+class RandomUnstructured(_Unstructured):
+    """Prunes `amount` entries chosen uniformly at random."""
+
+    def _pruned_first(self, t):
+        return loom.rand_like(t), True
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prunes the `amount` entries of smallest absolute value."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _check_amount(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        count = _count_to_prune(self.amount, t.nelement())
-        if count == 0:
-            return default_mask.clone(memory_format=loom.contiguous_format)
-        return _zero_entries(default_mask, loom.topk(loom.abs(t).view(-1), k=count, largest=False).indices)
+    def _pruned_first(self, t):
+        return loom.abs(t), False
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
         return super().apply(module, name, amount=amount, importance_scores=importance_scores)
 
 
-class RandomStructured(BasePruningMethod):
-    """Prunes `amount` whole slices along `dim`, chosen uniformly at random."""
+class _Structured(BasePruningMethod):
+    """Prunes `amount` whole slices of t along `dim`; _kept(t, dim, channels, count) says which
+    slices stay (indices or a bool vector over the channels)."""
 
     PRUNING_TYPE = "structured"
 
@@ -292,39 +279,35 @@ class RandomStructured(BasePruningMethod):
         count = _count_to_prune(self.amount, channels)
         if count == 0:
             return default_mask
-        draws = loom.rand(channels, device=t.device)
-        threshold = loom.kthvalue(draws, k=count).values
-        mask = _channel_mask(t, self.dim % t.dim(), draws > threshold)
+        dim = self.dim % t.dim()
+        mask = loom.zeros_like(t)
+        mask[tuple(self._kept(t, dim, channels, count) if d == dim else slice(None) for d in range(t.dim()))] = 1
         return mask * default_mask.to(dtype=mask.dtype)
+
+
+class RandomStructured(_Structured):
+    """Prunes `amount` whole slices along `dim`, chosen uniformly at random."""
+
+    def _kept(self, t, dim, channels, count):
+        draws = loom.rand(channels, device=t.device)
+        return draws > loom.kthvalue(draws, k=count).values
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_Structured):
     """Prunes the `amount` slices along `dim` of smallest L`n` norm (n: as the `p` of
     torch.norm: a number, inf, -inf, 'fro' or 'nuc')."""
 
-    PRUNING_TYPE = "structured"
-
     def __init__(self, amount, n, dim=-1):
-        _check_amount(amount)
-        self.amount = amount
+        super().__init__(amount, dim)
         self.n = n
-        self.dim = dim
 
-    def compute_mask(self, t, default_mask):
-        _check_structured(t)
-        channels = t.shape[self.dim]
-        count = _count_to_prune(self.amount, channels)
-        if count == 0:
-            return default_mask
-        dim = self.dim % t.dim()
+    def _kept(self, t, dim, channels, count):
         norms = loom.norm(t, p=self.n, dim=[d for d in range(t.dim()) if d != dim])
-        kept = loom.topk(norms, k=channels - count, largest=True).indices
-        mask = _channel_mask(t, dim, kept)
-        return mask * default_mask.to(dtype=mask.dtype)
+        return loom.topk(norms, k=channels - count, largest=True).indices
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
