@@ -153,6 +153,8 @@ PyObject* get_data(PyObject* self, void*) {
   LOOM_PY_END(nullptr)
 }
 
+int set_data(PyObject* self, PyObject* value, void*) { return set_tensor_data(self, value); }
+
 PyObject* get_version(PyObject* self, void*) { return PyLong_FromUnsignedLongLong(impl_of(self).version()); }
 
 // ---- Tensor methods ----
@@ -324,7 +326,9 @@ PyGetSetDef autograd_getset[] = {
     {"grad_fn", get_grad_fn, nullptr, "the function that computes this tensor's gradient (None for leaves)", nullptr},
     {"is_leaf", get_is_leaf, nullptr, "True for tensors not computed by a recorded op", nullptr},
     {"retains_grad", get_retains_grad, nullptr, "True if retain_grad() made this non-leaf keep its .grad", nullptr},
-    {"data", get_data, nullptr, "the same values without autograd history (a detached view)", nullptr},
+    {"data", get_data, set_data,
+     "the same values without autograd history (a detached view); assigning one gives this tensor other data",
+     nullptr},
     {"_version", get_version, nullptr, "in-place modification counter", nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},
 };

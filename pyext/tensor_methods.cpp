@@ -112,6 +112,8 @@ constexpr char kSumToSize[] = "sum_to_size";
 constexpr char kMatrixPower[] = "matrix_power";
 constexpr char kMvlgamma[] = "mvlgamma";
 constexpr char kMvlgammaInplace[] = "mvlgamma_";
+constexpr char kShareMemory[] = "share_memory_";
+constexpr char kIsShared[] = "is_shared";
 
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).numel()); }
@@ -172,26 +174,10 @@ PyObject* m_make_subclass(PyObject*, PyObject* args) {
   LOOM_PY_END(nullptr)
 }
 
-// Tensor._set_data(value): from now on this Python tensor holds `value`'s data (shared, as detach()
-// shares it; dtype, device and mode may change), keeping its autograd state (requires_grad,
-// grad_fn, grad): PyTorch's `tensor.data = value`. Module.to() moves Parameters with it, so the
-// Parameter objects an optimizer holds stay the module's. Views taken and values saved before
-// keep the old data.
+// Tensor._set_data(value): Tensor.data = value (set_tensor_data, below).
 PyObject* m_set_data(PyObject* self, PyObject* arg) {
-  LOOM_PY_BEGIN
-  Tensor fresh = ops::detach(tensor_arg(arg, "data"));
-  auto* obj = reinterpret_cast<PyTensor*>(self);
-  if (const AutogradMeta* old = obj->impl->autograd_meta()) {
-    if (old->requires_grad && !old->grad_fn) set_requires_grad(*fresh, true);  // raises for integer dtypes
-    AutogradMeta& m = autograd(*fresh);
-    m.requires_grad = old->requires_grad;
-    m.retains_grad = old->retains_grad;
-    m.grad_fn = old->grad_fn;
-    m.grad = old->grad;
-  }
-  Tensor::adopt(std::exchange(obj->impl, fresh.leak())).reset();
+  if (set_tensor_data(self, arg) < 0) return nullptr;
   Py_RETURN_NONE;
-  LOOM_PY_END(nullptr)
 }
 
 
@@ -441,6 +427,30 @@ const Row kRows[] = {
 
 }  // namespace
 
+// Tensor.data = value, and Tensor._set_data(value): from now on this Python tensor holds `value`'s
+// data (shared, as detach() shares it; dtype, device and mode may change), keeping its autograd
+// state (requires_grad, grad_fn, grad). Module.to() moves Parameters with it, so the Parameter
+// objects an optimizer holds stay the module's. Views taken and values saved before keep the old
+// data.
+int set_tensor_data(PyObject* self, PyObject* value) {
+  LOOM_PY_BEGIN
+  LOOM_CHECK(value != nullptr, Type, "cannot delete the data of a Tensor");
+  LOOM_CHECK(is_tensor(value), Type, "Variable data has to be a tensor, but got ", type_name(value));
+  Tensor fresh = ops::detach(tensor_arg(value, "data"));
+  auto* obj = reinterpret_cast<PyTensor*>(self);
+  if (const AutogradMeta* old = obj->impl->autograd_meta()) {
+    if (old->requires_grad && !old->grad_fn) set_requires_grad(*fresh, true);  // raises for integer dtypes
+    AutogradMeta& m = autograd(*fresh);
+    m.requires_grad = old->requires_grad;
+    m.retains_grad = old->retains_grad;
+    m.grad_fn = old->grad_fn;
+    m.grad = old->grad;
+  }
+  Tensor::adopt(std::exchange(obj->impl, fresh.leak())).reset();
+  return 0;
+  LOOM_PY_END(-1)
+}
+
 void add_tensor_rows(MethodDefs& defs) { add_rows(kRows, defs); }
 
 // Defined in buffer.cpp and dlpack.cpp.
@@ -462,6 +472,9 @@ PyMethodDef tensor_methods[] = {
     {"matrix_power", LOOM_IN_PYTHON(kMatrixPower), "matrix_power(n): the n-th power of a square matrix, n >= 0"},
     {"mvlgamma", LOOM_IN_PYTHON(kMvlgamma), "mvlgamma(p): the log multivariate gamma function"},
     {"mvlgamma_", LOOM_IN_PYTHON(kMvlgammaInplace), "mvlgamma_(p): mvlgamma in place"},
+    {"share_memory_", LOOM_IN_PYTHON(kShareMemory), "share_memory_(): the elements moved into memory shared between "
+     "processes (loom.multiprocessing)"},
+    {"is_shared", LOOM_IN_PYTHON(kIsShared), "is_shared(): whether the elements are in memory shared between processes"},
 #undef LOOM_IN_PYTHON
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},

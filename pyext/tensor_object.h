@@ -52,6 +52,9 @@ extern PyMethodDef autograd_methods[];  // autograd_bindings.cpp
 extern PyGetSetDef autograd_getset[];
 extern PyMethodDef serialization_methods[];  // tensor_serialization.cpp
 extern PyBufferProcs tensor_buffer_procs;
+// `self.data = value` (tensor_methods.cpp): self holds value's data from now on, keeping its
+// autograd state. 0, or -1 with a Python error set.
+int set_tensor_data(PyObject* self, PyObject* value);
 PyObject* tensor_getitem(PyObject* self, PyObject* index);
 int tensor_setitem(PyObject* self, PyObject* index, PyObject* value);
 PyObject* tensor_richcompare(PyObject* a, PyObject* b, int op);

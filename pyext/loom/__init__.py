@@ -71,6 +71,7 @@ from loom import distributions, func, nn, optim, special, utils  # noqa: E402  (
 # PyTorch names these resampling functions torch.<name> too (the same function).
 from loom.nn.functional import channel_shuffle, pixel_shuffle, pixel_unshuffle  # noqa: E402,F401
 from loom import amp, cpu  # noqa: E402
+from loom import multiprocessing  # noqa: E402  (registers how shared tensors travel between processes)
 from loom.cuda import amp as _cuda_amp  # noqa: E402,F401  (loom.cuda.amp, as torch.cuda.amp)
 from loom._backend_settings import (are_deterministic_algorithms_enabled, get_deterministic_debug_mode,  # noqa: E402
                                     get_float32_matmul_precision, is_deterministic_algorithms_warn_only_enabled,

@@ -44,7 +44,12 @@ def _rebuild_tensor(cls, data, dtype_name, size, stride, requires_grad, device, 
         memory.write_view(storage)[:] = data
     if device != "cpu":
         storage = storage.to(device)
-    t = storage._as_strided(size, stride, 0).detach()
+    return rebuilt_as(cls, storage._as_strided(size, stride, 0).detach(), requires_grad, state)
+
+
+def rebuilt_as(cls, t, requires_grad, state):
+    """A rebuilt tensor's values t given what the pickled one was: its class (a Parameter stays
+    a Parameter), requires_grad and Python attributes."""
     if cls is not loom.Tensor:
         t = loom.Tensor._make_subclass(cls, t)
     if requires_grad:

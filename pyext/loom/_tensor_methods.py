@@ -72,3 +72,15 @@ def mvlgamma(self, p):
 
 def mvlgamma_(self, p):
     return self.copy_(mvlgamma(self, p))
+
+
+def share_memory_(self):
+    """Moves the elements into memory shared with other processes (loom/multiprocessing)."""
+    from loom.multiprocessing.tensor_sharing import share_memory_ as share
+    return share(self)
+
+
+def is_shared(self):
+    """Whether the elements are in memory shared with other processes."""
+    from loom.multiprocessing.tensor_sharing import is_shared as shared
+    return shared(self)

@@ -210,60 +210,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                              allow_unused)
 
 
-def gradcheck(fn, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
-    """Compares the gradients autograd computes for fn at `inputs` with central finite
-    differences, one input element at a time (float64 inputs, as torch.autograd.gradcheck).
-    Returns True, or raises (or returns False) naming the first mismatching element."""
-    import numpy as np
-
-    import loom
-
-    inputs = _tensors(inputs)
-    diff = [i for i, t in enumerate(inputs) if isinstance(t, _C.Tensor) and t.requires_grad]
-    for i in diff:
-        if inputs[i].dtype is not loom.float64:
-            raise ValueError("gradcheck expects float64 inputs that require grad (finite differences need them)")
-
-    def evaluate(args):
-        with no_grad():
-            out = fn(*args)
-        outs = _tensors(out)
-        return [o.double().cpu().numpy().copy() for o in outs]
-
-    outputs = _tensors(fn(*inputs))
-    base = [o.detach() for o in outputs]
-    for out_index, out in enumerate(outputs):
-        if not out.requires_grad:
-            continue
-        for j in range(out.numel()):
-            # contiguous whatever out's strides (zeros_like keeps a transposed output's), so the
-            # flat view exists
-            seed = loom.zeros(out.shape, dtype=out.dtype, device=out.device)
-            seed.view(-1)[j] = 1.0
-            analytic = grad([out], [inputs[i] for i in diff], [seed], retain_graph=True, allow_unused=True)
-            for k, i in enumerate(diff):
-                x = inputs[i]
-                flat = x.detach().cpu().numpy().reshape(-1).copy()
-                numeric = np.zeros(flat.size)
-                for e in range(flat.size):
-                    values = []
-                    for sign in (1, -1):
-                        probe = flat.copy()
-                        probe[e] += sign * eps
-                        args = list(inputs)
-                        args[i] = loom.tensor(probe.reshape(tuple(x.shape)), dtype=loom.float64).to(x.device)
-                        values.append(evaluate(args)[out_index].reshape(-1)[j])
-                    numeric[e] = (values[0] - values[1]) / (2 * eps)
-                got = np.zeros(flat.size) if analytic[k] is None else analytic[k].double().cpu().numpy().reshape(-1)
-                if not np.allclose(got, numeric, atol=atol, rtol=rtol):
-                    bad = int(np.argmax(np.abs(got - numeric)))
-                    message = (f"Jacobian mismatch for output {out_index} element {j} with respect to input {i} "
-                               f"element {bad}: analytical {got[bad]!r}, numerical {numeric[bad]!r}")
-                    if raise_exception:
-                        raise RuntimeError(message)
-                    return False
-    del base
-    return True
+from loom.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck  # noqa: E402,F401
 
 
 # ---- the end of a backward pass ----

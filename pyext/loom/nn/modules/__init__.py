@@ -1,6 +1,7 @@
 """loom.nn.modules: the layer classes, one family per file as in torch.nn.modules."""
 
 from loom.nn.modules.module import Module
+from loom.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss
 from loom.nn.modules.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid, Hardswish, Hardtanh,
                                         LeakyReLU, LogSigmoid, LogSoftmax, Mish, PReLU, ReLU, ReLU6, RReLU, SiLU,
                                         Sigmoid, Softmax, Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh,
@@ -57,7 +58,7 @@ __all__ = [
     "KLDivLoss", "PoissonNLLLoss", "GaussianNLLLoss", "SoftMarginLoss", "MarginRankingLoss", "HingeEmbeddingLoss",
     "CosineEmbeddingLoss", "MultiLabelSoftMarginLoss", "MultiMarginLoss", "TripletMarginLoss",
     "TripletMarginWithDistanceLoss", "ChannelShuffle", "MultiLabelMarginLoss", "CTCLoss",
-    "CosineSimilarity", "PairwiseDistance",
+    "CosineSimilarity", "PairwiseDistance", "AdaptiveLogSoftmaxWithLoss",
 ]
 __all__ += ["ELU", "CELU", "SELU", "GLU", "Hardshrink", "Hardsigmoid", "Hardswish", "Hardtanh", "LeakyReLU",
             "LogSigmoid", "Mish", "PReLU", "ReLU6", "RReLU", "Softmax2d", "Softmin", "Softplus", "Softshrink",

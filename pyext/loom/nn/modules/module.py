@@ -543,6 +543,18 @@ class Module:
             raise NotImplementedError("loom's to_empty moves every submodule (recurse=True)")
         return self._convert(lambda t: loom.empty_like(t, device=device))
 
+    def share_memory(self):
+        """Moves every parameter, gradient and buffer into memory shared between processes, in
+        place (Tensor.share_memory_; loom.multiprocessing). Returns self."""
+        for p in self.parameters():
+            p.share_memory_()
+            if p.grad is not None:
+                p.grad.share_memory_()
+        for b in self.buffers():
+            if b is not None:
+                b.share_memory_()
+        return self
+
     def cpu(self):
         return self.to("cpu")
 
