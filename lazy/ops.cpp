@@ -415,9 +415,39 @@ Tensor round(const Tensor& x, std::optional<int64_t> decimals) {
 
 // ---- reductions ----
 
+// A reduced dim of stride 0 (an expand) holds one value many times. Over a hostile expand of 2^62
+// elements the reduction would run for years (PyTorch's too), so past kRepeatedShortcut elements
+// the repeats are read once: an extreme (amax / amin, and all / any, which reduce bools with
+// them) of one copy is the extreme of all, a sum is one copy's sum times the repeat count (exact
+// modulo 2^64 for integers; one rounding for floats, closer than adding 2^62 terms), a product its
+// power. Below that size nothing changes, so ordinary expands keep PyTorch's rounding.
+static constexpr int64_t kRepeatedShortcut = int64_t{1} << 32;
+
+static std::optional<Tensor> reduce_repeats_once(OpId op, const Tensor& x, uint64_t mask, bool keepdim) {
+  if (x->is_pending() || (op != OpId::Amax && op != OpId::Amin && op != OpId::Sum && op != OpId::Prod)) return {};
+  const Array& a = x->array();
+  if (a.sizes().size() != static_cast<size_t>(x->ndim())) return {};  // an errored tensor: its own error
+  Tensor once = x;
+  int64_t repeats = 1;
+  for (int64_t d = 0; d < x->ndim(); ++d)
+    if ((mask >> d & 1) && a.strides()[d] == 0 && a.sizes()[d] > 1) {
+      repeats *= a.sizes()[d];  // at most numel, which fits int64
+      once = narrow(once, d, 0, 1);
+    }
+  if (repeats == 1) return {};
+  Attrs attrs{static_cast<int64_t>(mask), keepdim};
+  Tensor r = apply1(op, once, std::move(attrs));
+  if (op == OpId::Sum) return mul(r, Scalar(repeats));
+  if (op == OpId::Prod) return pow(r, Scalar(repeats));
+  return r;
+}
+
 Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim) {
+  uint64_t mask = dim_mask(x->ndim(), dims);
+  if (x->numel() > kRepeatedShortcut)
+    if (auto r = reduce_repeats_once(op, x, mask, keepdim)) return *r;
   Attrs attrs;
-  attrs.push_back(static_cast<int64_t>(dim_mask(x->ndim(), dims)));
+  attrs.push_back(static_cast<int64_t>(mask));
   attrs.push_back(keepdim);
   return apply1(op, x, std::move(attrs));
 }
