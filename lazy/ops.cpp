@@ -239,6 +239,15 @@ Tensor pow(const Arg& a, const Arg& b) {
     for (const Arg* x : {&a, &b})
       if (!x->is_tensor()) x->scalar.check_fits(r);
   }
+  // A float32 power takes its number exponent as a double in PyTorch; loom's kernel takes it as a
+  // float32, where a nonzero exponent below float32's range (-1e-320) rounds to 0 and 0 ** it gave
+  // 1, not inf. The least float32 of the same sign gives the double's result for every base:
+  // x ** tiny is 1 for finite nonzero x either way, 0 / inf at 0 and inf, nan for x < 0.
+  if (a.is_tensor() && !b.is_tensor() && b.scalar.is_float() && r == DType::Float32) {
+    double e = b.scalar.as_double();
+    if (e != 0.0 && static_cast<float>(e) == 0.0f)
+      return binary(OpId::Pow, a, Scalar(std::copysign(static_cast<double>(std::numeric_limits<float>::denorm_min()), e)));
+  }
   return binary(OpId::Pow, a, b);
 }
 
