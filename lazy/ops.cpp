@@ -604,7 +604,11 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   if (reduced_count(x->sizes(), dims) == 0) return reduce(OpId::Sum, a, dims, keepdim);
   if (p == 2) return root_of_sum(reduce(OpId::Sum, mul(x, x), dims, keepdim), 2);
   if (p == 1) return reduce(OpId::Sum, a, dims, keepdim);
-  if (std::isinf(p)) return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
+  // An order past float32's range is an infinite order: PyTorch's kernel holds p as a float32 (for
+  // float64 input too: dist(a, b, 1e308) is the largest difference), and it is the norm's limit,
+  // where |x| ** 1e308 overflows and the float32 root 1 / p rounded to 0 (the norm was 1).
+  if (std::isinf(static_cast<float>(p)))
+    return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
   if (p == 0) return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
   return root_of_sum(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), p);
 }

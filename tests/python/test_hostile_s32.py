@@ -144,3 +144,27 @@ def test_shifts_past_the_width_shift_every_bit_out(device):
     assert loom.bitwise_left_shift(a, 70).tolist() == [0, 0, 0]
     assert (a << 63).tolist() == [-2 ** 63, -2 ** 63, -2 ** 63]
     assert (loom.tensor([1, 2], dtype=loom.int8, device=device) << 9).tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("p", [1e308, -1e308, 3.5e38, 3.0])
+def test_norm_orders_past_float32s_range_are_infinite(device, dtype, p):
+    # dist(a, b, 1e308) was 1 (the float32 root 1 / p rounded to 0); PyTorch holds p as a float32,
+    # so such an order is the infinite one (and the norm's limit).
+    a = [[0.5, -3.0, 2.0], [8.56, 0.1, -1.0]]
+    la, ta = loom.tensor(a, dtype=getattr(loom, dtype), device=device), torch.tensor(a, dtype=getattr(torch, dtype))
+    assert loom.dist(la, loom.zeros_like(la), p).item() == pytest.approx(torch.dist(ta, torch.zeros_like(ta), p).item(),
+                                                                         rel=1e-6)
+    assert loom.norm(la, p).item() == pytest.approx(torch.norm(ta, p).item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("call, fn, arg", [
+    (lambda: loom.matrix_power([1], 2), "matrix_power", "input"),
+    (lambda: loom.linalg.matrix_power([1], 2), "linalg_matrix_power", "input"),
+    (lambda: loom.mvlgamma(1.5, 2), "mvlgamma", "input"),
+    (lambda: loom.scalar_tensor(True, dtype=True), "scalar_tensor", "dtype"),
+], ids=lambda v: v if isinstance(v, str) else "")
+def test_a_wrong_typed_argument_is_a_type_error_naming_it(call, fn, arg):
+    with pytest.raises(TypeError, match=rf"{fn}\(\): argument '{arg}'"):
+        call()
