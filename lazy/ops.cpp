@@ -239,6 +239,15 @@ Tensor pow(const Arg& a, const Arg& b) {
     for (const Arg* x : {&a, &b})
       if (!x->is_tensor()) x->scalar.check_fits(r);
   }
+  // A float32 power takes its number exponent as a double in PyTorch; loom's kernel takes it as a
+  // float32, where a nonzero exponent below float32's range (-1e-320) rounds to 0 and 0 ** it gave
+  // 1, not inf. The least float32 of the same sign gives the double's result for every base:
+  // x ** tiny is 1 for finite nonzero x either way, 0 / inf at 0 and inf, nan for x < 0.
+  if (a.is_tensor() && !b.is_tensor() && b.scalar.is_float() && r == DType::Float32) {
+    double e = b.scalar.as_double();
+    if (e != 0.0 && static_cast<float>(e) == 0.0f)
+      return binary(OpId::Pow, a, Scalar(std::copysign(static_cast<double>(std::numeric_limits<float>::denorm_min()), e)));
+  }
   return binary(OpId::Pow, a, b);
 }
 
@@ -415,9 +424,39 @@ Tensor round(const Tensor& x, std::optional<int64_t> decimals) {
 
 // ---- reductions ----
 
+// A reduced dim of stride 0 (an expand) holds one value many times. Over a hostile expand of 2^62
+// elements the reduction would run for years (PyTorch's too), so past kRepeatedShortcut elements
+// the repeats are read once: an extreme (amax / amin, and all / any, which reduce bools with
+// them) of one copy is the extreme of all, a sum is one copy's sum times the repeat count (exact
+// modulo 2^64 for integers; one rounding for floats, closer than adding 2^62 terms), a product its
+// power. Below that size nothing changes, so ordinary expands keep PyTorch's rounding.
+static constexpr int64_t kRepeatedShortcut = int64_t{1} << 32;
+
+static std::optional<Tensor> reduce_repeats_once(OpId op, const Tensor& x, uint64_t mask, bool keepdim) {
+  if (x->is_pending() || (op != OpId::Amax && op != OpId::Amin && op != OpId::Sum && op != OpId::Prod)) return {};
+  const Array& a = x->array();
+  if (a.sizes().size() != static_cast<size_t>(x->ndim())) return {};  // an errored tensor: its own error
+  Tensor once = x;
+  int64_t repeats = 1;
+  for (int64_t d = 0; d < x->ndim(); ++d)
+    if ((mask >> d & 1) && a.strides()[d] == 0 && a.sizes()[d] > 1) {
+      repeats *= a.sizes()[d];  // at most numel, which fits int64
+      once = narrow(once, d, 0, 1);
+    }
+  if (repeats == 1) return {};
+  Attrs attrs{static_cast<int64_t>(mask), keepdim};
+  Tensor r = apply1(op, once, std::move(attrs));
+  if (op == OpId::Sum) return mul(r, Scalar(repeats));
+  if (op == OpId::Prod) return pow(r, Scalar(repeats));
+  return r;
+}
+
 Tensor reduce(OpId op, const Tensor& x, const DimList& dims, bool keepdim) {
+  uint64_t mask = dim_mask(x->ndim(), dims);
+  if (x->numel() > kRepeatedShortcut)
+    if (auto r = reduce_repeats_once(op, x, mask, keepdim)) return *r;
   Attrs attrs;
-  attrs.push_back(static_cast<int64_t>(dim_mask(x->ndim(), dims)));
+  attrs.push_back(static_cast<int64_t>(mask));
   attrs.push_back(keepdim);
   return apply1(op, x, std::move(attrs));
 }
@@ -565,7 +604,11 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   if (reduced_count(x->sizes(), dims) == 0) return reduce(OpId::Sum, a, dims, keepdim);
   if (p == 2) return root_of_sum(reduce(OpId::Sum, mul(x, x), dims, keepdim), 2);
   if (p == 1) return reduce(OpId::Sum, a, dims, keepdim);
-  if (std::isinf(p)) return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
+  // An order past float32's range is an infinite order: PyTorch's kernel holds p as a float32 (for
+  // float64 input too: dist(a, b, 1e308) is the largest difference), and it is the norm's limit,
+  // where |x| ** 1e308 overflows and the float32 root 1 / p rounded to 0 (the norm was 1).
+  if (std::isinf(static_cast<float>(p)))
+    return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
   if (p == 0) return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
   return root_of_sum(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), p);
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "lazy/ops.h"
+#include "runtime/checked_int.h"
 
 namespace loom::ops {
 namespace {
@@ -108,8 +109,14 @@ void check_convolution(const Tensor& x, const Tensor& w, const Tensor* bias, con
     Dims padded, kernel;
     bool fits = true;
     for (size_t i = 0; i < k; ++i) {
-      padded.push_back(x->sizes()[2 + i] + p.pad_before[i] + p.pad_after[i]);
-      kernel.push_back(p.dilation[i] * (w->sizes()[2 + i] - 1) + 1);
+      CheckedInt in_padded = CheckedInt(x->sizes()[2 + i]) + p.pad_before[i] + p.pad_after[i];
+      CheckedInt window = CheckedInt(p.dilation[i]) * (w->sizes()[2 + i] - 1) + 1;
+      LOOM_CHECK(in_padded.ok() && window.ok(), Runtime, "Given input size per channel: ",
+                 spatial(x->sizes().subspan(2)), ", padding ", spatial(p.pad_before), " and ", spatial(p.pad_after),
+                 ", kernel size ", spatial(w->sizes().subspan(2)), " and dilation ", spatial(p.dilation),
+                 ": the padded input or the dilated kernel is larger than int64 can hold");
+      padded.push_back(in_padded.value());
+      kernel.push_back(window.value());
       fits = fits && kernel.back() <= padded.back();
     }
     LOOM_CHECK(fits, Runtime, "Calculated padded input size per channel: ", spatial(padded), ". Kernel size: ",
@@ -200,9 +207,15 @@ Tensor transposed_convolution(const Tensor& x, const Tensor& w, const ConvParams
   Dims full_shape{n, out_channels}, out_spatial;
   bool fits = true;
   for (size_t i = 0; i < k; ++i) {
-    int64_t full_extent = (in_spatial[i] - 1) * p.stride[i] + p.dilation[i] * (kernel[i] - 1) + 1 + p.output_padding[i];
-    full_shape.push_back(full_extent);
-    out_spatial.push_back(full_extent - p.pad_before[i] - p.pad_after[i]);
+    CheckedInt full_extent = CheckedInt(in_spatial[i] - 1) * p.stride[i] +
+                             CheckedInt(p.dilation[i]) * (kernel[i] - 1) + 1 + p.output_padding[i];
+    CheckedInt out_extent = full_extent - p.pad_before[i] - p.pad_after[i];
+    LOOM_CHECK(full_extent.ok() && out_extent.ok(), Runtime, "Given input size per channel: ", spatial(in_spatial),
+               ", stride ", spatial(p.stride), ", kernel size ", spatial(kernel), ", dilation ", spatial(p.dilation),
+               ", padding ", spatial(p.pad_before), " and output_padding ", spatial(p.output_padding),
+               ": the output size is larger than int64 can hold");
+    full_shape.push_back(full_extent.value());
+    out_spatial.push_back(out_extent.value());
     fits = fits && out_spatial.back() > 0;
   }
   LOOM_CHECK(fits, Runtime, "Given input size per channel: ", spatial(in_spatial),
@@ -278,7 +291,10 @@ Tensor conv(const Tensor& input, const Tensor& weight, const Tensor* bias, IntSp
     for (int64_t s : p.stride) LOOM_CHECK(s == 1, Runtime, "padding='same' is not supported for strided convolutions");
     // The total padding d * (K - 1), the odd one on the right, as PyTorch pads.
     for (size_t i = 0; i < dims && static_cast<int64_t>(i) + 2 < weight->ndim(); ++i) {
-      int64_t total = p.dilation[i] * (weight->sizes()[2 + i] - 1);
+      CheckedInt reach = CheckedInt(p.dilation[i]) * (weight->sizes()[2 + i] - 1);
+      LOOM_CHECK(reach.ok(), Runtime, "padding='same': dilation ", spatial(p.dilation), " times kernel size ",
+                 spatial(weight->sizes().subspan(2)), " minus one is larger than int64 can hold");
+      int64_t total = reach.value();
       p.pad_before[i] = total / 2;
       p.pad_after[i] = total - total / 2;
     }
@@ -333,16 +349,14 @@ Dims block_counts(IntSpan extent, const BlockParams& p) {
   Dims counts;
   bool fits = true;
   for (size_t i = 0; i < 2; ++i) {
-    int64_t reach = 0, window = 0, padding = 0, padded = 0;
-    bool representable = !__builtin_mul_overflow(p.dilation[i], p.kernel[i] - 1, &reach) &&
-                         !__builtin_add_overflow(reach, 1, &window) &&
-                         !__builtin_mul_overflow(p.padding[i], 2, &padding) &&
-                         !__builtin_add_overflow(extent[i], padding, &padded);
-    LOOM_CHECK(representable, Runtime, "Given spatial size ", spatial(extent, ", "), ", kernel_size=",
+    CheckedInt window = CheckedInt(p.dilation[i]) * (p.kernel[i] - 1) + 1;
+    CheckedInt padded_extent = CheckedInt(extent[i]) + CheckedInt(p.padding[i]) * 2;
+    LOOM_CHECK(window.ok() && padded_extent.ok(), Runtime, "Given spatial size ", spatial(extent, ", "), ", kernel_size=",
                spatial(p.kernel, ", "), ", dilation=", spatial(p.dilation, ", "), ", padding=", spatial(p.padding, ", "),
                ": the padded size or the sliding block's extent exceeds the int64 range");
-    counts.push_back((padded - window) / p.stride[i] + 1);
-    fits = fits && padded >= window && counts[i] >= 1;
+    int64_t padded = padded_extent.value();
+    counts.push_back((padded - window.value()) / p.stride[i] + 1);
+    fits = fits && padded >= window.value() && counts[i] >= 1;
   }
   LOOM_CHECK(fits, Runtime, "Given input with spatial size ", spatial(extent, ", "), ", kernel_size=",
              spatial(p.kernel, ", "), ", dilation=", spatial(p.dilation, ", "), ", padding=", spatial(p.padding, ", "),
@@ -382,14 +396,16 @@ Tensor col2im(const Tensor& input, IntSpan output_size, IntSpan kernel_size, Int
              "Expected 2D or 3D (batch mode) tensor with possibly 0 batch size and other non-zero dimensions for "
              "input, but got: ", format_dims(input->sizes()));
   Tensor x = batched ? input : unsqueeze(input, 0);
-  int64_t taps = 0, rows = x->sizes()[1];
+  int64_t rows = x->sizes()[1];
   // A product past int64 cannot divide rows (the same error, not a division by a wrapped 0).
-  bool taps_fit = !__builtin_mul_overflow(p.kernel[0], p.kernel[1], &taps);
-  LOOM_CHECK(taps_fit && rows % taps == 0, Runtime, "Expected size of input's dimension 1 to be divisible by the product of "
+  CheckedInt taps_checked = CheckedInt(p.kernel[0]) * p.kernel[1];
+  int64_t taps = taps_checked.value();
+  LOOM_CHECK(taps_checked.ok() && rows % taps == 0, Runtime, "Expected size of input's dimension 1 to be divisible by the product of "
              "kernel_size, but got input.size(1)=", rows, " and kernel_size=", spatial(p.kernel, ", "), ".");
   Dims counts = block_counts(out_size, p);
-  int64_t blocks = 0;
-  bool blocks_fit = !__builtin_mul_overflow(counts[0], counts[1], &blocks);
+  CheckedInt blocks_checked = CheckedInt(counts[0]) * counts[1];
+  bool blocks_fit = blocks_checked.ok();
+  int64_t blocks = blocks_checked.value();
   LOOM_CHECK(blocks_fit && x->sizes()[2] == blocks, Runtime, "Given output_size=", spatial(out_size, ", "),
              ", kernel_size=", spatial(p.kernel, ", "), ", dilation=", spatial(p.dilation, ", "), ", padding=",
              spatial(p.padding, ", "), ", stride=", spatial(p.stride, ", "),

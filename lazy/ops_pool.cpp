@@ -8,10 +8,12 @@
 // pooling with windows that do not tile the input averages through one matrix per spatial dim
 // (a product) or takes its maxima over windows gathered by index.
 #include <cmath>
+#include <numeric>
 #include <limits>
 #include <string>
 
 #include "lazy/ops.h"
+#include "runtime/checked_int.h"
 
 namespace loom::ops {
 namespace {
@@ -92,9 +94,18 @@ int64_t pooled_extent(int64_t extent, int64_t kernel, int64_t pad, int64_t strid
   LOOM_CHECK(pad >= 0, Runtime, "pad must be non-negative, but got pad: ", pad);
   LOOM_CHECK(pad <= kernel / 2, Runtime, "pad should be at most half of kernel size, but got pad=", pad,
              " and kernel_size=", kernel);
-  int64_t out = floor_div(extent + 2 * pad - dilation * (kernel - 1) - 1 + (ceil_mode ? stride - 1 : 0), stride) + 1;
-  if (ceil_mode && (out - 1) * stride >= extent + pad) --out;
-  return out;
+  // CheckedInt (runtime/checked_int.h): hostile sizes must not wrap into a plausible output size.
+  // ceil_mode rounds up as -floor(-a / stride), not floor((a + stride - 1) / stride): a stride near
+  // 2^63 is a legal (1-window) pooling.
+  CheckedInt room = CheckedInt(extent) + CheckedInt(pad) * 2 - CheckedInt(dilation) * (kernel - 1) - 1;
+  CheckedInt out = (ceil_mode ? CheckedInt(0) - floor_div(CheckedInt(0) - room, stride) : floor_div(room, stride)) + 1;
+  CheckedInt last_start = (out - 1) * stride, padded_end = CheckedInt(extent) + pad;
+  LOOM_CHECK(out.ok() && last_start.ok() && padded_end.ok(), Runtime, "pooling over an input of size ", extent,
+             " with kernel_size ", kernel, ", stride ", stride, ", padding ", pad, " and dilation ", dilation,
+             ": the output size is larger than int64 can hold");
+  int64_t n = out.value();
+  if (ceil_mode && last_start.value() >= padded_end.value()) --n;
+  return n;
 }
 
 // The output's spatial sizes, after PyTorch's checks of the parameters and the input.
@@ -136,8 +147,12 @@ Tensor pool_windows(const Tensor& x, const Pool& p, IntSpan out, double fill) {
   bool padded = false;
   for (size_t i = p.k; i-- > 0;) {
     int64_t extent = x->sizes()[2 + i];
-    int64_t needed = (out[i] - 1) * p.stride[i] + p.dilation[i] * (p.kernel[i] - 1) + 1;
-    int64_t overhang = std::max<int64_t>(0, needed - (extent + 2 * p.padding[i]));
+    // pooled_shape checked each term; their sum may still exceed int64 (a stride near 2^63).
+    CheckedInt overhang_checked = (CheckedInt(out[i]) - 1) * p.stride[i] + CheckedInt(p.dilation[i]) * (p.kernel[i] - 1) +
+                                  1 - (CheckedInt(extent) + CheckedInt(p.padding[i]) * 2);
+    LOOM_CHECK(overhang_checked.ok(), Runtime, p.name, ": the last window of stride ", p.stride[i],
+               " reaches past what int64 can hold");
+    int64_t overhang = std::max<int64_t>(0, overhang_checked.value());
     pads.push_back(p.padding[i]);
     pads.push_back(p.padding[i] + overhang);
     padded = padded || pads[pads.size() - 2] || pads.back();
@@ -241,9 +256,15 @@ Tensor avg_pool(const Tensor& input, size_t k, IntSpan kernel_size, IntSpan stri
   bool overhang = false, padded = false;
   for (size_t i = 0; i < k; ++i) {
     padded = padded || p.padding[i] > 0;
-    overhang = overhang || (out[i] - 1) * p.stride[i] + p.kernel[i] > x->sizes()[2 + i] + 2 * p.padding[i];
+    // Each term is checked by pooled_shape / pool_windows already (the window view exists).
+    overhang = overhang || ((CheckedInt(out[i]) - 1) * p.stride[i] + p.kernel[i]).value() >
+                               x->sizes()[2 + i] + 2 * p.padding[i];
   }
-  if (!divisor && !overhang && (!padded || count_include_pad)) divisor = Arg(numel_of(p.kernel));
+  CheckedInt taps = 1;
+  for (int64_t s : p.kernel) taps = taps * s;
+  LOOM_CHECK(taps.ok() || divisor, Runtime, p.name, ": the kernel's size ", by_x(1, p.kernel),
+             " has more elements than int64 can count");
+  if (!divisor && !overhang && (!padded || count_include_pad)) divisor = Arg(taps.value());
   if (!divisor) {
     // Per position, the product over dims of the window's extent: within the padded input
     // (count_include_pad) or within the input, never past the right padding.
@@ -279,11 +300,16 @@ std::pair<Tensor, Tensor> adaptive_bounds(int64_t extent, int64_t out, Placement
   return {start, end};
 }
 
+// The widest window, without visiting the out windows (an output size of 2^62 looped for years,
+// and (o + 1) * extent overflowed). With extent = q * out + r: window o is q + ceil((o + 1) r /
+// out) - floor(o r / out) wide, q + 2 exactly when (o r mod out) > out - r. The residues o r mod out
+// are the multiples of g = gcd(r, out), up to out - g, so some window is q + 2 wide iff g < r (r
+// does not divide out); else the widest is q + 1 (r > 0) or q (r = 0).
 int64_t largest_window(int64_t extent, int64_t out) {
-  int64_t widest = 0;
-  for (int64_t o = 0; o < out; ++o)
-    widest = std::max(widest, ((o + 1) * extent + out - 1) / out - o * extent / out);
-  return widest;
+  if (out == 0) return 0;
+  int64_t q = extent / out, r = extent % out;
+  if (r == 0) return q;
+  return std::gcd(r, out) < r ? q + 2 : q + 1;
 }
 
 Dims adaptive_output(IntSpan output_size, size_t k, const char* name) {

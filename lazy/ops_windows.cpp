@@ -11,6 +11,7 @@
 // the window view again.
 #include "lazy/autograd.h"
 #include "lazy/ops.h"
+#include "runtime/checked_int.h"
 
 namespace loom::ops {
 namespace {
@@ -51,8 +52,11 @@ Tensor sliding_windows(const Tensor& x, int64_t first, IntSpan size, IntSpan str
   for (size_t i = 0; i < k; ++i) {
     int64_t d = first + static_cast<int64_t>(i);
     int64_t extent = x->sizes()[d];
-    int64_t span = dilation[i] * (size[i] - 1) + 1;
+    CheckedInt span_checked = CheckedInt(dilation[i]) * (size[i] - 1) + 1;  // runtime/checked_int.h
     LOOM_CHECK(stride[i] > 0, Runtime, "step is ", stride[i], " but must be > 0");
+    LOOM_CHECK(span_checked.ok(), Runtime, "maximum size for tensor at dimension ", d, " is ", extent,
+               " but a window of size ", size[i], " and dilation ", dilation[i], " spans more than int64 holds");
+    int64_t span = span_checked.value();
     LOOM_CHECK(size[i] >= 0 && span <= extent, Runtime, "maximum size for tensor at dimension ", d, " is ", extent,
                " but size is ", span);
     counts.push_back((extent - span) / stride[i] + 1);
@@ -62,10 +66,18 @@ Tensor sliding_windows(const Tensor& x, int64_t first, IntSpan size, IntSpan str
     Layout w = l;
     for (size_t i = 0; i < k; ++i) {
       size_t d = static_cast<size_t>(first) + i;
+      // A step or dilation past the extent leaves that dim at most 1 long, and any stride then
+      // addresses it: the product may not fit int64 (or be countable in bytes, as slice() keeps
+      // strides), so the dim's own stride is kept there.
+      constexpr int64_t kMaxStride = INT64_MAX / 8;
+      auto times = [&](int64_t factor) {
+        CheckedInt v = CheckedInt(l.strides[d]) * factor;
+        return v.ok() && v.value() <= kMaxStride && v.value() >= -kMaxStride ? v.value() : l.strides[d];
+      };
       w.sizes[d] = counts[i];
-      w.strides[d] = l.strides[d] * st[i];
+      w.strides[d] = times(st[i]);
       w.sizes.push_back(sz[i]);
-      w.strides.push_back(l.strides[d] * dl[i]);
+      w.strides.push_back(times(dl[i]));
     }
     return w;
   };

@@ -241,7 +241,10 @@ PyObject* f_recv(PyObject*, PyObject* args) {
   long long gid, peer, tag;
   if (!PyArg_ParseTuple(args, "OLLL", &t, &gid, &peer, &tag)) return nullptr;
   auto g = dist::group(gid);
-  TensorImpl& self = impl_of(tensor_or_error(t, "tensor"));
+  // A reference, not impl_of's bare one: the receive below releases the GIL, and another thread's
+  // `t.data = other` meanwhile would free the impl a bare reference points at.
+  Tensor held = tensor_of(tensor_or_error(t, "tensor"));
+  TensorImpl& self = *held;
   LOOM_CHECK(self.device() == g->device(), Runtime, "recv: the ", g->backend(), " process group works on tensors on ",
              g->device().str(), ", not ", self.device().str());
   note_in_recorded_step(*g, "receives a tensor from another rank (a replay would not)");

@@ -245,6 +245,12 @@ Layout expand(const Layout& l, IntSpan sizes) {
       out.strides[i] = 0;
     }
   }
+  // Stride 0 makes any size cheap, so nothing else bounds the element count: expand(2, 2^62) made
+  // a view whose numel() wrapped to -2^63 (and its reductions ran for ever).
+  int64_t numel = 1;
+  for (int64_t s : out.sizes)
+    LOOM_CHECK(!__builtin_mul_overflow(numel, s, &numel), Runtime, "numel: integer multiplication overflow: expand(",
+               format_dims(l.sizes), ", size=", format_dims(sizes), ") would have more than 2^63 - 1 elements");
   return out;
 }
 

@@ -76,6 +76,8 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=Fals
         s = s.item()
     if not isinstance(s, numbers.Number) or isinstance(s, complex):
         raise TypeError(f"scalar_tensor(): argument 's' (position 1) must be Number, not {type(s).__name__}")
+    if dtype is not None and not isinstance(dtype, loom.dtype):
+        raise TypeError(f"scalar_tensor(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
     dtype = dtype or loom.get_default_dtype()
     if isinstance(s, bool) or dtype == loom.bool or not isinstance(s, numbers.Integral) or dtype.is_floating_point:
         value = loom.tensor(s, dtype=loom.float64 if not isinstance(s, bool) else loom.bool)

@@ -4,6 +4,7 @@ differentiates through the ops it uses. Also the torch.* and torch.linalg forms 
 functions."""
 
 import loom
+from loom import _argcheck
 
 
 def fill_diagonal_(self, fill_value, wrap=False):
@@ -43,6 +44,7 @@ def sum_to_size(self, *size):
 def matrix_power(self, n):
     """The n-th power of a square matrix (or a batch of them) by repeated squaring; n = 0 gives
     the identity; a negative n is the power of the inverse (linalg.inv: LinAlgError if singular)."""
+    _argcheck.tensor("matrix_power", "input", self, 1)
     if self.dim() < 2 or self.shape[-1] != self.shape[-2]:
         raise RuntimeError(f"linalg.matrix_power: A must be batches of square matrices, but they are "
                            f"{self.shape[-2] if self.dim() > 1 else 1} by {self.shape[-1] if self.dim() else 1} matrices")
@@ -65,6 +67,7 @@ def mvlgamma(self, p):
     """The log of the multivariate gamma function of dimension p, elementwise. PyTorch requires
     every element to exceed (p - 1) / 2; that is checked where the values are at hand (not on a
     lazy device, where reading them would sync)."""
+    _argcheck.tensor("mvlgamma", "input", self, 1)
     if self.device.type != "lazy" and self.numel() and not bool((self > (p - 1) / 2).all()):
         raise RuntimeError("All elements must be greater than (p-1)/2")
     return loom.special.multigammaln(self, p)

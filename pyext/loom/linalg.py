@@ -7,7 +7,7 @@ trace is computed). The SVD (gesdd), QR (geqrf / orgqr), LU (getrf / getrs) and 
 (gels / gelsy / gelsd / gelss) are LAPACK steps too; pinv, matrix_rank, cond and the matrix norms
 ord 'nuc', 2 and -2 are built on them."""
 
-from loom import _C
+from loom import _C, _argcheck
 
 vector_norm = _C.linalg_vector_norm
 matrix_norm = _C.linalg_matrix_norm
@@ -56,6 +56,7 @@ def _removed(name, two_parts):
 
 def matrix_power(A, n):
     """A to the n-th power, n >= 0 (Tensor.matrix_power)."""
+    _argcheck.tensor("linalg_matrix_power", "input", A, 1)
     return A.matrix_power(n)
 
 

@@ -89,11 +89,19 @@ def log_ndtr(input):
     return loom.where(tail, asymptotic, loom.where(upper, above, body))
 
 
+_MULTIGAMMALN_MAX_P = 1 << 24
+
+
 def multigammaln(input, p):
     """The log of the multivariate gamma function of dimension p."""
     if p < 1:
         raise ValueError(f"p has to be greater than or equal to 1, got {p}")
     x = _float(input)
+    # A hostile p (2**31) would sum p lgamma terms per element from an arange of p values (hours,
+    # gigabytes; PyTorch 1.13 too, which checks no domain either): refused before any work.
+    if p > _MULTIGAMMALN_MAX_P:
+        raise RuntimeError(f"multigammaln: p={p} would sum {p} lgamma terms per element; at most "
+                           f"{_MULTIGAMMALN_MAX_P} are supported")
     j = loom.arange(p, dtype=x.dtype, device=x.device)
     return p * (p - 1) / 4 * math.log(math.pi) + loom.lgamma(x.unsqueeze(-1) - j / 2).sum(-1)
 

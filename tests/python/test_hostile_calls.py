@@ -22,12 +22,6 @@ torch = pytest.importorskip("torch")
 
 # (target, outcome) pairs found and not fixed yet; perf/RESULTS.md (hostile-s30) has the list.
 KNOWN_OPEN = {
-    ("all", "hang"): "eager reductions over an expanded view of 2^62 elements run for years",
-    ("any", "hang"): "the same",
-    ("sum", "hang"): "the same",
-    ("Tensor.all", "hang"): "the same",
-    ("Tensor.any", "hang"): "the same",
-    ("Tensor.sum", "hang"): "the same",
     ("median", "mismatch"): "lazy median of an expanded uint8 input",
 }
 
