@@ -50,7 +50,7 @@ linalg.lstsq linalg.lstsq.grad_oriented linalg.lu_solve linalg.matrix_norm linal
 linalg.matrix_rank.hermitian linalg.multi_dot linalg.pinv linalg.pinv.hermitian linalg.pinv.singular linalg.qr
 linalg.slogdet linalg.solve linalg.solve_triangular linalg.svd linalg.svdvals linalg.vecdot linalg.vector_norm
 linspace log log10 log1p log2 log_softmax log_softmax.dtype logaddexp logaddexp2 logcumsumexp logdet
-logical_not logit logspace logsumexp long lt lu_solve masked_scatter matmul max.binary max.reduction_no_dim
+logical_not logit logspace logsumexp long lt lu_solve lu_unpack masked_scatter matmul max.binary max.reduction_no_dim
 max.reduction_with_dim median meshgrid.list_of_tensors meshgrid.variadic_tensors min.binary
 min.reduction_no_dim min.reduction_with_dim mm mode movedim msort mul mv mvlgamma.mvlgamma_p_1
 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5 nan_to_num nanmean nanmedian nanquantile nansum narrow narrow_copy
@@ -165,7 +165,6 @@ KNOWN_OPEN = {
     'logical_or': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
     'logical_xor': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
     'lu': "missing API: NotImplementedError: the derivative of linalg.lu_factor is not implemented in loom (linalg.lu's i",
-    'lu_unpack': 'missing API: Missing: loom.lu_unpack',
     'mH': 'torch 1.13 accepts a 0-d tensor (newer torch raises, as loom does)',
     'mT': 'torch 1.13 accepts a 0-d tensor (newer torch raises, as loom does)',
     'masked_fill': "error mismatch: TypeError: masked_fill(): argument 'value' (position 3) must be Tensor, not complex (torch: Ru",
