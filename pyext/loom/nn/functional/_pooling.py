@@ -209,8 +209,10 @@ def _fractional_max_pool(name, k, input, kernel_size, output_size, output_ratio,
     if _random_samples is None:
         _random_samples = loom.rand(n, c, k, dtype=input.dtype, device=input.device)
     samples = _random_samples.to(device=input.device)
-    if tuple(samples.shape) != (n, c, k):
+    # PyTorch reads the first N rows (its own tests pass a (2, C, 3) draw for an unbatched input)
+    if samples.dim() != 3 or samples.shape[0] < n or tuple(samples.shape[1:]) != (c, k):
         raise RuntimeError(f"{name}: expected _random_samples of shape {[n, c, k]}, got {list(samples.shape)}")
+    samples = samples[:n]
     # PyTorch's sample order: the last spatial dim takes sample 0 in 2-d (W, H), the dims in order in 3-d (T, H, W)
     order = [1, 0] if k == 2 else list(range(k))
     flat = None   # flat index within a plane of every window element, dims (N, C, o1, k1, o2, k2, ...)
