@@ -415,15 +415,16 @@ def _clone(torch, x):
     return x
 
 
-def _leaves(torch_or_loom_tensor_check, x, acc):
+def _leaves(x, acc):
+    """Every tensor in nested tuples, lists and dicts (the forward's inputs)."""
     if _is_tensor(x):
         acc.append(x)
     elif isinstance(x, (tuple, list)):
         for o in x:
-            _leaves(torch_or_loom_tensor_check, o, acc)
+            _leaves(o, acc)
     elif isinstance(x, dict):
         for o in x.values():
-            _leaves(torch_or_loom_tensor_check, o, acc)
+            _leaves(o, acc)
     return acc
 
 
@@ -490,7 +491,7 @@ def run_side(lib, tr, case, dtype_name, state0, warm_args, check_random=False):
         outs = [byp[p] for p, _ in cots]
         grads = [lib.tensor(c, dtype=dtype, device=outs[i].device) for i, (_, c) in enumerate(cots)]
         lib.autograd.backward(outs, grads)
-        ins = [x for x in _leaves(None, (args, kwargs), []) if x.requires_grad]
+        ins = [x for x in _leaves((args, kwargs), []) if x.requires_grad]
         rec["input_grads"] = [None if x.grad is None else _to_record(x.grad) for x in ins]
         rec["param_grads"] = [(n, None if p.grad is None else _to_record(p.grad)) for n, p in module.named_parameters()]
     rec["state"] = [(k, _to_record(v)) for k, v in module.state_dict().items()]
