@@ -504,5 +504,5 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         loss = loss * (weight * hot).sum(1, keepdim=True)
     loss = loss.sum(1) / classes
     if not batched and reduction == "none":
-        loss = loss.reshape(())
+        loss = loss.reshape(target.shape)   # a 1-D input's loss has its target's shape: () or (1,), as PyTorch
     return _reduce(loss, reduction)

@@ -1,5 +1,7 @@
 """Normalizations of loom.nn.functional: batch, instance, group, layer, RMS and local response norm."""
 
+import math
+
 import loom
 from loom import _C
 from loom import _argcheck
@@ -50,17 +52,19 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if t is not None and t.numel() != channels:
             raise RuntimeError(f"batch_norm: {name} should contain {channels} elements not {t.numel()}")
     if training:
-        count = input.numel() // max(channels, 1)
-        if count <= 1:
+        count = input.shape[0] * int(math.prod(input.shape[2:]))   # values per channel
+        # exactly one value per channel has no variance; an empty batch is allowed, as in PyTorch
+        if count == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{loom.Size(input.shape)}")
         dims = (0,) + tuple(range(2, input.dim()))
         mean = input.mean(dims, keepdim=True)
         centered = input - mean
         var = (centered * centered).mean(dims, keepdim=True)
-        if running_mean is not None:
+        # an empty batch has no statistics (its mean is NaN): the running ones stay, as in PyTorch
+        if running_mean is not None and count:
             _update_running(running_mean, mean.reshape(channels), momentum)
-        if running_var is not None:
+        if running_var is not None and count:
             _update_running(running_var, var.reshape(channels) * (count / (count - 1)), momentum)
     else:
         if running_mean is None or running_var is None:

@@ -164,3 +164,105 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     kh, kw = _tuple(kernel_size, 2)
     out = avg_pool2d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
     return (out.sign() * relu(out.abs())).mul(kh * kw).pow(1.0 / norm_type)
+
+
+# ---- fractional max pooling (Graham, "Fractional Max-Pooling", 2014) ----
+
+def _fractional_starts(sample, in_size, out_size, pool):
+    """Window starts along one dim for each plane's sample u in [0, 1): floor((i + u) * a) - floor(u * a)
+    with a = (in - pool) / (out - 1), and the last window ending at the input's end. The arithmetic
+    is in the sample's dtype (as PyTorch computes it), so float32 and float64 give PyTorch's windows."""
+    import loom
+    n, c = sample.shape[0], sample.shape[1]
+    if out_size == 1:
+        return loom.full((n, c, 1), in_size - pool, dtype=loom.int64, device=sample.device)
+    np_dtype = "float32" if sample.dtype == loom.float32 else "float64"
+    import numpy as np
+    alpha = float(np.array(in_size - pool, dtype=np_dtype) / np.array(out_size - 1, dtype=np_dtype))
+    i = loom.arange(out_size - 1, dtype=sample.dtype, device=sample.device)
+    u = sample.unsqueeze(-1)
+    starts = ((i + u) * alpha).to(loom.int64) - (u * alpha).to(loom.int64)
+    last = loom.full((n, c, 1), in_size - pool, dtype=loom.int64, device=sample.device)
+    return loom.cat([starts, last], -1)
+
+
+def _fractional_max_pool(name, k, input, kernel_size, output_size, output_ratio, return_indices, _random_samples):
+    import loom
+    _argcheck.tensor(name, "input", input, 1)
+    if input.dim() not in (k + 1, k + 2):
+        raise RuntimeError(f"{name}: Expected {k + 1}D or {k + 2}D tensor, but got: {list(input.shape)}")
+    kernel = _tuple(kernel_size, k)
+    if output_size is None and output_ratio is None:
+        raise ValueError(f"{name} requires specifying either an output_size or an output_ratio")
+    spatial = list(input.shape[-k:])
+    if output_size is None:
+        ratio = _tuple(output_ratio, k)
+        output_size = [int(s * r) for s, r in zip(spatial, ratio)]
+    out = list(_tuple(output_size, k))
+    for d in range(k):
+        if out[d] + kernel[d] - 1 > spatial[d]:
+            raise RuntimeError(f"{name}(): pool size {kernel[d]} too large relative to input size {spatial[d]} "
+                               f"and output size {out[d]}")
+    batched = input.dim() == k + 2
+    x = input if batched else input.unsqueeze(0)
+    n, c = x.shape[0], x.shape[1]
+    if _random_samples is None:
+        _random_samples = loom.rand(n, c, k, dtype=input.dtype, device=input.device)
+    samples = _random_samples.to(device=input.device)
+    # PyTorch reads the first N rows (its own tests pass a (2, C, 3) draw for an unbatched input)
+    if samples.dim() != 3 or samples.shape[0] < n or tuple(samples.shape[1:]) != (c, k):
+        raise RuntimeError(f"{name}: expected _random_samples of shape {[n, c, k]}, got {list(samples.shape)}")
+    samples = samples[:n]
+    # PyTorch's sample order: the last spatial dim takes sample 0 in 2-d (W, H), the dims in order in 3-d (T, H, W)
+    order = [1, 0] if k == 2 else list(range(k))
+    flat = None   # flat index within a plane of every window element, dims (N, C, o1, k1, o2, k2, ...)
+    stride = 1
+    for d in reversed(range(k)):
+        starts = _fractional_starts(samples[:, :, order[d]], spatial[d], out[d], kernel[d])   # (N, C, o_d)
+        pos = starts.unsqueeze(-1) + loom.arange(kernel[d], dtype=loom.int64, device=input.device)  # (N, C, o_d, k_d)
+        shape = [n, c] + [1] * (2 * k)
+        shape[2 + 2 * d], shape[3 + 2 * d] = out[d], kernel[d]
+        term = pos.reshape(shape) * stride
+        flat = term if flat is None else flat + term
+        stride *= spatial[d]
+    flat = flat.expand([n, c] + [v for d in range(k) for v in (out[d], kernel[d])])
+    # windows last: (N, C, o1, o2, ..., k1*k2*...)
+    perm = [0, 1] + [2 + 2 * d for d in range(k)] + [3 + 2 * d for d in range(k)]
+    window = 1
+    for kd in kernel:
+        window *= kd
+    flat = flat.permute(perm).reshape([n, c] + out + [window])
+    values = x.reshape(n, c, -1).gather(2, flat.reshape(n, c, -1)).reshape([n, c] + out + [window])
+    result, arg = values.max(-1)
+    if not batched:
+        result = result.squeeze(0)
+    if not return_indices:
+        return result
+    indices = flat.gather(-1, arg.unsqueeze(-1)).squeeze(-1)
+    return result, (indices if batched else indices.squeeze(0))
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """The maxima of pseudo-random overlapping windows of size kernel_size whose starts follow
+    Graham's sequence for each (sample, channel) plane; `_random_samples` (N, C, 2) fixes the
+    draws (uniform in [0, 1), drawn from the random stream when not given)."""
+    return _fractional_max_pool("fractional_max_pool2d", 2, input, kernel_size, output_size, output_ratio,
+                                return_indices, _random_samples)
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                          _random_samples=None):
+    """fractional_max_pool2d over (T, H, W); `_random_samples` is (N, C, 3)."""
+    return _fractional_max_pool("fractional_max_pool3d", 3, input, kernel_size, output_size, output_ratio,
+                                return_indices, _random_samples)
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True, _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True, _random_samples)

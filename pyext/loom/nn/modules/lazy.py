@@ -6,7 +6,14 @@ before the first call holds the very objects that the first call fills (each kee
 the data is swapped in with _set_data). The first call builds the concrete module (cls_to_become)
 with the size it read, moves its values into the placeholders and turns this object into that
 class, as PyTorch does; that build draws the initial values from the random stream then, as
-PyTorch's materialization does."""
+PyTorch's materialization does.
+
+load_state_dict() on a module not called yet takes each placeholder's shape from the checkpoint
+(PyTorch's lazy load hook does the same), so the usual "build, load a checkpoint, run" works; the
+first call then keeps those loaded values and builds only what was not loaded (without drawing
+from the random stream when everything was loaded, as PyTorch skips reset_parameters then).
+Unlike PyTorch 1.13, whose loaded LazyConv keeps in_channels=0, the first call still reads the
+input size, so the module's attributes and repr are those of the concrete module."""
 
 import loom
 from loom.nn.modules.batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d
@@ -33,7 +40,25 @@ class LazyModuleMixin:
                                  persistent=name not in template._non_persistent_buffers_set)
 
     def has_uninitialized_params(self):
-        return True
+        loaded = self.__dict__.get("_lazy_loaded", ())
+        return any(p is not None and n not in loaded for n, p in self._parameters.items())
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing, unexpected, errors):
+        # a placeholder whose key the checkpoint has takes that value's shape first, so the copy fits
+        if "_lazy_arguments" in self.__dict__:
+            loaded = self.__dict__.setdefault("_lazy_loaded", set())
+            for name, p in self._parameters.items():
+                value = state_dict.get(prefix + name)
+                if p is not None and name not in loaded and isinstance(value, loom.Tensor):
+                    p._set_data(loom.empty(tuple(value.shape), dtype=p.dtype, device=p.device))
+                    loaded.add(name)
+            for name, b in self._buffers.items():
+                value = state_dict.get(prefix + name)
+                if b is not None and name not in loaded and isinstance(value, loom.Tensor) \
+                        and name not in self._non_persistent_buffers_set:
+                    self._buffers[name] = loom.empty(tuple(value.shape), dtype=b.dtype, device=b.device)
+                    loaded.add(name)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing, unexpected, errors)
 
     def extra_repr(self):
         return "uninitialized"
@@ -41,19 +66,24 @@ class LazyModuleMixin:
     def initialize_parameters(self, input, *args, **kwargs):
         """Builds the concrete module for `input`'s size and becomes it."""
         positional, keywords = self._lazy_arguments
-        real = self.cls_to_become(self._inferred_size(input), *positional, **keywords)
+        loaded = self.__dict__.get("_lazy_loaded", set())
+        everything_loaded = all(n in loaded for n, v in list(self._parameters.items()) + list(self._buffers.items())
+                                if v is not None and n not in self._non_persistent_buffers_set)
+        with loom.random.fork_rng(enabled=everything_loaded):   # nothing to draw when it was all loaded
+            real = self.cls_to_become(self._inferred_size(input), *positional, **keywords)
         for name, p in real._parameters.items():
             mine = self._parameters[name]
-            if p is not None:
+            if p is not None and name not in loaded:
                 mine._set_data(p.detach().to(dtype=mine.dtype, device=mine.device))
         for name, b in real._buffers.items():
-            if b is not None:
+            if b is not None and name not in loaded:
                 self._buffers[name] = b.to(device=self._buffers[name].device)
         for key, value in real.__dict__.items():
             if key not in ("_parameters", "_buffers", "_modules", "training") and not key.endswith("hooks") \
                     and key != "_hooks_with_kwargs" and key != "_non_persistent_buffers_set":
                 object.__setattr__(self, key, value)
         del self.__dict__["_lazy_arguments"]
+        self.__dict__.pop("_lazy_loaded", None)
         self.__class__ = self.cls_to_become
 
     def forward(self, input, *args, **kwargs):

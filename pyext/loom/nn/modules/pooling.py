@@ -184,3 +184,39 @@ class LPPool1d(_LPPoolNd):
 
 class LPPool2d(_LPPoolNd):
     _fn = staticmethod(F.lp_pool2d)
+
+
+class _FractionalMaxPoolNd(Module):
+    """Fractional max pooling (F.fractional_max_poolNd). A given _random_samples is a buffer (it is
+    in the state_dict, as PyTorch's), so a loaded module pools the same windows."""
+    _fn = None
+    _k = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False, _random_samples=None):
+        super().__init__()
+        k = self._k
+        self.kernel_size = _tuple_of(kernel_size, k)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = _tuple_of(output_size, k) if output_size is not None else None
+        self.output_ratio = _tuple_of(output_ratio, k) if output_ratio is not None else None
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{type(self).__name__} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        return type(self)._fn(input, self.kernel_size, self.output_size, self.output_ratio,
+                              return_indices=self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    _fn = staticmethod(F.fractional_max_pool2d)
+    _k = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    _fn = staticmethod(F.fractional_max_pool3d)
+    _k = 3

@@ -369,9 +369,9 @@ class RNNCellBase(Module):
                        for _ in range(states))
         else:
             hx = tuple(hx) if states == 2 else (hx,)
-            for h in hx:
-                if h.dim() != input.dim():
-                    raise RuntimeError(f"{type(self).__name__}: Expected hidden to be {input.dim()}-D but received "
+            for h in hx:   # against the input's own rank (an unbatched input is unsqueezed above)
+                if h.dim() != (2 if batched else 1):
+                    raise RuntimeError(f"{type(self).__name__}: Expected hidden to be 2-D but received "
                                        f"{h.dim()}-D tensor" if batched else
                                        f"{type(self).__name__}: Expected hidden to be 1-D for 1-D input")
             hx = tuple(h if batched else h.unsqueeze(0) for h in hx)
