@@ -63,7 +63,8 @@ nn.functional.conv1d nn.functional.conv2d nn.functional.conv_transpose1d nn.func
 nn.functional.conv_transpose3d nn.functional.cosine_embedding_loss nn.functional.cosine_similarity
 nn.functional.cross_entropy nn.functional.dropout nn.functional.dropout2d nn.functional.dropout3d
 nn.functional.elu nn.functional.embedding_bag nn.functional.feature_alpha_dropout.with_train
-nn.functional.feature_alpha_dropout.without_train nn.functional.gaussian_nll_loss nn.functional.gelu
+nn.functional.feature_alpha_dropout.without_train nn.functional.fractional_max_pool2d
+nn.functional.fractional_max_pool3d nn.functional.gaussian_nll_loss nn.functional.gelu
 nn.functional.glu nn.functional.grid_sample nn.functional.group_norm nn.functional.hardshrink
 nn.functional.hardsigmoid nn.functional.hardswish nn.functional.hardtanh nn.functional.hinge_embedding_loss
 nn.functional.huber_loss nn.functional.instance_norm nn.functional.interpolate.area
@@ -179,8 +180,6 @@ KNOWN_OPEN = {
     'nn.functional._scaled_dot_product_attention': "missing API: AttributeError: module 'loom.nn.functional' has no attribute '_scaled_dot_product_attention'",
     'nn.functional.ctc_loss': "gradient differs; torch's CPU ctc backward assumes log_softmax inputs (not checked against a numeric gradient yet)",
     'nn.functional.embedding': 'error mismatch: nothing raised (torch: RuntimeError)',
-    'nn.functional.fractional_max_pool2d': "missing API: AttributeError: module 'loom.nn.functional' has no attribute 'fractional_max_pool2d'",
-    'nn.functional.fractional_max_pool3d': "missing API: AttributeError: module 'loom.nn.functional' has no attribute 'fractional_max_pool3d'",
     'nn.functional.layer_norm': 'mismatch: gradient value: grad[1]: Mismatched elements: 1 / 1 (100%) | Max absolute difference: 0.00017754 | M',
     'nn.functional.prelu': 'loom raised: RuntimeError: Not allow zero-dim input tensor.',
     'nn.functional.triplet_margin_with_distance_loss': "loom raised: TypeError: pairwise_distance(): argument 'x1' (position 1) must be Tensor, not loom.Tensor",
