@@ -1,7 +1,9 @@
 // Partitioning a trace into fused kernels and library steps (see program.h).
 #include <algorithm>
+#include <array>
 #include <map>
 #include <sstream>
+#include <utility>
 
 #include "fusion/affine.h"
 #include "fusion/program.h"
@@ -322,8 +324,12 @@ int32_t Partitioner::unrounded_elementwise(KernelState& k, int32_t i, std::span<
             result = F::template f<Sym<C>>(Sym<bool>(arg(0), 0), Sym<C>(arg(1), 0), Sym<C>(arg(2), 0)).id;
           else
             result = F::template f<Sym<C>>(Sym<C>(arg(0), 0), Sym<C>(arg(1), 0), Sym<C>(arg(2), 0)).id;
-        } else {
-          result = F::template f<Sym<C>>(Sym<C>(arg(0), 0), Sym<C>(arg(1), 0), Sym<C>(arg(2), 0), Sym<C>(arg(3), 0)).id;
+        } else {  // four operands or more (nan_to_num, elu, the optimizers' updates)
+          std::array<int32_t, F::arity> in;  // converted in operand order (a call's arguments have none)
+          for (size_t j = 0; j < in.size(); ++j) in[j] = arg(j);
+          [&]<size_t... J>(std::index_sequence<J...>) {
+            result = F::template f<Sym<C>>(Sym<C>(in[J], 0)...).id;
+          }(std::make_index_sequence<F::arity>{});
         }
       }
     });

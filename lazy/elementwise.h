@@ -368,6 +368,47 @@ struct Threshold {
   template <typename T> static T f(T x, T threshold, T value) { return select(x <= threshold, value, x); }
 };
 
+// ---- the optimizers' updates (lazy/optimizer_steps.cpp) ----
+//
+// Each is what PyTorch 1.13's single-tensor optimizers write as two to five ops, with the same
+// operations in the same order and in the same compute type, so its results are the same bits:
+// an optimizer step then records three or four nodes per parameter instead of a dozen (the
+// record cost of a small model's step), and they fuse like any elementwise op. Their numbers
+// are operands, trace parameters. Not differentiable: optimizer updates run under no_grad.
+//
+// a + b * s: the L2-decayed gradient (grad.add(param, alpha=weight_decay)), param.add_(d_p,
+// alpha=-lr), nesterov's d_p.add(buf, alpha=momentum).
+struct AddScaled {
+  LOOM_EW(AddScaled, Float, 3, false)
+  template <typename T> static T f(T a, T b, T s) { return a + (b * s); }
+};
+// state.mul_(decay).add_(x, alpha=weight): a moving average (Adam's exp_avg, SGD's momentum buffer).
+struct EmaUpdate {
+  LOOM_EW(EmaUpdate, Float, 4, false)
+  template <typename T> static T f(T state, T x, T decay, T weight) { return (state * decay) + (x * weight); }
+};
+// state.mul_(decay).addcmul_(x, x, value=weight): the moving average of the square, as
+// PyTorch's addcmul computes it ((x * weight) * x).
+struct EmaSquareUpdate {
+  LOOM_EW(EmaSquareUpdate, Float, 4, false)
+  template <typename T> static T f(T state, T x, T decay, T weight) { return (state * decay) + ((x * weight) * x); }
+};
+// param.addcdiv_(num, den, value=s): a step along num / den.
+struct StepAlong {
+  LOOM_EW(StepAlong, Float, 4, false)
+  template <typename T> static T f(T p, T num, T den, T s) { return p + ((num * s) / den); }
+};
+// Adam's parameter update: param.mul_(keep) (AdamW's decay; keep is 1 otherwise, and p * 1 is p
+// to the bit), then param.addcdiv_(exp_avg, (second.sqrt() / bias_correction2_sqrt).add_(eps),
+// value=s), s = -lr / bias_correction1.
+struct AdamUpdate {
+  LOOM_EW(AdamUpdate, Float, 7, false)
+  template <typename T>
+  static T f(T p, T exp_avg, T second, T keep, T s, T bias_correction2_sqrt, T eps) {
+    return (p * keep) + ((exp_avg * s) / ((sqrt(second) / bias_correction2_sqrt) + eps));
+  }
+};
+
 #undef LOOM_EW
 
 }  // namespace ew
@@ -395,6 +436,8 @@ bool visit_elementwise(OpId op, Fn&& fn) {
     LOOM_EW_CASE(Lshift) LOOM_EW_CASE(Rshift) LOOM_EW_CASE(Elu) LOOM_EW_CASE(Celu) LOOM_EW_CASE(LeakyRelu)
     LOOM_EW_CASE(Hardtanh) LOOM_EW_CASE(Hardsigmoid) LOOM_EW_CASE(Hardswish) LOOM_EW_CASE(LogSigmoid)
     LOOM_EW_CASE(Mish) LOOM_EW_CASE(Hardshrink) LOOM_EW_CASE(Softshrink) LOOM_EW_CASE(Threshold)
+    LOOM_EW_CASE(AddScaled) LOOM_EW_CASE(EmaUpdate) LOOM_EW_CASE(EmaSquareUpdate) LOOM_EW_CASE(StepAlong)
+    LOOM_EW_CASE(AdamUpdate)
 #undef LOOM_EW_CASE
     default: return false;
   }

@@ -60,7 +60,9 @@ namespace loom {
   X(ScatterFromRoot)                                                                                \
   /* LAPACK steps: factorizations and solvers (lazy/ops_lapack.cpp) */                             \
   X(LinalgCholeskyEx) X(LinalgSolveEx) X(LinalgSolveTriangular) X(LinalgDet) X(LinalgInfo) X(LinalgEigh) \
-  X(LinalgSvd) X(LinalgQr) X(LinalgLu) X(LinalgLuSolve) X(LinalgLstsq)
+  X(LinalgSvd) X(LinalgQr) X(LinalgLu) X(LinalgLuSolve) X(LinalgLstsq)                             \
+  /* elementwise: the optimizers' fused updates (lazy/elementwise.h, lazy/optimizer_steps.cpp) */   \
+  X(AddScaled) X(EmaUpdate) X(EmaSquareUpdate) X(StepAlong) X(AdamUpdate)
 
 enum class OpId : uint16_t {
 #define LOOM_OP_ENUM(name) name,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "lazy/capture.h"
 #include "lazy/dispatch.h"
@@ -67,6 +68,42 @@ Tensor plus(const Tensor& a, double v) { return add(Arg(a), param(v)); }
 Tensor over(const Tensor& a, double v) { return div(Arg(a), param(v)); }
 Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, a); }
 
+// Note [Fused updates]
+//
+// The rules' in-place updates are the fused ops of lazy/elementwise.h (AddScaled, EmaUpdate,
+// EmaSquareUpdate, StepAlong, AdamUpdate) where the tensors are float32 or float64 and agree in
+// dtype and shape: one recorded node per written tensor instead of PyTorch's two to five ops,
+// the same operations in the same order in the same compute type, so the values are the same
+// bits (lazy, fused or not, and eager). AdamW's step records 3 nodes a parameter instead of 14
+// (the host cost of a small model's step, BENCH mlp). float16 / bfloat16 tensors take the
+// rules op by op, since PyTorch rounds each op's result to their dtype. Under NumbersOnly the
+// tensors are the parameters standing for all, so the choice follows the parameter's dtype;
+// a recorded update whose state disagrees with it takes the other path, which a replay then
+// finds as a different list of ops (a failed guard, never a wrong replay).
+thread_local bool fused_updates = true;
+
+bool fuses(const Tensor& p, std::initializer_list<const Tensor*> others) {
+  if (!fused_updates) [[unlikely]] return false;
+  DType d = p->dtype();
+  if (d != DType::Float32 && d != DType::Float64) return false;
+  for (const Tensor* t : others)
+    if (t && *t && ((*t)->dtype() != d || !std::ranges::equal((*t)->sizes(), p->sizes()))) return false;
+  return true;
+}
+
+// A fused op's value (its first operand stands for it under NumbersOnly).
+Tensor fused(OpId op, std::initializer_list<Arg> args) { return skip(op) ? any(*args.begin()) : apply(op, args); }
+
+// t = op(args) in place, where the first of args is t: one recorded write. PyTorch's rule writes
+// t `writes` times (exp_avg.mul_(beta1).add_(grad, ...): twice), so its version counter moves as
+// many steps and Tensor._version reads as in PyTorch.
+void fused_(OpId op, const Tensor& t, std::initializer_list<Arg> args, int writes) {
+  if (skip(op)) return;
+  check_no_internal_overlap(*t);
+  update(*t, [&] { return apply(op, args); });
+  for (int i = 1; i < writes; ++i) t->bump_version();
+}
+
 void check_lengths(size_t n, std::initializer_list<size_t> others) {
   for (size_t m : others) LOOM_CHECK(m == n, Value, "optimizer step: lists of different lengths (", n, " and ", m, ")");
 }
@@ -74,24 +111,49 @@ void check_lengths(size_t n, std::initializer_list<size_t> others) {
 // The gradient a rule works with: negated to maximize, plus weight_decay * param (L2 decay).
 Tensor direction(const Tensor& grad, const Tensor& param, bool maximize, double weight_decay) {
   Tensor d = maximize ? unary(OpId::Neg, grad) : grad;
-  return weight_decay != 0 ? d + scaled(param, weight_decay) : d;
+  if (weight_decay == 0) return d;
+  if (fuses(param, {&d})) return fused(OpId::AddScaled, {Arg(d), Arg(param), loom::optim::param(weight_decay)});
+  return d + scaled(param, weight_decay);
 }
 
-// state.mul_(decay).add_(value * (1 - decay)): an exponential moving average, in place.
-void ema_(const Tensor& state, const Tensor& value, double decay) {
+// state.mul_(decay).add_(value, alpha=weight): an exponential moving average, in place
+// (weight = 1 - decay) or SGD's momentum buffer (weight = 1 - dampening).
+void ema_(const Tensor& state, const Tensor& value, double decay, double weight) {
+  if (fuses(state, {&value})) {
+    fused_(OpId::EmaUpdate, state, {Arg(state), Arg(value), param(decay), param(weight)}, 2);
+    return;
+  }
   mul_(state, param(decay));
-  add_(state, Arg(scaled(value, 1 - decay)));
+  add_(state, Arg(scaled(value, weight)));
 }
+void ema_(const Tensor& state, const Tensor& value, double decay) { ema_(state, value, decay, 1 - decay); }
 
 // state.mul_(decay).addcmul_(value, value, value=1 - decay): the moving average of the square.
 void ema_square_(const Tensor& state, const Tensor& value, double decay) {
+  if (fuses(state, {&value})) {
+    fused_(OpId::EmaSquareUpdate, state, {Arg(state), Arg(value), param(decay), param(1 - decay)}, 2);
+    return;
+  }
   mul_(state, param(decay));
   add_(state, Arg(scaled(value, 1 - decay) * value));
 }
 
 // param.addcdiv_(num, den, value=-step): a step of size `step` along num / den.
 void step_along_(const Tensor& p, const Tensor& num, const Tensor& den, double step) {
+  if (fuses(p, {&num, &den})) {
+    fused_(OpId::StepAlong, p, {Arg(p), Arg(num), Arg(den), param(-step)}, 1);
+    return;
+  }
   add_(p, Arg(scaled(num, -step) / den));
+}
+
+// param.add_(d_p, alpha=-lr) (SGD's step, ASGD's).
+void add_scaled_(const Tensor& p, const Tensor& d_p, double alpha) {
+  if (fuses(p, {&d_p})) {
+    fused_(OpId::AddScaled, p, {Arg(p), Arg(d_p), param(alpha)}, 1);
+    return;
+  }
+  add_(p, Arg(scaled(d_p, alpha)));
 }
 
 }  // namespace
@@ -103,13 +165,18 @@ NumbersOnly::NumbersOnly(Numbers& out) : previous_(numbers_only) {
 
 NumbersOnly::~NumbersOnly() { numbers_only = previous_; }
 
+bool set_fused_updates(bool enabled) noexcept { return std::exchange(fused_updates, enabled); }
+
 void adam(std::span<const Tensor> params, std::span<const Tensor> grads, std::span<const Tensor> exp_avgs,
           std::span<const Tensor> exp_avg_sqs, std::span<const Tensor> max_exp_avg_sqs, std::span<const int64_t> steps,
           const AdamOptions& o) {
   check_lengths(params.size(), {grads.size(), exp_avgs.size(), exp_avg_sqs.size(), steps.size()});
   if (o.amsgrad) check_lengths(params.size(), {max_exp_avg_sqs.size()});
   for (size_t i = 0; i < params.size(); ++i) {
-    if (o.decoupled_weight_decay && o.weight_decay != 0) mul_(params[i], param(1 - o.lr * o.weight_decay));
+    bool decays = o.decoupled_weight_decay && o.weight_decay != 0;
+    // Note [Fused updates]: the parameter's update is one AdamUpdate, which also decays it.
+    bool fuse = fuses(params[i], {&grads[i], &exp_avgs[i], &exp_avg_sqs[i], o.amsgrad ? &max_exp_avg_sqs[i] : nullptr});
+    if (decays && !fuse) mul_(params[i], param(1 - o.lr * o.weight_decay));
     Tensor grad = direction(grads[i], params[i], o.maximize, o.decoupled_weight_decay ? 0 : o.weight_decay);
     ema_(exp_avgs[i], grad, o.beta1);
     ema_square_(exp_avg_sqs[i], grad, o.beta2);
@@ -120,6 +187,15 @@ void adam(std::span<const Tensor> params, std::span<const Tensor> grads, std::sp
     if (o.amsgrad) {
       copy_(max_exp_avg_sqs[i], binary(OpId::Maximum, Arg(max_exp_avg_sqs[i]), Arg(exp_avg_sqs[i])));
       second = max_exp_avg_sqs[i];
+    }
+    if (fuse) {
+      // param.mul_(1 - lr * weight_decay) (AdamW; a factor of 1 otherwise, which changes no bit),
+      // then the step below, as one write; the counter moves as PyTorch's two writes move it.
+      fused_(OpId::AdamUpdate, params[i],
+             {Arg(params[i]), Arg(exp_avgs[i]), Arg(second), param(decays ? 1 - o.lr * o.weight_decay : 1.0),
+              param(-(o.lr / bias_correction1)), param(bias_correction2_sqrt), param(o.eps)},
+             decays ? 2 : 1);
+      continue;
     }
     // denom = (second.sqrt() / bias_correction2_sqrt).add_(eps)
     Tensor denom = plus(over(sqrt(second), bias_correction2_sqrt), o.eps);
@@ -138,14 +214,15 @@ void sgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::vec
         buf = clone(d_p);
       } else {
         // buf.mul_(momentum).add_(d_p, alpha=1 - dampening)
-        mul_(buf, param(o.momentum));
-        add_(buf, Arg(scaled(d_p, 1 - o.dampening)));
+        ema_(buf, d_p, o.momentum, 1 - o.dampening);
       }
       // nesterov: d_p.add(buf, alpha=momentum)
-      d_p = o.nesterov ? d_p + scaled(buf, o.momentum) : buf;
+      if (!o.nesterov) d_p = buf;
+      else if (fuses(d_p, {&buf})) d_p = fused(OpId::AddScaled, {Arg(d_p), Arg(buf), param(o.momentum)});
+      else d_p = d_p + scaled(buf, o.momentum);
     }
     // param.add_(d_p, alpha=-lr)
-    add_(params[i], Arg(scaled(d_p, -o.lr)));
+    add_scaled_(params[i], d_p, -o.lr);
   }
 }
 
@@ -158,7 +235,7 @@ void adadelta(std::span<const Tensor> params, std::span<const Tensor> grads, std
     // delta = (acc_delta + eps).sqrt() / (square_avg + eps).sqrt() * grad
     Tensor delta = sqrt(plus(acc_deltas[i], o.eps)) / sqrt(plus(square_avgs[i], o.eps)) * grad;
     ema_square_(acc_deltas[i], delta, o.rho);
-    add_(params[i], Arg(scaled(delta, -o.lr)));
+    add_scaled_(params[i], delta, -o.lr);
   }
 }
 
@@ -194,7 +271,7 @@ void rmsprop(std::span<const Tensor> params, std::span<const Tensor> grads, std:
       // buf.mul_(momentum).addcdiv_(grad, avg); param.add_(buf, alpha=-lr)
       mul_(momentum_buffers[i], param(o.momentum));
       add_(momentum_buffers[i], Arg(grad / avg));
-      add_(params[i], Arg(scaled(momentum_buffers[i], -o.lr)));
+      add_scaled_(params[i], momentum_buffers[i], -o.lr);
     } else {
       step_along_(params[i], grad, avg, o.lr);
     }
@@ -266,7 +343,7 @@ void asgd(std::span<const Tensor> params, std::span<const Tensor> grads, std::sp
   for (size_t i = 0; i < params.size(); ++i) {
     Tensor grad = direction(grads[i], params[i], o.maximize, o.weight_decay);
     mul_(params[i], param(1 - o.lambd * etas[i]));
-    add_(params[i], Arg(scaled(grad, -etas[i])));
+    add_scaled_(params[i], grad, -etas[i]);
     if (mus[i] != 1) {
       // ax.add_(param.sub(ax).mul(mu))
       add_(axs[i], Arg(scaled(sub(Arg(params[i]), Arg(axs[i])), mus[i])));

@@ -50,6 +50,11 @@ class NumbersOnly {
   Numbers* previous_;
 };
 
+// Whether the rules record their fused updates (Note [Fused updates], optimizer_steps.cpp) on
+// this thread: true unless turned off, which tests do to compare them with the rules op by op
+// (loom._C._fused_optimizer_updates). Returns the previous setting.
+bool set_fused_updates(bool enabled) noexcept;
+
 struct AdamOptions {
   double lr, beta1, beta2, eps, weight_decay;
   bool decoupled_weight_decay;  // AdamW

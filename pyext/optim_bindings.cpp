@@ -445,7 +445,17 @@ std::string replay_update(const RecordedUpdate& update, ReplayedUpdate& out) {
   return {};
 }
 
+// _fused_optimizer_updates(enabled) -> the previous setting (tests: the rules op by op).
+PyObject* f_fused_optimizer_updates(PyObject*, PyObject* arg) {
+  LOOM_PY_BEGIN
+  return PyBool_FromLong(optim::set_fused_updates(check_truth(arg)));
+  LOOM_PY_END(nullptr)
+}
+
 PyMethodDef optim_functions[] = {
+    {"_fused_optimizer_updates", f_fused_optimizer_updates, METH_O,
+     "_fused_optimizer_updates(enabled): whether this thread's optimizer steps record their fused updates "
+     "(lazy/optimizer_steps.h; off: op by op, for tests); returns the previous setting"},
     {"_optimizer_step", LOOM_FASTCALL(f_optimizer_step),
      "_optimizer_step(rule, optimizer, group, params, states): one update of a parameter group by the rule "
      "(adam, sgd, adadelta, adagrad, rmsprop, adamax, nadam, radam, asgd, rprop), reading its hyperparameters from "
