@@ -5,9 +5,7 @@ mnist_rnn, gcn, gat and word_language_model (its LSTM, GRU, RNN and Transformer 
 the programs (the VAE's noise, dropout) cannot be PyTorch's draws: the comparisons give both the
 same noise, or turn dropout off; the runs with loom's own randomness compare cpu with lazy."""
 
-import math
 import time
-import types
 
 import numpy as np
 import pytest
@@ -144,56 +142,3 @@ def test_gat_with_dropout_is_the_same_on_cpu_and_lazy(capsys):
             ns["train_iter"](epoch, model, optimizer, loom.nn.NLLLoss(), inputs, target, idx[8:], idx[:8], 5)
         results.append(ns["test"](model, loom.nn.NLLLoss(), inputs, target, idx[:8]))
     assert_close(results[0], results[1], 1e-5)
-
-
-# ---- word_language_model ----
-
-def word_language_model_losses(lib, model_type, model, device, tokens, capsys):
-    """One epoch of word_language_model/main.py's train() (plain SGD through p.data.add_, gradient
-    clipping), then evaluate() on held-out tokens: the validation loss after each of two epochs."""
-    ns = program(lib, examples.WORD_LANGUAGE_MODEL, device=device or "cpu", math=math)
-    ntokens = int(tokens.max()) + 1
-    args = types.SimpleNamespace(bptt=5, model=model_type, batch_size=4, use_optimizer=False, clip=0.25,
-                                 log_interval=3, dry_run=False)
-    corpus = types.SimpleNamespace(dictionary=list(range(ntokens)))
-    data = lib.tensor(tokens)
-    train_data = ns["batchify"](data[:120], args.batch_size)
-    val_data = ns["batchify"](data[120:], 2)
-    ns.update(args=args, corpus=corpus, model=model, criterion=lib.nn.NLLLoss(), lr=2.0, train_data=train_data,
-              eval_batch_size=2)
-    out = []
-    for epoch in range(1, 3):
-        ns["epoch"] = epoch
-        ns["train"]()
-        out.append(ns["evaluate"](val_data))
-    assert "| epoch   1 |" in capsys.readouterr().out
-    return out
-
-
-def without_dropout(model):
-    """Every dropout of the model set to 0 (nn.Transformer's layers have their own, at 0.1)."""
-    for m in model.modules():
-        if type(m).__name__ == "Dropout":
-            m.p = 0.0
-        if type(m).__name__ == "MultiheadAttention":
-            m.dropout = 0.0
-    return model
-
-
-@pytest.mark.parametrize("model_type", ["LSTM", "GRU", "RNN_TANH", "Transformer"])
-@pytest.mark.parametrize("device", DEVICES)
-def test_word_language_model(device, model_type, capsys):
-    rng = np.random.default_rng(13)
-    tokens = rng.integers(0, 20, 160)
-
-    def make(lib):
-        ns = program(lib, examples.WORD_LANGUAGE_MODEL, math=math)
-        if model_type == "Transformer":
-            return ns["TransformerModel"](20, 16, 2, 32, 2, dropout=0.0)
-        return ns["RNNModel"](model_type, 20, 16, 16, 2, dropout=0.0, tie_weights=True)
-
-    torch.manual_seed(0)
-    theirs = without_dropout(make(torch))
-    mine = without_dropout(copy_weights(theirs, make(loom), device))
-    assert_close(word_language_model_losses(loom, model_type, mine, device, tokens, capsys),
-                 word_language_model_losses(torch, model_type, theirs, None, tokens, capsys), 1e-4)
