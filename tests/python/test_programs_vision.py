@@ -168,7 +168,8 @@ def vision(torch):
             super().__init__()
             self.lstm = nn.LSTM(input_size=28, hidden_size=32, batch_first=True)
             self.norm = nn.BatchNorm1d(32)
-            self.drop_a, self.drop_b = nn.Dropout(0.25), nn.Dropout(0.5)
+            # channel dropout on a (batch, features) input, as the pattern has it (PyTorch 1.13 warns)
+            self.drop_a, self.drop_b = nn.Dropout2d(0.25), nn.Dropout2d(0.5)
             self.fc = nn.Linear(32, 24)
             self.head = nn.Linear(24, 10)
 
