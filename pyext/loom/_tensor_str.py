@@ -45,9 +45,8 @@ def _edge_values(t, summarize):
         return [t.item()]
     n = t.shape[0]
     edge = _OPTIONS.edgeitems
-    rows = list(range(n))
-    if summarize and n > 2 * edge:
-        rows = rows[:edge] + rows[n - edge:]
+    # Only the printed rows are listed: a huge (expanded) tensor has too many to enumerate.
+    rows = [*range(edge), *range(n - edge, n)] if summarize and n > 2 * edge else range(n)
     if t.dim() == 1:
         return [t[i].item() for i in rows]
     return [v for i in rows for v in _edge_values(t[i], summarize)]
