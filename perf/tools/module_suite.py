@@ -73,6 +73,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_ops_suite import _compare_arrays, _exc, _to_record  # noqa: E402  (shared record/compare helpers)
+from op_compare import restore_torch_global_flags  # noqa: E402
 
 
 def _install_expecttest_standin():
@@ -112,6 +113,7 @@ def _nn_case_name(spec):
 def all_cases():
     """[(case id, source, locator)]; the locator finds the case again in a worker."""
     from torch.testing._internal import common_modules, common_nn
+    restore_torch_global_flags()
     out, seen = [], {}
 
     def add(cid, src, loc):
@@ -338,6 +340,7 @@ def _torch_build(src, loc, dtype_name):
     made by torch: the torch-side objects the case defines, before any conversion."""
     import torch
     from torch.testing._internal import common_modules, common_nn
+    restore_torch_global_flags()
     torch.manual_seed(0)
     if src == "module_db":
         mi = common_modules.module_db[loc[0]]

@@ -7,6 +7,15 @@ import traceback
 import numpy as np
 
 
+def restore_torch_global_flags():
+    """Importing torch.testing._internal.common_utils calls torch.backends.disable_global_flags()
+    (torch's own tests set backend flags only inside flags() contexts). A process that then runs
+    programs which assign torch.backends.cudnn.deterministic and the like, as training scripts do,
+    would see those assignments raise: the suites that import torch's test tables undo it."""
+    import torch.backends
+    setattr(torch.backends, "__allow_nonbracketed_mutation_flag", True)
+
+
 def dtype_name(dt):
     return str(dt).split(".")[-1]
 

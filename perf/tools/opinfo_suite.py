@@ -62,7 +62,7 @@ import unittest
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from op_compare import compare_arrays, dtype_name, exc_info  # noqa: E402
+from op_compare import compare_arrays, dtype_name, exc_info, restore_torch_global_flags  # noqa: E402
 
 # (rtol, atol) for values and for gradients, per dtype.
 TOL = {
@@ -99,6 +99,7 @@ def install_expecttest_standin():
 def load_op_db():
     install_expecttest_standin()
     from torch.testing._internal.common_methods_invocations import op_db
+    restore_torch_global_flags()
     return op_db
 
 
