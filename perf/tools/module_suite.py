@@ -45,7 +45,7 @@ a new worker goes on with the next case (as in perf/tools/peer_ops_suite.py, who
 comparison helpers are reused here).
 
 The test helpers import `expecttest`, a test-only package PyTorch's own test suite depends on
-that Debian does not ship. _install_expecttest_standin() puts a minimal module of that name into
+that Debian does not ship. install_expecttest_standin() puts a minimal module of that name into
 sys.modules (ACCEPT = False and a plain unittest.TestCase subclass, the two names the helpers
 use) before the import. It stands in for a dependency of torch's test helpers, nothing of loom.
 
@@ -67,33 +67,12 @@ import subprocess
 import sys
 import time
 import types
-import unittest
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from peer_ops_suite import _compare_arrays, _exc, _to_record  # noqa: E402  (shared record/compare helpers)
-from op_compare import restore_torch_global_flags  # noqa: E402
-
-
-def _install_expecttest_standin():
-    """torch.testing._internal.common_utils imports expecttest (a test-only package, not in Debian).
-    The helpers use expecttest.TestCase as a base class and read ACCEPT; nothing here runs it."""
-    if "expecttest" in sys.modules:
-        return
-    try:
-        import expecttest  # noqa: F401  (the real one, where installed)
-        return
-    except ImportError:
-        pass
-    m = types.ModuleType("expecttest")
-    m.ACCEPT = False
-
-    class TestCase(unittest.TestCase):
-        pass
-
-    m.TestCase = TestCase
-    sys.modules["expecttest"] = m
+from op_compare import install_expecttest_standin, restore_torch_global_flags  # noqa: E402
 
 
 TOL = {"float64": (1e-7, 1e-7, 1e-7, 1e-7), "float32": (1e-5, 1e-4, 1e-4, 1e-3)}  # atol, rtol, grad atol, grad rtol
@@ -721,7 +700,7 @@ def _constructing(e):
 
 
 def worker(args):
-    _install_expecttest_standin()
+    install_expecttest_standin()
     import torch  # noqa: F401
     cases = all_cases()
     if args.filter:
@@ -880,7 +859,7 @@ def main(argv=None):
     if args.worker:
         return worker(args)
     if args.list:
-        _install_expecttest_standin()
+        install_expecttest_standin()
         for cid, _, _ in all_cases():
             if not args.filter or any(f in cid for f in args.filter):
                 print(cid)

@@ -1,10 +1,35 @@
-"""Pieces the op-suite adapters share (peer_ops_suite.py for tinygrad's test_ops, opinfo_suite.py for
-PyTorch's OpInfo database): turning a result tensor of either library into a comparable record,
-describing an exception, naming a failure, and comparing two records with a case's tolerances."""
+"""Pieces the suite adapters share (peer_ops_suite.py for tinygrad's test_ops, opinfo_suite.py and
+module_suite.py for PyTorch's OpInfo database and nn module tables): turning a result tensor of
+either library into a comparable record, describing an exception, naming a failure, comparing two
+records with a case's tolerances, and importing torch's test tables."""
 
+import sys
 import traceback
+import types
+import unittest
 
 import numpy as np
+
+
+def install_expecttest_standin():
+    """torch.testing._internal.common_utils imports `expecttest` (a test-only package Debian lacks).
+    The helpers use expecttest.TestCase as a base class and read ACCEPT; neither takes part in what
+    the suites do (sample inputs, module tables), so a minimal stand-in is enough."""
+    if "expecttest" in sys.modules:
+        return
+    try:
+        import expecttest  # noqa: F401 - the real package, where installed
+        return
+    except ImportError:
+        pass
+    m = types.ModuleType("expecttest")
+    m.ACCEPT = False
+
+    class TestCase(unittest.TestCase):
+        pass
+
+    m.TestCase = TestCase
+    sys.modules["expecttest"] = m
 
 
 def restore_torch_global_flags():

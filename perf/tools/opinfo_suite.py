@@ -57,12 +57,12 @@ import sys
 import threading
 import time
 import types
-import unittest
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from op_compare import compare_arrays, dtype_name, exc_info, restore_torch_global_flags  # noqa: E402
+from op_compare import (compare_arrays, dtype_name, exc_info, install_expecttest_standin,  # noqa: E402
+                        restore_torch_global_flags)
 
 # (rtol, atol) for values and for gradients, per dtype.
 TOL = {
@@ -73,27 +73,6 @@ TOL = {
 }
 DEFAULT_DTYPES = "float32,float64,int64,bool"
 INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
-
-
-def install_expecttest_standin():
-    """torch.testing._internal.common_utils imports `expecttest` (a test-only package Debian lacks).
-    The helpers use expecttest.TestCase as a base class and read ACCEPT; neither takes part in what
-    this runner does (sample and error inputs), so a minimal stand-in is enough."""
-    if "expecttest" in sys.modules:
-        return
-    try:
-        import expecttest  # noqa: F401 - the real package, where installed
-        return
-    except ImportError:
-        pass
-    m = types.ModuleType("expecttest")
-    m.ACCEPT = False
-
-    class TestCase(unittest.TestCase):
-        pass
-
-    m.TestCase = TestCase
-    sys.modules["expecttest"] = m
 
 
 def load_op_db():

@@ -86,7 +86,7 @@ KNOWN_OPEN = {
 
 @functools.lru_cache(maxsize=None)
 def _cases():
-    S._install_expecttest_standin()
+    S.install_expecttest_standin()
     return {cid: (src, loc) for cid, src, loc in S.all_cases()}
 
 
