@@ -77,7 +77,8 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
   LOOM_PY_END(nullptr)
 }
 
-// A call with out=: the call without it, then loom._out.write_out(name, result, out, factory),
+// A call with out=: the call without it, then loom._out.write_out(name, result, out, factory,
+// inputs, dtype),
 // which checks out (device, dtype by can_cast, autograd), resizes it when its shape differs,
 // copies the result in and returns out (a tuple of outs for a function of several results).
 PyObject* call_with_out(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
@@ -122,9 +123,16 @@ PyObject* call_with_out(const Binding& b, PyObject* self, PyObject* const* args,
     if (!write_out) return nullptr;
   }
   PyRef name = PyRef::steal(PyUnicode_FromString(b.name.c_str()));
-  if (!name) return nullptr;
+  PyRef inputs = PyRef::steal(PyTuple_New(static_cast<Py_ssize_t>(rest.size())));  // for the overlap checks
+  if (!name || !inputs) return nullptr;
+  PyObject* dtype = Py_None;  // an explicit dtype= (not one given for a creation function above)
+  for (size_t i = 0; i < rest.size(); ++i) {
+    PyTuple_SET_ITEM(inputs.get(), static_cast<Py_ssize_t>(i), Py_NewRef(rest[i]));
+    if (!b.factory && i >= static_cast<size_t>(nargs) && PyUnicode_CompareWithASCIIString(keys[i - nargs], "dtype") == 0)
+      dtype = rest[i];
+  }
   return PyObject_CallFunctionObjArgs(write_out, name.get(), result.get(), out, b.factory ? Py_True : Py_False,
-                                     nullptr);
+                                     inputs.get(), dtype, nullptr);
 }
 
 // CPython passes a C function no closure: binding i is reached through entry point i, one of

@@ -33,7 +33,61 @@ def _shape_text(shape):
     return "[" + ", ".join(str(s) for s in shape) + "]"
 
 
-def _check_one(name, result, out, factory):
+# Functions that PyTorch computes outside its elementwise machinery, so that an out= sharing any
+# memory with an input raises even when it is that input exactly (torch's error_inputs of these
+# ops check it); the others allow out= to be exactly an input (torch.add(x, y, out=x)).
+_NO_ALIAS = frozenset({"cat", "concat", "concatenate", "index_select", "masked_select", "take", "kthvalue"})
+
+
+def _span(t):
+    """The byte range [lo, hi) a CPU tensor's elements lie in (None for an empty one)."""
+    if t.numel() == 0:
+        return None
+    size = t.element_size()
+    lo = hi = t.data_ptr()
+    for n, st in zip(t.shape, t.stride()):
+        (hi := hi + (n - 1) * st * size) if st >= 0 else (lo := lo + (n - 1) * st * size)
+    return lo, hi + size
+
+
+def _eager(t):
+    return isinstance(t, loom.Tensor) and not t.is_lazy
+
+
+def _tensors(inputs):
+    for x in inputs:
+        if isinstance(x, loom.Tensor):
+            yield x
+        elif isinstance(x, (tuple, list)):
+            yield from (y for y in x if isinstance(y, loom.Tensor))
+
+
+def _check_memory(name, out, inputs):
+    """PyTorch's overlap rules, checked where memory is known (tensors not on the lazy device):
+    an out= whose elements share memory among themselves, or with an input (other than being that
+    input exactly, where the function allows it), raises."""
+    if not _eager(out):
+        return
+    if any(st == 0 and n > 1 for n, st in zip(out.shape, out.stride())):
+        raise RuntimeError(f"{name}(): unsupported operation: out= has elements that share one memory location "
+                           "(an expanded tensor); clone it first")
+    span = _span(out)
+    if span is None:
+        return
+    for t in _tensors(inputs):
+        if not _eager(t) or t.numel() == 0:
+            continue
+        other = _span(t)
+        if other[1] <= span[0] or span[1] <= other[0]:
+            continue
+        same = (t.data_ptr() == out.data_ptr() and tuple(t.shape) == tuple(out.shape)
+                and t.stride() == out.stride() and t.dtype == out.dtype)
+        if not same or name in _NO_ALIAS:
+            raise RuntimeError(f"{name}(): unsupported operation: out= and an input share memory" +
+                               ("" if same else " in part") + "; clone the input first")
+
+
+def _check_one(name, result, out, factory, inputs=(), dtype=None):
     if not isinstance(out, loom.Tensor):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
     if loom.is_grad_enabled() and (result.requires_grad or out.requires_grad):
@@ -44,9 +98,17 @@ def _check_one(name, result, out, factory):
     if out.device != result.device:
         raise RuntimeError(f"{name}(): out= is on device {out.device}, but the result is on device "
                            f"{result.device}")
+    if dtype is not None and out.dtype != dtype:  # sum(x, dtype=d, out=o): o must be d
+        raise RuntimeError(f"{name}(): dtype={dtype} was given, but out= has dtype {out.dtype}")
     if not loom.can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"{name}(): the result's dtype {result.dtype} can't be cast to the dtype of out=, "
                            f"{out.dtype}")
+    # An index result (int64 from inputs that hold none: argmax, sort's indices, multinomial)
+    # goes into an int64 out only, as in PyTorch.
+    if (result.dtype == loom.int64 and out.dtype != loom.int64
+            and not any(t.dtype == loom.int64 for t in _tensors(inputs))):
+        raise RuntimeError(f"{name}(): expected an out= of dtype {loom.int64} for its indices, but got {out.dtype}")
+    _check_memory(name, out, inputs)
 
 
 def _write_one(name, result, out):
@@ -62,14 +124,15 @@ def _write_one(name, result, out):
         out.copy_(result)
 
 
-def write_out(name, result, out, factory=False):
-    """Writes `result` (a tensor, or a tuple of them) into `out` by the rules above; returns out."""
+def write_out(name, result, out, factory=False, inputs=(), dtype=None):
+    """Writes `result` (a tensor, or a tuple of them) into `out` by the rules above; returns out.
+    `inputs`: the call's other arguments (overlap checks); `dtype`: an explicit dtype= of the call."""
     if isinstance(result, tuple):
         if not isinstance(out, (tuple, list)) or len(out) != len(result):
             raise TypeError(f"{name}(): argument 'out' must be a tuple of {len(result)} Tensors, not "
                             f"{type(out).__name__}" + (f" of {len(out)}" if isinstance(out, (tuple, list)) else ""))
         for r, o in zip(result, out):
-            _check_one(name, r, o, factory)
+            _check_one(name, r, o, factory, inputs, dtype)
         for r, o in zip(result, out):
             _write_one(name, r, o)
         kind = type(result)
@@ -78,7 +141,7 @@ def write_out(name, result, out, factory=False):
         return kind._make(out) if hasattr(kind, "_make") else kind(tuple(out))
     if isinstance(out, (tuple, list)):
         raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
-    _check_one(name, result, out, factory)
+    _check_one(name, result, out, factory, inputs, dtype)
     _write_one(name, result, out)
     return out
 
@@ -102,7 +165,8 @@ def with_out(fn, name=None):
         if factory and isinstance(out, loom.Tensor):
             kwargs.setdefault("dtype", out.dtype)  # a creation function makes out's dtype, on out's device
             kwargs.setdefault("device", out.device)
-        return write_out(name, fn(*args, **kwargs), out, factory)
+        return write_out(name, fn(*args, **kwargs), out, factory, args + tuple(kwargs.values()),
+                         None if factory else kwargs.get("dtype"))
 
     call.__signature__ = _with_out_parameter(fn)
     return call
