@@ -6,8 +6,9 @@ A torch function takes out= when
 - it is written in Python (torch.functional, torch.nn.functional): its signature has `out`;
 - it is a binding of torch._C: one of its overloads in torch's generated type stubs
   (torch/_C/_VariableFunctions.pyi, _nn.pyi) has `out`; for the namespaces without stubs
-  (torch.linalg, torch.special) an ATen overload of the op has an out argument (its `.out`
-  schema), which those namespaces all bind.
+  (torch.linalg, torch.special, the torch.nn.functional bindings _nn.pyi leaves out) an ATen
+  overload of the op the binding is named after has an out argument (its `.out` schema), which
+  those namespaces all bind.
 
 Usage: .venv/bin/python perf/tools/out_names.py [--check]
 """
@@ -65,9 +66,14 @@ class TorchOut:
         ns, _, name = qualname.rpartition(".")
         if ns == "":
             return name in self.variable
-        if ns == "nn.functional":
-            return name in self.nn
-        aten = ns.replace(".", "_") + "_" + name
+        own = getattr(fn, "__name__", name)
+        if getattr(torch._C._VariableFunctions, own, None) is fn:  # torch.X re-exported (F.pixel_shuffle)
+            return own in self.variable
+        if ns == "nn.functional" and name in self.nn:
+            return True
+        # A binding's own name is its ATen op's (linalg_inv, special_xlogy, log_sigmoid for
+        # F.logsigmoid): one of its overloads with an out argument is bound with out=.
+        aten = getattr(fn, "__name__", name)
         try:
             schemas = torch._C._jit_get_schemas_for_operator("aten::" + aten)
         except RuntimeError:
