@@ -78,9 +78,9 @@ PyObject* call(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize
 }
 
 // A call with out=: the call without it, then loom._out.write_out(name, result, out, factory,
-// inputs, dtype),
-// which checks out (device, dtype by can_cast, autograd), resizes it when its shape differs,
-// copies the result in and returns out (a tuple of outs for a function of several results).
+// inputs, dtype), which checks out (autograd, device, dtype by can_cast, memory shared with an
+// input), resizes it when its shape differs, copies the result in and returns out (a tuple of
+// outs for a function of several results).
 PyObject* call_with_out(const Binding& b, PyObject* self, PyObject* const* args, Py_ssize_t nargs,
                         PyObject* kwnames, Py_ssize_t out_key) {
   Py_ssize_t nkw = PyTuple_GET_SIZE(kwnames);
@@ -112,7 +112,8 @@ PyObject* call_with_out(const Binding& b, PyObject* self, PyObject* const* args,
   }
   PyRef names = PyRef::steal(keys.empty() ? nullptr : PyTuple_New(static_cast<Py_ssize_t>(keys.size())));
   if (!keys.empty() && !names) return nullptr;
-  for (size_t i = 0; i < keys.size(); ++i) PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i), Py_NewRef(keys[i]));
+  for (size_t i = 0; i < keys.size(); ++i)
+    PyTuple_SET_ITEM(names.get(), static_cast<Py_ssize_t>(i), Py_NewRef(keys[i]));
   PyRef result = PyRef::steal(call(b, self, rest.data(), nargs, names.get()));
   if (!result || out == Py_None) return result.release();
   static PyObject* write_out = nullptr;  // loom._out.write_out, kept for the process
@@ -128,8 +129,8 @@ PyObject* call_with_out(const Binding& b, PyObject* self, PyObject* const* args,
   PyObject* dtype = Py_None;  // an explicit dtype= (not one given for a creation function above)
   for (size_t i = 0; i < rest.size(); ++i) {
     PyTuple_SET_ITEM(inputs.get(), static_cast<Py_ssize_t>(i), Py_NewRef(rest[i]));
-    if (!b.factory && i >= static_cast<size_t>(nargs) && PyUnicode_CompareWithASCIIString(keys[i - nargs], "dtype") == 0)
-      dtype = rest[i];
+    bool keyword = i >= static_cast<size_t>(nargs);
+    if (!b.factory && keyword && PyUnicode_CompareWithASCIIString(keys[i - nargs], "dtype") == 0) dtype = rest[i];
   }
   return PyObject_CallFunctionObjArgs(write_out, name.get(), result.get(), out, b.factory ? Py_True : Py_False,
                                      inputs.get(), dtype, nullptr);
@@ -192,7 +193,8 @@ void bind(Variant form, const std::string& name, std::vector<Signature> signatur
   b.factory = true;
   for (const Signature& s : b.parser.signatures()) {
     bool device = false;
-    for (const Param& param : s.params()) device = device || (param.type == ParamType::Device && param.name == "device");
+    for (const Param& param : s.params())
+      device = device || (param.type == ParamType::Device && param.name == "device");
     b.factory = b.factory && device;
   }
   if (!in_place) b.autocast = autocast_policy(name);

@@ -98,15 +98,17 @@ def _check_one(name, result, out, factory, inputs=(), dtype=None):
     if out.device != result.device:
         raise RuntimeError(f"{name}(): out= is on device {out.device}, but the result is on device "
                            f"{result.device}")
-    if dtype is not None and out.dtype != dtype:  # sum(x, dtype=d, out=o): o must be d
+    if isinstance(dtype, loom.dtype) and out.dtype != dtype:  # sum(x, dtype=d, out=o): o must be d
         raise RuntimeError(f"{name}(): dtype={dtype} was given, but out= has dtype {out.dtype}")
     if not loom.can_cast(result.dtype, out.dtype):
         raise RuntimeError(f"{name}(): the result's dtype {result.dtype} can't be cast to the dtype of out=, "
                            f"{out.dtype}")
-    # An index result (int64 from inputs that hold none: argmax, sort's indices, multinomial)
-    # goes into an int64 out only, as in PyTorch.
-    if (result.dtype == loom.int64 and out.dtype != loom.int64
-            and not any(t.dtype == loom.int64 for t in _tensors(inputs))):
+    # An index result (int64 from floating inputs only: argmax, sort's indices, multinomial,
+    # searchsorted) goes into an int64 out only, as in PyTorch; a computed int64 (the sum of
+    # bools, a bool plus a Python int) is cast by the rule above.
+    tensors = list(_tensors(inputs))
+    if (result.dtype == loom.int64 and out.dtype != loom.int64 and tensors
+            and all(t.dtype.is_floating_point for t in tensors)):
         raise RuntimeError(f"{name}(): expected an out= of dtype {loom.int64} for its indices, but got {out.dtype}")
     _check_memory(name, out, inputs)
 

@@ -104,7 +104,7 @@ def _run_out(op, device, dtypes, samples):
             t_out = _empty_like_result(torch, plain)
             torch.manual_seed(0)
             try:
-                t_ret = info.op(ti, *ta, **tk, out=t_out)
+                info.op(ti, *ta, **tk, out=t_out)
             except Exception:  # noqa: BLE001 - torch refuses out= for this sample
                 continue
             try:
