@@ -50,7 +50,7 @@ def range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_
     """PyTorch's deprecated torch.range: start, start + step, ... up to end INCLUDED (warns, as
     PyTorch does; loom.arange excludes end). The default dtype is the default float dtype; out= (added
     at import by loom/_out.py) gives out's dtype and device."""
-    warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=2)
+    warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=3)  # past loom/_out.py's wrapper, to the caller
     start, end, step = (float(_number(v, "range")) for v in (start, end, step))
     if not (math.isfinite(start) and math.isfinite(end)):
         raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
