@@ -114,6 +114,8 @@ constexpr char kMvlgamma[] = "mvlgamma";
 constexpr char kMvlgammaInplace[] = "mvlgamma_";
 constexpr char kShareMemory[] = "share_memory_";
 constexpr char kIsShared[] = "is_shared";
+constexpr char kResize[] = "resize_";
+constexpr char kResizeAs[] = "resize_as_";
 
 PyObject* m_dim(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).ndim()); }
 PyObject* m_numel(PyObject* self, PyObject*) { return PyLong_FromLongLong(impl_of(self).numel()); }
@@ -475,6 +477,9 @@ PyMethodDef tensor_methods[] = {
     {"share_memory_", LOOM_IN_PYTHON(kShareMemory), "share_memory_(): the elements moved into memory shared between "
      "processes (loom.multiprocessing)"},
     {"is_shared", LOOM_IN_PYTHON(kIsShared), "is_shared(): whether the elements are in memory shared between processes"},
+    {"resize_", LOOM_IN_PYTHON(kResize), "resize_(*sizes): self given these sizes in place, its leading elements "
+     "kept (out= resizes its tensor so)"},
+    {"resize_as_", LOOM_IN_PYTHON(kResizeAs), "resize_as_(other): resize_(other.shape)"},
 #undef LOOM_IN_PYTHON
     {"dim", m_dim, METH_NOARGS, "the number of dimensions"},
     {"ndimension", m_dim, METH_NOARGS, "the number of dimensions"},

@@ -245,10 +245,30 @@ def torch_copy(sample_parts, torch, grad_ok):
     return _walk(sample_parts, leaf, torch), leaves
 
 
-def loom_copy(sample_parts, loom, torch, device, grad_ok):
+def loom_copy(sample_parts, loom, torch, device, grad_ok, keep_aliasing=False):
+    """loom copies of a sample's tensors. keep_aliasing (error_inputs): tensors that share memory
+    in torch (an out= that is an input, or a view of one, or an expanded out=) become views of one
+    loom tensor holding their storage, with their strides and offsets, so that loom sees the
+    overlap torch refuses."""
     leaves = []
+    same = {}  # one torch tensor met twice (error_inputs' out= that is an input): one loom tensor
+    bases = {}  # keep_aliasing: torch storage address -> the loom tensor of the whole storage
 
     def leaf(t):
+        key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype) if t.numel() else None
+        if key is not None and key in same:
+            return same[key]
+        same[key] = c = aliased(t) if keep_aliasing and t.numel() and not t.requires_grad else copy(t)
+        return c
+
+    def aliased(t):
+        storage = t.storage()
+        where = (storage.data_ptr(), t.dtype)
+        if where not in bases:
+            bases[where] = copy(torch.empty(0, dtype=t.dtype).set_(storage))
+        return bases[where].as_strided(tuple(t.shape), t.stride(), t.storage_offset())
+
+    def copy(t):
         if t.is_complex():
             raise Skip("complex tensor")
         if t.layout != torch.strided:
@@ -542,7 +562,7 @@ def run_error_input(info, ei, devices, loom, torch):
         prev = loom.get_default_device()
         try:
             fn = resolve(info, "op", loom, torch)
-            (inp, args, kwargs), _ = loom_copy((s.input, s.args, s.kwargs), loom, torch, d, False)
+            (inp, args, kwargs), _ = loom_copy((s.input, s.args, s.kwargs), loom, torch, d, False, keep_aliasing=True)
         except (Missing, Skip) as e:
             out[d] = (_classify_loom_error(e), str(e)[:200])
             continue

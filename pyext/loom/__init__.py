@@ -113,3 +113,7 @@ globals().update(_legacy_classes)  # loom.FloatTensor, loom.LongTensor, ... (leg
 _aliasing.install()  # `sys.modules["torch"] = loom` then `import torch.nn` gives loom.nn itself
 
 __all__ = [name for name in dir() if not name.startswith("_")]
+
+from loom._tensor_methods import resize_as_  # noqa: E402,F401  (torch.resize_as_)
+from loom import _out  # noqa: E402  (last: the functions of _out_names.py, from every module above, take out=)
+_out.enable()

@@ -46,10 +46,11 @@ _RANGE_DEPRECATED = ("torch.range is deprecated and will be removed in a future 
                      "[start, end).")
 
 
-def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad=False):  # noqa: A001
+def range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_grad=False):  # noqa: A001
     """PyTorch's deprecated torch.range: start, start + step, ... up to end INCLUDED (warns, as
-    PyTorch does; loom.arange excludes end). The default dtype is the default float dtype."""
-    warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=2)
+    PyTorch does; loom.arange excludes end). The default dtype is the default float dtype; out= (added
+    at import by loom/_out.py) gives out's dtype and device."""
+    warnings.warn(_RANGE_DEPRECATED, UserWarning, stacklevel=3)  # past loom/_out.py's wrapper, to the caller
     start, end, step = (float(_number(v, "range")) for v in (start, end, step))
     if not (math.isfinite(start) and math.isfinite(end)):
         raise RuntimeError(f"unsupported range: {start:g} -> {end:g}")
@@ -59,12 +60,7 @@ def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None,
         raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     size = int(math.floor((end - start) / step)) + 1
     values = loom.arange(size, dtype=loom.float64) * step + start
-    result = _placed(values, dtype or loom.get_default_dtype(), device, requires_grad)
-    if out is not None:
-        out.resize_(result.shape) if tuple(out.shape) != tuple(result.shape) else None
-        out.copy_(result)
-        return out
-    return result
+    return _placed(values, dtype or loom.get_default_dtype(), device, requires_grad)  # out=: loom/_out.py
 
 
 def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):

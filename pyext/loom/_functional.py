@@ -81,10 +81,9 @@ def einsum(equation, *operands):
     return _C.einsum(equation, list(operands))
 
 
-def tensordot(a, b, dims=2, out=None):
-    """a's last `dims` dims contracted with b's first, or the dims listed in a pair of lists."""
-    if out is not None:
-        raise NotImplementedError("loom's tensordot has no out= argument")
+def tensordot(a, b, dims=2):
+    """a's last `dims` dims contracted with b's first, or the dims listed in a pair of lists.
+    (out= is added at import by loom/_out.py.)"""
     if isinstance(dims, _C.Tensor):
         dims = dims.tolist()
     if isinstance(dims, int):

@@ -87,3 +87,36 @@ def is_shared(self):
     """Whether the elements are in memory shared with other processes."""
     from loom.multiprocessing.tensor_sharing import is_shared as shared
     return shared(self)
+
+
+def resize_(self, *sizes, memory_format=None):
+    """self gets the shape `sizes`, contiguous, in place (the same Python tensor): its first
+    min(old, new) elements in order are kept and the rest are zeros (PyTorch leaves them
+    uninitialized). loom gives self new memory when the shape changes, so a view of self made
+    before no longer shares it. out= resizes its tensor so (loom/_out.py)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, loom.Size)):
+        sizes = tuple(sizes[0])
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in sizes):
+        raise TypeError(f"resize_(): argument 'size' must be tuple of ints, but found element of type "
+                        f"{next(type(s).__name__ for s in sizes if not isinstance(s, int) or isinstance(s, bool))}")
+    if any(s < 0 for s in sizes):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(sizes)}: {list(sizes)}")
+    if self.requires_grad:
+        raise RuntimeError("cannot resize variables that require grad")
+    if tuple(self.shape) == sizes:
+        return self
+    n = 1
+    for s in sizes:
+        n *= s
+    with loom.no_grad():
+        fresh = loom.zeros(sizes, dtype=self.dtype, device=self.device)
+        keep = min(n, self.numel())
+        if keep:
+            fresh.view(-1)[:keep] = self.detach().reshape(-1)[:keep]
+    self.data = fresh
+    return self
+
+
+def resize_as_(self, other, memory_format=None):
+    """self resized (resize_) to other's shape."""
+    return resize_(self, tuple(other.shape))

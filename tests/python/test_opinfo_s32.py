@@ -35,24 +35,24 @@ OK = ("pass", "error pass", "reference unavailable", "skipped")
 PASSING = """
 H T __getitem__ __rmatmul__ __rmod__ __rsub__ abs acos acosh add addcdiv addcmul addmm addmm.decomposed addmv
 addr all allclose amax amin aminmax angle any arange argmax argmin argsort argwhere as_strided asin asinh atan
-atan2 atanh atleast_1d atleast_2d atleast_3d baddbmm bfloat16 bincount bitwise_and bitwise_left_shift
+atan2 atanh atleast_1d atleast_2d atleast_3d baddbmm bernoulli bfloat16 bincount bitwise_and bitwise_left_shift
 bitwise_not bitwise_or bitwise_right_shift bitwise_xor block_diag bmm bool broadcast_shapes broadcast_tensors
-broadcast_to bucketize byte cartesian_prod ceil char cholesky cholesky_inverse cholesky_solve chunk clamp
+broadcast_to bucketize byte cartesian_prod cat ceil char cholesky cholesky_inverse cholesky_solve chunk clamp
 clone column_stack conj conj_physical constant_pad_nd contiguous copysign corrcoef cos cosh count_nonzero cov
 cross cummax cummin cumprod cumsum cumulative_trapezoid deg2rad diag diag_embed diagflat diagonal
 diagonal_scatter diff digamma dist div.floor_rounding div.no_rounding_mode div.trunc_rounding dot double
 dsplit dstack einsum empty empty_like eq equal erf erfc erfinv exp exp2 expand expand_as expm1 eye fill
 flatten flip fliplr flipud float float_power floor floor_divide fmax fmin fmod frac frexp full_like gcd ge gt
-half heaviside histc hsplit hstack hypot index_add index_copy index_fill index_put inner int isclose isfinite
-isin isinf isnan isneginf isposinf isreal kron lcm ldexp le lerp lgamma linalg.cholesky linalg.cholesky_ex
+half heaviside histc hsplit hstack hypot index_add index_copy index_fill index_put index_select inner int isclose isfinite
+isin isinf isnan isneginf isposinf isreal kron kthvalue lcm ldexp le lerp lgamma linalg.cholesky linalg.cholesky_ex
 linalg.cond linalg.cross linalg.det linalg.det.singular linalg.eigh linalg.eigvalsh linalg.inv linalg.inv_ex
 linalg.lstsq linalg.lstsq.grad_oriented linalg.lu_solve linalg.matrix_norm linalg.matrix_rank
 linalg.matrix_rank.hermitian linalg.multi_dot linalg.pinv linalg.pinv.hermitian linalg.pinv.singular linalg.qr
 linalg.slogdet linalg.solve linalg.solve_triangular linalg.svd linalg.svdvals linalg.vecdot linalg.vector_norm
 linspace log log10 log1p log2 log_softmax log_softmax.dtype logaddexp logaddexp2 logcumsumexp logdet
-logical_not logit logspace logsumexp long lt lu_solve lu_unpack masked_scatter matmul max.binary max.reduction_no_dim
-max.reduction_with_dim median meshgrid.list_of_tensors meshgrid.variadic_tensors min.binary
-min.reduction_no_dim min.reduction_with_dim mm mode movedim msort mul mv mvlgamma.mvlgamma_p_1
+logical_not logit logspace logsumexp long lt lu_solve lu_unpack masked_scatter masked_select matmul max.binary max.reduction_no_dim
+max.reduction_with_dim mean median meshgrid.list_of_tensors meshgrid.variadic_tensors min.binary
+min.reduction_no_dim min.reduction_with_dim mm mode movedim msort mul multinomial mv mvlgamma.mvlgamma_p_1
 mvlgamma.mvlgamma_p_3 mvlgamma.mvlgamma_p_5 nan_to_num nanmean nanmedian nanquantile nansum narrow narrow_copy
 ne neg new_empty new_empty_strided new_full new_ones new_zeros nextafter nn.functional.adaptive_avg_pool1d
 nn.functional.adaptive_avg_pool2d nn.functional.adaptive_avg_pool3d nn.functional.adaptive_max_pool1d
@@ -85,11 +85,11 @@ nn.functional.tanhshrink nn.functional.threshold nn.functional.triplet_margin_lo
 nn.functional.upsample_bilinear nn.functional.upsample_nearest nonzero norm.fro norm.inf norm.nuc normal
 normal.number_mean ones ones_like outer permute pinverse positive pow prod put qr quantile rad2deg rand_like
 randint_like randn randn_like ravel real reciprocal remainder renorm repeat repeat_interleave reshape
-reshape_as resolve_conj resolve_neg roll rot90 round round.decimals_0 round.decimals_3 round.decimals_neg_3
+reshape_as resize_ resize_as_ resolve_conj resolve_neg roll rot90 round round.decimals_0 round.decimals_3 round.decimals_neg_3
 rsqrt rsub scatter scatter_add scatter_reduce.amax scatter_reduce.amin scatter_reduce.mean scatter_reduce.prod
 scatter_reduce.sum searchsorted select select_scatter short sigmoid sign signbit sin sinc sinh slice_scatter
 softmax softmax.with_dtype sort special.entr special.log_ndtr special.ndtr special.ndtri special.xlog1py split
-split.list_args split_with_sizes sqrt square squeeze stack std std_mean sub sum svd symeig t take_along_dim
+split.list_args split_with_sizes sqrt square squeeze stack std std_mean sub sum svd symeig t take take_along_dim
 tan tanh tensor_split tensordot tile to topk trace transpose trapezoid trapz triangular_solve tril
 tril_indices triu triu_indices true_divide trunc unbind unflatten unfold uniform unique unique_consecutive
 unsqueeze var var_mean vdot view view_as vsplit vstack where xlogy zero_ zeros zeros_like
@@ -106,8 +106,6 @@ KNOWN_OPEN = {
     '__rxor__': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
     'addbmm': "loom raised: RuntimeError: output with shape [1] doesn't match the broadcast shape [5, 10]",
     'as_strided_scatter': 'missing API: Missing: loom.as_strided_scatter',
-    'bernoulli': 'error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: bernoulli() received an invalid combination of ar',
-    'cat': "error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: cat() got an unexpected keyword argument 'out' (t",
     'cdist': "mismatch: gradient: no output of loom's requires grad",
     'chalf': "missing API: AttributeError: 'loom.Tensor' object has no attribute 'chalf'",
     'clamp_max': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
@@ -143,9 +141,7 @@ KNOWN_OPEN = {
     'igamma': 'missing API: Missing: loom.igamma',
     'igammac': 'missing API: Missing: loom.igammac',
     'index_reduce': 'missing API: Missing: loom.index_reduce',
-    'index_select': 'error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: index_select() got an unexpected keyword argument',
     'istft': 'missing API: Missing: loom.istft',
-    'kthvalue': "error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: kthvalue() got an unexpected keyword argument 'ou",
     'linalg.eig': 'missing API: Missing: loom.linalg.eig',
     'linalg.eigvals': 'missing API: Missing: loom.linalg.eigvals',
     'linalg.householder_product': 'missing API: Missing: loom.linalg.householder_product',
@@ -169,12 +165,9 @@ KNOWN_OPEN = {
     'mH': 'torch 1.13 accepts a 0-d tensor (newer torch raises, as loom does)',
     'mT': 'torch 1.13 accepts a 0-d tensor (newer torch raises, as loom does)',
     'masked_fill': "error mismatch: TypeError: masked_fill(): argument 'value' (position 3) must be Tensor, not complex (torch: Ru",
-    'masked_select': 'error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: masked_select() got an unexpected keyword argumen',
     'matrix_exp': 'missing API: Missing: loom.matrix_exp',
     'maximum': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
-    'mean': "error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: mean() got an unexpected keyword argument 'out' (",
     'minimum': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
-    'multinomial': 'error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: multinomial() got an unexpected keyword argument ',
     'native_batch_norm': 'missing API: Missing: loom.native_batch_norm',
     'native_layer_norm': 'missing API: Missing: loom.native_layer_norm',
     'nn.functional._scaled_dot_product_attention': "missing API: AttributeError: module 'loom.nn.functional' has no attribute '_scaled_dot_product_attention'",
@@ -192,8 +185,6 @@ KNOWN_OPEN = {
     'polygamma.polygamma_n_2': 'missing API: Missing: loom.polygamma',
     'polygamma.polygamma_n_3': 'missing API: Missing: loom.polygamma',
     'polygamma.polygamma_n_4': 'missing API: Missing: loom.polygamma',
-    'resize_': "missing API: AttributeError: 'loom.Tensor' object has no attribute 'resize_'",
-    'resize_as_': 'missing API: Missing: loom.resize_as_',
     'segment_reduce.lengths': 'missing API: Missing: loom.segment_reduce',
     'segment_reduce.offsets': 'missing API: Missing: loom.segment_reduce',
     'special.airy_ai': 'missing API: Missing: loom.special.airy_ai',
@@ -229,7 +220,6 @@ KNOWN_OPEN = {
     'stft': 'missing API: Missing: loom.stft',
     'sum_to_size': 'torch 1.13 sums a 0-d bool into int64 even when the size is its own; loom returns self',
     'svd_lowrank': 'missing API: Missing: loom.svd_lowrank',
-    'take': "error_inputs: out= is not accepted (TypeError, torch: RuntimeError): TypeError: take() got an unexpected keyword argument 'out' (",
     'to_sparse': "missing API: AttributeError: 'loom.Tensor' object has no attribute 'to_sparse'",
     'view_as_complex': 'missing API: Missing: loom.view_as_complex',
 }

@@ -366,7 +366,8 @@ def check_same_error(where, torch_error, loom_error, parsed_in_c):
         return
     if "got an unexpected keyword argument" in t and combination in lm:
         # torch's out= overload makes its signature the one plausible for one argument more;
-        # loom, which has no out=, lists its overloads with the keyword it got.
+        # loom's signatures leave out= out (loom/_out.py takes it off before the parse): loom
+        # lists its overloads with the keyword it got.
         assert t.split("argument ")[-1].strip("'") + "=" in lm, (where, t, lm)
         return
     if where.endswith("one too many"):  # names no parameter: loom says how many, or what it got
