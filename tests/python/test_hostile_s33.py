@@ -1,0 +1,119 @@
+"""Regressions of the hostile-call fuzzer's findings fixed in session 33, one class each: silent
+wrong values (special.entr of NaN, kaiser_window of a negative or huge beta), random in-place fills
+into tensors whose elements share memory, fill_diagonal_ of an expanded tensor, a covariance of a
+2^62-element expand that ran for minutes before failing, and special functions given a non-tensor.
+Each test failed on main 56a563a."""
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import loom
+
+torch = pytest.importorskip("torch")
+
+DEVICES = ["cpu", "lazy"]
+
+
+# ---- silent wrong values ----
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_entr_keeps_nan(device, dtype):
+    # entr(NaN) was 0: the "not positive" branch wrote 0 for NaN as for 0.
+    v = [math.nan, 0.0, -0.0, 0.5, -1.0, math.inf, 2.0]
+    got = loom.special.entr(loom.tensor(v, dtype=getattr(loom, dtype), device=device)).tolist()
+    want = torch.special.entr(torch.tensor(v, dtype=getattr(torch, dtype))).tolist()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert math.isnan(got[0])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("beta", [-1.0, -3.5, 0.5, 12.0, 50.0, 100.0, 700.0, 1000.0, 1e5, 1e308, 2 ** 70,
+                                  math.inf, math.nan])
+def test_kaiser_window_matches_torch_for_any_beta(device, dtype, beta):
+    # A negative beta summed too few series terms (0.916 for 0.921 at beta=-1); 1e308 raised a
+    # Python OverflowError and 2**70 an int64 one; beyond I0's range loom gave finite values where
+    # PyTorch's (computed in the window's dtype) is 0 or NaN.
+    for n, periodic in ((5, True), (8, False)):
+        got = loom.kaiser_window(n, periodic, beta, dtype=getattr(loom, dtype), device=device).tolist()
+        want = torch.kaiser_window(n, periodic, beta, dtype=getattr(torch, dtype)).tolist()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-12, equal_nan=True)
+
+
+def test_kaiser_window_of_a_huge_beta_is_quick():
+    # The series is bounded (600 terms): beta = 1e308 once meant a loop of 1e308 terms' worth.
+    code = "import loom\nprint(loom.kaiser_window(4, True, 1e300, dtype=loom.float64).tolist())\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "nan" in out.stdout, out.stderr[-2000:]
+
+
+# ---- writes into memory shared by several elements ----
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fill", ["uniform_", "normal_", "random_", "bernoulli_", "exponential_", "cauchy_",
+                                  "log_normal_"])
+def test_random_fills_refuse_a_tensor_whose_elements_share_memory(device, fill):
+    # Which draw a shared element kept depended on the write order; PyTorch refuses, as loom's add_
+    # does. An expand of 2^62 elements drew 2^62 values before anything else.
+    for x in (loom.ones(1, 3, device=device).expand(2, 3), loom.ones(1, device=device).expand(2 ** 62)):
+        with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+            getattr(x, fill)()
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        getattr(torch.ones(1, 3).expand(2, 3), fill)()
+    with pytest.raises(RuntimeError, match="more than one element of the written-to tensor"):
+        loom.ones(1, 2, device=device).expand(2, 2).geometric_(0.5)
+    t = loom.ones(2, 3, device=device)
+    getattr(t, fill)()  # an ordinary tensor still fills
+    assert tuple(t.shape) == (2, 3)
+
+
+@pytest.mark.parametrize("base, shape", [((1, 3), (3, 3)), ((3, 1), (3, 3)), ((1, 4), (3, 4)), ((4, 1), (4, 3)),
+                                         ((1, 1), (3, 3)), ((1, 2, 2), (2, 2, 2)), ((1, 5), (5, 5))])
+def test_fill_diagonal_of_an_expanded_tensor_writes_through_its_memory(base, shape):
+    # loom filled the logical diagonal into shared memory (the last row's write won); PyTorch
+    # writes the diagonal's memory, so every element sharing it shows the value.
+    n = int(np.prod(base))
+    a = loom.arange(float(n)).reshape(base).expand(shape)
+    a.fill_diagonal_(-7.0)
+    b = torch.arange(float(n)).reshape(base).expand(shape)
+    b.fill_diagonal_(-7.0)
+    assert a.tolist() == b.tolist()
+    c = loom.zeros(3, 4)
+    c.fill_diagonal_(2.0)
+    assert c.tolist() == torch.zeros(3, 4).fill_diagonal_(2.0).tolist()
+
+
+# ---- a covariance of a 2^62-element expand ----
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("fn", ["cov", "corrcoef"])
+def test_covariance_of_a_huge_expand_is_refused_before_any_work(device, fn):
+    # It reduced 2^31 rows of 2^31 repeats (minutes, 4 GiB) before the centered input, 2^62
+    # elements, failed to allocate.
+    code = ("import loom\n"
+            "x = loom.ones(1, 1, dtype=loom.float16, device=%r).expand(2 ** 31, 2 ** 31)\n"
+            "try:\n    loom.%s(x)\nexcept MemoryError as e:\n    print('raised', e)\n" % (device, fn))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "raised" in out.stdout and "[2147483648, 2147483648]" in out.stdout and "float16" in out.stdout, \
+        out.stdout + out.stderr[-2000:]
+    got = getattr(loom, fn)(loom.tensor([[1.0, 2.0, 4.0], [3.0, 1.0, 0.0]], device=device)).tolist()
+    want = getattr(torch, fn)(torch.tensor([[1.0, 2.0, 4.0], [3.0, 1.0, 0.0]])).tolist()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# ---- special functions given a non-tensor ----
+
+@pytest.mark.parametrize("fn", ["ndtr", "ndtri", "log_ndtr", "entr"])
+@pytest.mark.parametrize("value", [[1.0, 2.0], "abc", None])
+def test_special_functions_name_a_non_tensor_argument(fn, value):
+    # An AttributeError ("'list' object has no attribute 'dtype'") named neither the function nor
+    # the argument; PyTorch raises this TypeError.
+    with pytest.raises(TypeError, match=rf"special_{fn}\(\): argument 'input' \(position 1\) must be Tensor"):
+        getattr(loom.special, fn)(value)
+    with pytest.raises(TypeError, match=rf"special_{fn}\(\): argument 'input' \(position 1\) must be Tensor"):
+        getattr(torch.special, fn)(value)
