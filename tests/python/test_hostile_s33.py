@@ -117,3 +117,71 @@ def test_special_functions_name_a_non_tensor_argument(fn, value):
         getattr(loom.special, fn)(value)
     with pytest.raises(TypeError, match=rf"special_{fn}\(\): argument 'input' \(position 1\) must be Tensor"):
         getattr(torch.special, fn)(value)
+
+
+# ---- huge expands: a fill writes each memory location once; argmax / argmin search one copy ----
+
+def test_zero_and_fill_of_a_huge_expand_write_its_memory_once():
+    # zero_() of a (2^31, 2^31) expand of one element wrote that element 2^62 times (a hang).
+    code = ("import loom\n"
+            "x = loom.ones(1, 1, dtype=loom.int64).expand(2 ** 31, 2 ** 31)\n"
+            "x.zero_()\nprint('value', x[5, 6].item())\n"
+            "y = loom.ones(3, 1).expand(3, 2 ** 61)\ny.fill_(2.5)\nprint('value', y[2, 7].item())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert "value 0" in out.stdout and "value 2.5" in out.stdout, out.stderr[-2000:]
+    x = loom.ones(3, 1).expand(3, 2)
+    x.fill_(4.0)
+    assert x.tolist() == [[4.0, 4.0]] * 3
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_argmax_and_argmin_of_a_huge_expand_search_one_copy(device):
+    # The first extreme's index along a stride-0 dim is 0; argmax() of such a view ran for years.
+    code = ("import loom\n"
+            "x = loom.tensor([[[1.0], [5.0]], [[7.0], [2.0]]], device=%r).expand(2, 2, 2 ** 31)\n"
+            "print('flat', x.argmax().item(), x.argmin().item(), x.argmin(keepdim=True).tolist())\n"
+            "print('dim', x.argmax(2).tolist(), x.argmin(2, keepdim=True).tolist())\n"
+            "r = loom.tensor([[1.0, 5.0, 2.0]], device=%r).expand(2 ** 31, 3)\n"
+            "print('rows', r.argmax().item(), r.argmin().item())\n" % (device, device))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    # max 7 at [1, 0, 0] (flat 2 * 2^31), min 1 at [0, 0, 0]
+    assert f"flat {2 * 2 ** 31} 0 [[[0]]]" in out.stdout, out.stdout + out.stderr[-2000:]
+    assert "dim [[0, 0], [0, 0]] [[[0], [0]], [[0], [0]]]" in out.stdout and "rows 1 0" in out.stdout, out.stdout
+    # below the shortcut's size, expands keep PyTorch's first-occurrence rule as before
+    small = [[1.0, 5.0, 2.0, 5.0]]
+    assert loom.tensor(small, device=device).expand(6, 4).argmax().item() == \
+        torch.tensor(small).expand(6, 4).argmax().item()
+
+
+def test_bilinear_names_a_non_tensor_weight():
+    # weight=[-1, 2**63] met `.shape` (AttributeError).
+    with pytest.raises(TypeError, match=r"bilinear\(\): argument 'weight' \(position 3\) must be Tensor"):
+        loom.nn.functional.bilinear(loom.ones(2, 3), loom.ones(2, 3), [-1, 2 ** 63])
+    with pytest.raises(TypeError, match=r"bilinear\(\): argument 'bias' \(position 4\) must be Tensor"):
+        loom.nn.functional.bilinear(loom.ones(2, 3), loom.ones(2, 3), loom.ones(1, 3, 3), "b")
+
+
+# ---- norm orders below float32's range ----
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("p", [-1e-320, 1e-320, 1e-46, -1e-46])
+def test_a_norm_order_below_float32s_range_is_the_zero_order(device, p):
+    # PyTorch holds p as a float32, where these are 0: the count of nonzero elements. loom gave 0
+    # (p < 0) or inf (p > 0).
+    a = (np.arange(12.0).reshape(2, 1, 3, 2) - 3).tolist()
+    la, ta = loom.tensor(a, device=device), torch.tensor(a)
+    assert loom.dist(la, loom.zeros_like(la), p).item() == torch.dist(ta, torch.zeros_like(ta), p).item() == 11.0
+    assert loom.norm(la, p).item() == torch.norm(ta, p).item()
+
+
+# ---- decided: tril / triu by a diagonal near int64's limits keep what the rule keeps ----
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_tril_and_triu_by_a_huge_diagonal(device):
+    # torch 1.13's index arithmetic overflows here (its triu(x, 2**63 - 1) keeps a row), so the
+    # fuzzer leaves such diagonals uncompared; loom keeps everything or nothing, as the rule says.
+    x = loom.tensor([[1, 2], [3, 4]], device=device)
+    assert loom.triu(x, 2 ** 63 - 1).tolist() == [[0, 0], [0, 0]]
+    assert loom.tril(x, 2 ** 63 - 1).tolist() == [[1, 2], [3, 4]]
+    assert loom.triu(x, -2 ** 63).tolist() == [[1, 2], [3, 4]]
+    assert loom.tril(x, -2 ** 63).tolist() == [[0, 0], [0, 0]]
