@@ -185,3 +185,15 @@ def test_tril_and_triu_by_a_huge_diagonal(device):
     assert loom.tril(x, 2 ** 63 - 1).tolist() == [[1, 2], [3, 4]]
     assert loom.triu(x, -2 ** 63).tolist() == [[1, 2], [3, 4]]
     assert loom.tril(x, -2 ** 63).tolist() == [[0, 0], [0, 0]]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", ["int64", "int16", "uint8", "bool", "float32"])
+def test_trapezoid_of_no_samples_keeps_the_input_dtype(device, dtype):
+    # loom gave the default float dtype for integer and bool input; PyTorch keeps y's dtype here.
+    for shape in ((0,), (2, 0)):
+        y = loom.zeros(shape, dtype=getattr(loom, dtype), device=device)
+        t = torch.zeros(shape, dtype=getattr(torch, dtype))
+        for fn in ("trapezoid", "trapz"):
+            got, want = getattr(loom, fn)(y), getattr(torch, fn)(t)
+            assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1] and got.tolist() == want.tolist()
