@@ -508,8 +508,45 @@ Tensor min(const Tensor& x) {
   return reduce(OpId::Amin, x, {}, false);
 }
 
+// argmax / argmin of a huge expand (reduce_repeats_once's case): the first extreme has index 0
+// along every stride-0 dim, so one copy (those dims narrowed to 1) is searched; its index is then
+// the full tensor's (along dim: broadcast back over the result; flat: re-raveled in x's shape).
+// argmax() of a 2^62-element expand ran for years.
+static std::optional<Tensor> arg_repeats_once(OpId op, const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (x->numel() <= kRepeatedShortcut || x->is_pending()) return {};
+  const Array& a = x->array();
+  int64_t ndim = x->ndim();
+  if (a.sizes().size() != static_cast<size_t>(ndim)) return {};  // an errored tensor: its own error
+  Tensor once = x;
+  for (int64_t d = 0; d < ndim; ++d)
+    if (a.strides()[d] == 0 && a.sizes()[d] > 1) once = narrow(once, d, 0, 1);
+  if (once.get() == x.get()) return {};
+  if (dim) {
+    int64_t d = wrap_dim(*dim, ndim);
+    Attrs attrs{static_cast<int64_t>(uint64_t{1} << d), keepdim};
+    Tensor r = apply1(op, once, std::move(attrs));
+    Dims sizes(a.sizes());
+    if (keepdim) sizes[static_cast<size_t>(d)] = 1;
+    else sizes.erase(static_cast<size_t>(d));
+    return contiguous(expand(r, sizes));
+  }
+  Attrs attrs{int64_t{1}, false};
+  Tensor index = apply1(op, reshape(once, Dims{-1}), std::move(attrs));  // row-major in once's shape
+  const Dims& once_sizes = once->sizes();
+  Tensor total = full(Dims{}, Scalar(int64_t{0}), DType::Int64, placement_of(x));
+  int64_t once_step = 1, full_step = 1;
+  for (int64_t d = ndim - 1; d >= 0; --d) {
+    Tensor along = binary(OpId::Remainder, binary(OpId::FloorDiv, index, Scalar(once_step)), Scalar(once_sizes[d]));
+    total = add(total, mul(along, Scalar(full_step)), Scalar(int64_t{1}));
+    once_step *= once_sizes[d];
+    full_step *= a.sizes()[d];  // at most numel, which fits int64
+  }
+  return keepdim ? reshape(total, Dims(static_cast<size_t>(ndim), 1)) : total;
+}
+
 // Over every element (no dim), keepdim keeps every dim as 1, as PyTorch's.
 static Tensor arg_extreme(OpId op, const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  if (auto r = arg_repeats_once(op, x, dim, keepdim)) return *r;
   if (dim) return reduce(op, x, DimList{*dim}, keepdim);
   Tensor flat = reduce(op, reshape(x, Dims{-1}), DimList{0}, false);
   return keepdim ? reshape(flat, Dims(static_cast<size_t>(x->ndim()), 1)) : flat;
@@ -609,7 +646,10 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   // where |x| ** 1e308 overflows and the float32 root 1 / p rounded to 0 (the norm was 1).
   if (std::isinf(static_cast<float>(p)))
     return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
-  if (p == 0) return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
+  // Likewise a nonzero order below float32's range (-1e-320) is the order 0 PyTorch's float32 holds
+  // (loom gave 0 or inf: |x| ** 1e-320 is 1, its root 1 / 1e-320 infinite).
+  if (p == 0 || static_cast<float>(p) == 0.0f)
+    return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
   return root_of_sum(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), p);
 }
 

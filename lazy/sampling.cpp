@@ -152,21 +152,27 @@ Tensor randperm(int64_t n, DType dtype, Placement where) {
 }
 
 // ---- in-place fills ----
+// Each refuses a tensor whose elements share memory (an expanded view) before drawing anything, as
+// PyTorch does: which draw lands in a shared element would depend on the write order, and an
+// expansion of 2^62 elements would draw 2^62 values first.
 
 void uniform_(TensorImpl& self, double from, double to) {
   require_floating_kernel(self.dtype(), "check_uniform_bounds");
+  check_no_internal_overlap(self);
   LOOM_CHECK(from <= to, Runtime, "uniform_ expects to return a [from, to) range, but found from=", from, " > to=", to);
   fill_with(self, rand(self.sizes(), self.dtype(), placement_of(self), from, to), "UniformBackward0");
 }
 
 void normal_(TensorImpl& self, double mean, double std) {
   require_floating_kernel(self.dtype(), "normal_kernel_cpu");
+  check_no_internal_overlap(self);
   LOOM_CHECK(std >= 0, Runtime, "normal expects std >= 0.0, but found std ", std);
   fill_with(self, randn(self.sizes(), self.dtype(), placement_of(self), mean, std), "NormalBackward0");
 }
 
 void exponential_(TensorImpl& self, double lambd) {
   require_floating_kernel(self.dtype(), "exponential_cpu");
+  check_no_internal_overlap(self);
   LOOM_CHECK(lambd >= 0, Runtime, "exponential_ expects lambda >= 0.0, but found lambda=", lambd);
   Tensor e = unary(OpId::Neg, unary(OpId::Log1p, unary(OpId::Neg, unit(self))));
   fill_with(self, cast(div(e, Scalar(lambd)), self.dtype()), "ExponentialBackward0");
@@ -174,6 +180,7 @@ void exponential_(TensorImpl& self, double lambd) {
 
 // The number of trials up to the first success: floor(log(1 - u) / log(1 - p)) + 1.
 void geometric_(TensorImpl& self, double p) {
+  check_no_internal_overlap(self);
   LOOM_CHECK(p > 0 && p < 1, Runtime, "geometric_ expects p to be in (0, 1), but got p=", p);
   Tensor trials = unary(OpId::Floor, div(unary(OpId::Log1p, unary(OpId::Neg, unit(self))), Scalar(std::log1p(-p))));
   fill_with(self, cast(add(trials, Scalar(int64_t{1})), self.dtype()), "GeometricBackward0");
@@ -181,6 +188,7 @@ void geometric_(TensorImpl& self, double p) {
 
 void log_normal_(TensorImpl& self, double mean, double std) {
   require_floating_kernel(self.dtype(), "log_normal_cpu");
+  check_no_internal_overlap(self);
   LOOM_CHECK(std > 0, Runtime, "log_normal_ expects std > 0.0, but found std=", std);
   Tensor n = randn(self.sizes(), DType::Float64, placement_of(self), mean, std);
   fill_with(self, cast(unary(OpId::Exp, n), self.dtype()), "LogNormalBackward0");
@@ -188,12 +196,14 @@ void log_normal_(TensorImpl& self, double mean, double std) {
 
 void cauchy_(TensorImpl& self, double median, double sigma) {
   require_floating_kernel(self.dtype(), "cauchy_cpu");
+  check_no_internal_overlap(self);
   LOOM_CHECK(sigma > 0, Runtime, "cauchy_ expects sigma > 0.0, but found sigma=", sigma);
   Tensor t = unary(OpId::Tan, mul(sub(unit(self), Scalar(0.5)), Scalar(kPi)));
   fill_with(self, cast(add(mul(t, Scalar(sigma)), Scalar(median)), self.dtype()), "CauchyBackward0");
 }
 
 void random_(TensorImpl& self, std::optional<int64_t> from, std::optional<int64_t> to) {
+  check_no_internal_overlap(self);
   DType d = self.dtype();
   // The largest value the dtype holds exactly, and the smallest.
   int64_t top = 0, bottom = 0;
@@ -220,6 +230,7 @@ void random_(TensorImpl& self, std::optional<int64_t> from, std::optional<int64_
 }
 
 void bernoulli_(TensorImpl& self, const Arg& p) {
+  check_no_internal_overlap(self);
   Tensor like(&self);
   if (!p.is_tensor()) return fill_with(self, bernoulli(like, p.scalar.as_double()), "BernoulliBackward1");
   require_floating_kernel(p.tensor->dtype(), "bernoulli_tensor_cpu_p_");

@@ -127,6 +127,13 @@ Tensor covariance(const Tensor& input, double correction, const Tensor& fweights
              " dimensions");
   Tensor x = input->ndim() == 2 ? input : ops::reshape(input, Dims{1, -1});
   if (!is_floating(x->dtype())) x = ops::cast(x, default_float_dtype());
+  // The centered input (x - mean) is a full-size value: an expand of 2^62 elements is refused
+  // here, before the mean's 2^31-element rows are reduced for minutes (the fuzzer's corrcoef hang).
+  size_t centered_bytes = 0;
+  bool overflows = __builtin_mul_overflow(static_cast<size_t>(x->numel()), itemsize(x->dtype()), &centered_bytes);
+  LOOM_CHECK(!overflows && centered_bytes <= (size_t{1} << 60), OutOfMemory, "cov(): an input of shape ",
+             format_dims(x->sizes()), " and dtype ", dtype_name(x->dtype()),
+             " is centered into a tensor of its size, more memory than exists");
   int64_t observations = x->sizes()[1];
   Tensor w;
   for (auto [name, t] : {std::pair{"fweights", fweights}, std::pair{"aweights", aweights}}) {

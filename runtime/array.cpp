@@ -73,6 +73,14 @@ bool may_overlap(const Array& a, const Array& b) noexcept {
 
 void fill_(const Array& dst, Scalar value) {
   value.check_fits(dst.dtype);
+  if (dst.layout.has_internal_overlap()) {
+    // The indices of a stride-0 dim all address one element: it is written once (zero_ of an
+    // expand of 2^62 elements wrote the same few bytes 2^62 times).
+    Array once = dst;
+    for (size_t d = 0; d < once.layout.sizes.size(); ++d)
+      if (once.layout.strides[d] == 0) once.layout.sizes[d] = std::min<int64_t>(once.layout.sizes[d], 1);
+    return fill_(once, value);
+  }
   if (dst.device().is_cpu()) cpu::fill(dst, value);
   else cuda::fill(dst, value);
 }

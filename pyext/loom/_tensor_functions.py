@@ -98,8 +98,9 @@ def trapezoid(y, x=None, *, dx=None, dim=-1):
         raise TypeError("trapezoid() takes x or dx, not both")
     pieces, dim = _pieces(y, x, 1 if dx is None else dx, dim, "trapezoid")
     if pieces is None:
-        return loom.zeros(y.shape[:dim] + y.shape[dim + 1:], dtype=y.dtype if y.is_floating_point() else
-                          loom.get_default_dtype(), device=y.device)
+        # Nothing to integrate: zeros of y's own dtype, integers and bools included, as PyTorch's
+        # (its cumulative form gives the default float dtype: cumulative_trapezoid below).
+        return loom.zeros(y.shape[:dim] + y.shape[dim + 1:], dtype=y.dtype, device=y.device)
     return pieces.sum(dim)
 
 

@@ -16,6 +16,8 @@ def fill_diagonal_(self, fill_value, wrap=False):
     if self.dim() > 2 and len(set(self.shape)) != 1:
         raise RuntimeError("all dimensions of input must be of equal length")
     numel = self.numel()
+    if not wrap and 0 in self.stride() and numel:
+        return self.masked_fill_(_diagonal_in_memory(self), fill_value)
     if self.dim() == 2:
         rows, cols = self.shape
         step = cols + 1
@@ -27,6 +29,23 @@ def fill_diagonal_(self, fill_value, wrap=False):
     positions = loom.arange(0, end, step, device=self.device)
     mask = loom.zeros(numel, dtype=loom.bool, device=self.device).index_fill_(0, positions, True)
     return self.masked_fill_(mask.reshape(self.shape), fill_value)
+
+
+def _diagonal_in_memory(self):
+    """Where an expanded tensor's elements share memory with its diagonal: the mask of the elements
+    whose memory offset is one of the diagonal's (i * sum(strides), i < the shortest dim). PyTorch
+    writes the diagonal through the tensor's strides, so every element sharing a diagonal
+    element's memory shows the value; a mask by memory offset gives those elements one value each,
+    whatever order the write visits them in."""
+    offsets = loom.zeros(self.shape, dtype=loom.int64, device=self.device)
+    for d, (size, stride) in enumerate(zip(self.shape, self.stride())):
+        along = [1] * self.dim()
+        along[d] = size
+        offsets = offsets + (loom.arange(size, device=self.device) * stride).reshape(along)
+    step = sum(self.stride())
+    if step == 0:
+        return offsets == 0
+    return (offsets % step == 0) & (offsets // step < min(self.shape))
 
 
 def sum_to_size(self, *size):

@@ -77,16 +77,24 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None, pin_memory=False,
                   requires_grad=False):
-    """I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), I0 the modified Bessel function of order 0
-    (its power series, summed in float64 until the terms no longer count)."""
+    """I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), I0 the modified Bessel function of order 0 (even:
+    a negative beta gives the window of -beta), computed in the window's dtype (float16 and
+    bfloat16 in float32) as PyTorch does, so that where I0 overflows the dtype the window is what
+    PyTorch's is (0 where only I0(beta) is infinite, NaN where both are)."""
     dtype, span = _positions("kaiser_window", window_length, periodic, dtype)
     _check_number("kaiser_window", "beta", beta)
     if window_length <= 1:
         return _finish(loom.ones(window_length, dtype=dtype, device=device), requires_grad)
-    n = loom.arange(window_length, dtype=loom.float64, device=device)
+    beta = float(beta)  # an int past int64 (2**70) is a number like any other here
+    work = dtype if dtype in (loom.float32, loom.float64) else loom.float32
+    n = loom.arange(window_length, dtype=work, device=device)
     ratio = n * (2.0 / span) - 1
     argument = beta * (1 - ratio * ratio).clamp(min=0).sqrt()
-    return _finish((_i0(argument) / _i0_number(beta)).to(dtype), requires_grad)
+    count = _i0_term_count(abs(beta))
+    numerator = _i0_terms((argument / 2) * (argument / 2), count)
+    # beta / 2 rounded to the dtype as PyTorch holds it (1e308 is inf in float32: no overflow error).
+    half = loom.full((), beta / 2, dtype=loom.float64, device=device).to(work)
+    return _finish((numerator / _i0_terms(half * half, count)).to(dtype), requires_grad)
 
 
 def _i0_terms(x_half_squared, count):
@@ -99,21 +107,18 @@ def _i0_terms(x_half_squared, count):
     return total
 
 
-def _i0_number(x):
+# Past this many terms every argument the series still changes has overflowed float64 already
+# (I0(x) passes float64's range near x = 713, and the terms of such an x overflow before their
+# 400th): a bound, so that beta = 1e308 costs 600 steps, not 10^308.
+_I0_MAX_TERMS = 600
+
+
+def _i0_term_count(limit):
+    """How many terms of the series I0 of every |x| <= limit needs: at least up to its largest term
+    (k near x / 2), then until a term no longer counts (float64)."""
     total, term, k = 1.0, 1.0, 1
-    while term > 1e-17 * total:
-        term *= (x / 2) ** 2 / (k * k)
+    while k < _I0_MAX_TERMS and (k <= limit / 2 + 1 or term > 1e-17 * total):
+        term = term * (limit / 2) * (limit / 2) / (k * k)  # no ** : a float power past the range raises
         total += term
         k += 1
-    return total
-
-
-def _i0(x):
-    """I0 of a float64 tensor whose values are at most `beta`: as many terms as I0(beta) needs."""
-    limit = float(x.max()) if x.numel() else 0.0
-    count, term, total = 1, 1.0, 1.0
-    while term > 1e-17 * total:
-        term *= (limit / 2) ** 2 / (count * count)
-        total += term
-        count += 1
-    return _i0_terms((x / 2) * (x / 2), count)
+    return k

@@ -32,7 +32,10 @@ def log_softmax(input, dim, *, dtype=None):
     return loom.log_softmax(input, dim, dtype=dtype)
 
 
-def _float(x):
+def _float(fn, x):
+    """x in a floating dtype (integers and bools in the default one); a non-tensor is PyTorch's
+    TypeError naming the function (it was an AttributeError on `.dtype`)."""
+    _argcheck.tensor(fn, "input", x, 1)
     return x if x.dtype.is_floating_point else x.to(loom.get_default_dtype())
 
 
@@ -49,23 +52,24 @@ def xlog1py(input, other):
 
 
 def entr(input):
-    """-x log x elementwise: 0 at 0 and -inf below 0. Its gradient at exactly 0 is 0 here, where
-    PyTorch's is the one-sided limit +inf."""
-    x = _float(input)
+    """-x log x elementwise: 0 at 0, -inf below 0, NaN at NaN. Its gradient at exactly 0 is 0 here,
+    where PyTorch's is the one-sided limit +inf."""
+    x = _float("special_entr", input)
     positive = x > 0
     safe = loom.where(positive, x, loom.ones_like(x))
-    body = loom.where(positive, -x * loom.log(safe), loom.zeros_like(x))
+    # Not positive takes in NaN too: it keeps its NaN (x * 0) where 0 was once written for it.
+    body = loom.where(positive, -x * loom.log(safe), x * 0)
     return body.masked_fill(x < 0, -math.inf)
 
 
 def ndtr(input):
     """The standard normal distribution function."""
-    return 0.5 * loom.erfc(_float(input) * -math.sqrt(0.5))
+    return 0.5 * loom.erfc(_float("special_ndtr", input) * -math.sqrt(0.5))
 
 
 def ndtri(input):
     """The inverse of ndtr."""
-    return math.sqrt(2.0) * loom.erfinv(2 * _float(input) - 1)
+    return math.sqrt(2.0) * loom.erfinv(2 * _float("special_ndtri", input) - 1)
 
 
 def log_ndtr(input):
@@ -73,7 +77,7 @@ def log_ndtr(input):
     1 that ndtr(x) rounds away. Far in the lower tail (below -20 in double precision, -10 in single),
     where ndtr underflows, the asymptotic series of the Mills ratio:
     log ndtr(x) = -x^2/2 - log(-x) - log(2 pi)/2 + log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8 - 945/x^10)."""
-    x = _float(input)
+    x = _float("special_log_ndtr", input)
     t = -20.0 if x.dtype == loom.float64 else -10.0
     tail, upper = x < t, x > 0
     # Each branch sees only inputs of its own range, so none makes infinities for the others'
@@ -96,7 +100,7 @@ def multigammaln(input, p):
     """The log of the multivariate gamma function of dimension p."""
     if p < 1:
         raise ValueError(f"p has to be greater than or equal to 1, got {p}")
-    x = _float(input)
+    x = _float("special_multigammaln", input)
     # A hostile p (2**31) would sum p lgamma terms per element from an arange of p values (hours,
     # gigabytes; PyTorch 1.13 too, which checks no domain either): refused before any work.
     if p > _MULTIGAMMALN_MAX_P:

@@ -11,6 +11,8 @@ def bilinear(input1, input2, weight, bias=None):
     product of input1 with the weight, then a product-sum with input2."""
     _argcheck.tensor("bilinear", "input1", input1, 1)
     _argcheck.tensor("bilinear", "input2", input2, 2)
+    _argcheck.tensor("bilinear", "weight", weight, 3)
+    _argcheck.tensor("bilinear", "bias", bias, 4, optional=True)
     if input1.shape[:-1] != input2.shape[:-1]:
         raise RuntimeError(f"bilinear(): input batch dimensions do not match: got {list(input1.shape[:-1])} and "
                            f"{list(input2.shape[:-1])}")
