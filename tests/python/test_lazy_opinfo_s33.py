@@ -66,3 +66,41 @@ def test_wrapping_arithmetic_keeps_float_kernels_unchanged():
         x = m.tensor([-0.0, float("inf"), 1.5], dtype=m.float64)
         return m.signbit(-(x * 1.0 - 0.0)) | ((x + x) == x)
     _check(fn)
+
+
+# Float16 / bfloat16 ops compute in float, but each operand is first stored in the op's dtype
+# (PyTorch's CPU kernels and loom's eager ones): a Python number or an integer tensor entering the
+# op is rounded to float16 / bfloat16 before the arithmetic. Fused lazy kernels used the number's
+# float value: x / 70000 in float16 gave 1.4e-5 where eager and torch divide by inf (70000 is past
+# float16's range) and give 0; x ** 1.0001 of a negative x gave NaN where 1.0001 rounds to 1.0.
+NARROW = {
+    "div past the range": lambda m, x: x / 70000,
+    "pow rounds the exponent": lambda m, x: x ** 1.0001,
+    "number to the power x": lambda m, x: 1.0001 ** x,
+    "compare with a number": lambda m, x: x < 1.0001,
+    "equal to a number": lambda m, x: x == 3.0001,
+    "fmod by a number": lambda m, x: m.fmod(x, 0.30001),
+    "remainder by a number": lambda m, x: m.remainder(x, 0.7001),
+    "mul by a number": lambda m, x: x * 70000,
+    "chain": lambda m, x: ((x / 70000) * 70000) + 0.30001,
+    "int64 tensor operand": lambda m, x: x * m.tensor([2049, 4097, 3], dtype=m.int64),
+    "int32 tensor operand": lambda m, x: (x * 0) + m.tensor([2049, 4097, 257], dtype=m.int32),
+}
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("case", sorted(NARROW))
+def test_narrow_float_ops_round_their_operands_first(case, dtype):
+    fn = NARROW[case]
+    base = [1.0, 3.0, -2.5]
+    want = fn(torch, torch.tensor(base, dtype=getattr(torch, dtype)))
+    want = (want.float() if want.is_floating_point() else want).numpy()
+    for device in ("cpu", "lazy"):
+        prev = loom.get_default_device()
+        loom.set_default_device(device)   # the integer operand is made on the same device
+        try:
+            got = fn(loom, loom.tensor(base, dtype=getattr(loom, dtype)))
+            got = (got.float() if got.dtype in (loom.float16, loom.bfloat16) else got).cpu().numpy()
+        finally:
+            loom.set_default_device(prev)
+        np.testing.assert_array_equal(got, want, err_msg=device)
