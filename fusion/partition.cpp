@@ -305,7 +305,8 @@ int32_t Partitioner::unrounded_elementwise(KernelState& k, int32_t i, std::span<
   int32_t result = -1;
   bool known = visit_elementwise(n.op(), [&](auto op) {
     using F = decltype(op);
-    DType c = F::rule == DTypeRule::Logical ? DType::Bool : compute_type(promoted_dtype<F>({metas.data(), metas.size()}));
+    DType storage = F::rule == DTypeRule::Logical ? DType::Bool : promoted_dtype<F>({metas.data(), metas.size()});
+    DType c = compute_type(storage);
     visit_dtype(c, [&](auto tag) {
       using C = decltype(tag);
       if constexpr (std::is_same_v<C, Half> || std::is_same_v<C, BFloat16> || !supports<F, C>()) {
@@ -313,7 +314,14 @@ int32_t Partitioner::unrounded_elementwise(KernelState& k, int32_t i, std::span<
       } else {
         auto arg = [&](size_t idx) {
           DType want = (F::rule == DTypeRule::Select && idx == 0) ? DType::Bool : c;
-          return k.b.cast(operands[idx], want);
+          int32_t v = k.b.cast(operands[idx], want);
+          // The eager kernel (lazy/ops_elementwise.cpp) stores every operand in the op's dtype
+          // before computing in float: a Python number or a tensor of another dtype entering a
+          // float16 / bfloat16 op is rounded to it first (x / 70000 in float16 divides by inf,
+          // x ** 1.0001 raises to 1.0, as in PyTorch). Without this, a fused kernel used the
+          // number's float value and differed from eager.
+          if (want == c && (metas[idx].is_scalar || metas[idx].dtype != storage)) v = rounded_to(k.b, v, storage);
+          return v;
         };
         if constexpr (F::arity == 1) {
           result = F::template f<Sym<C>>(Sym<C>(arg(0), 0)).id;

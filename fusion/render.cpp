@@ -174,6 +174,29 @@ class KernelWriter {
 
   std::string var(int32_t e) const { return "v" + std::to_string(e); }
 
+  // Integer +, -, * and negation wrap modulo 2^bits in PyTorch (and in loom's eager kernels),
+  // but signed overflow is undefined in C++ and GCC optimizes on it: fused into one kernel, an
+  // int32 `(x + 1) > x` folded to true where x + 1 wraps to INT_MIN. So integer arithmetic is
+  // written in the unsigned type of its width (defined to wrap) and converted back (modulo 2^bits
+  // in GCC and NVCC). u8 / i8 / i16 go through u32: their usual promotion to int overflows too
+  // (u16 * u16). Same-width conversions cost nothing and vectorize like the signed form.
+  static const char* wrapping_type(DType t) {
+    switch (t) {
+      case DType::UInt8:
+      case DType::Int8:
+      case DType::Int16:
+      case DType::Int32: return "u32";
+      case DType::Int64: return "u64";
+      default: return nullptr;
+    }
+  }
+  std::string arith(const Expr& e, const char* op) const {
+    std::string T = compute_ctype(e.type);
+    if (const char* U = wrapping_type(e.type))
+      return "(" + T + ")((" + U + ")" + var(e.a) + op + "(" + U + ")" + var(e.b) + ")";
+    return "(" + T + ")(" + var(e.a) + op + var(e.b) + ")";
+  }
+
   std::string code(const Expr& e) const {
     const char* T = compute_ctype(e.type);
     switch (e.op) {
@@ -206,11 +229,13 @@ class KernelWriter {
         if (k_.exprs[e.a].type == DType::Bool)
           return "(" + var(e.a) + " ? (" + std::string(T) + ")1 : (" + std::string(T) + ")0)";
         return "(" + std::string(T) + ")" + var(e.a);
-      case ExprOp::Neg: return "(" + std::string(T) + ")(-" + var(e.a) + ")";
+      case ExprOp::Neg:
+        if (const char* U = wrapping_type(e.type)) return "(" + std::string(T) + ")(-(" + U + ")" + var(e.a) + ")";
+        return "(" + std::string(T) + ")(-" + var(e.a) + ")";
       case ExprOp::Not: return "(!" + var(e.a) + ")";
-      case ExprOp::Add: return "(" + std::string(T) + ")(" + var(e.a) + " + " + var(e.b) + ")";
-      case ExprOp::Sub: return "(" + std::string(T) + ")(" + var(e.a) + " - " + var(e.b) + ")";
-      case ExprOp::Mul: return "(" + std::string(T) + ")(" + var(e.a) + " * " + var(e.b) + ")";
+      case ExprOp::Add: return arith(e, " + ");
+      case ExprOp::Sub: return arith(e, " - ");
+      case ExprOp::Mul: return arith(e, " * ");
       case ExprOp::Div: return "(" + std::string(T) + ")(" + var(e.a) + " / " + var(e.b) + ")";
       case ExprOp::Lt: return "(" + var(e.a) + " < " + var(e.b) + ")";
       case ExprOp::Le: return "(" + var(e.a) + " <= " + var(e.b) + ")";
