@@ -26,17 +26,17 @@ logsumexp = loom.logsumexp
 
 
 i0 = loom.i0
-i1 = loom._special_i1
-i0e = loom._special_i0e
-i1e = loom._special_i1e
-erfcx = loom._special_erfcx
-modified_bessel_i0 = loom._special_modified_bessel_i0
-modified_bessel_i1 = loom._special_modified_bessel_i1
-modified_bessel_k0 = loom._special_modified_bessel_k0
-modified_bessel_k1 = loom._special_modified_bessel_k1
-scaled_modified_bessel_k0 = loom._special_scaled_modified_bessel_k0
-scaled_modified_bessel_k1 = loom._special_scaled_modified_bessel_k1
-spherical_bessel_j0 = loom._special_spherical_bessel_j0
+i1 = loom._C._special_i1
+i0e = loom._C._special_i0e
+i1e = loom._C._special_i1e
+erfcx = loom._C._special_erfcx
+modified_bessel_i0 = loom._C._special_modified_bessel_i0
+modified_bessel_i1 = loom._C._special_modified_bessel_i1
+modified_bessel_k0 = loom._C._special_modified_bessel_k0
+modified_bessel_k1 = loom._C._special_modified_bessel_k1
+scaled_modified_bessel_k0 = loom._C._special_scaled_modified_bessel_k0
+scaled_modified_bessel_k1 = loom._C._special_scaled_modified_bessel_k1
+spherical_bessel_j0 = loom._C._special_spherical_bessel_j0
 polygamma = loom.polygamma
 
 
@@ -45,7 +45,7 @@ def zeta(input, other):
     tensors or one Python number. Its gradient exists for other (q) only, as PyTorch's."""
     if not isinstance(input, loom.Tensor) and not isinstance(other, loom.Tensor):
         raise TypeError("zeta(): at least one of input and other must be a Tensor")
-    return loom._special_zeta(input, other)
+    return loom._C._special_zeta(input, other)
 
 
 def softmax(input, dim, *, dtype=None):
