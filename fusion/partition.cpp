@@ -663,7 +663,24 @@ Program Partitioner::run() {
 // read by its forward and its derivative). exp and the other math functions count as one: their
 // values are mostly reused inside one row kernel (softmax's exp, kept across the row's passes),
 // where storing them would only add traffic.
-int64_t recompute_cost(OpId op) { return op == OpId::Erf || op == OpId::Erfc ? 16 : 1; }
+// The special functions (lazy/special_math.h) are series of tens to hundreds of operations.
+int64_t recompute_cost(OpId op) {
+  switch (op) {
+    case OpId::Erf:
+    case OpId::Erfc: return 16;
+    case OpId::I0:
+    case OpId::I1:
+    case OpId::K0:
+    case OpId::K1:
+    case OpId::I0e:
+    case OpId::I1e:
+    case OpId::K0e:
+    case OpId::K1e:
+    case OpId::Erfcx:
+    case OpId::Zeta: return 128;
+    default: return 1;
+  }
+}
 
 // Values that must be stored: outputs, reductions, what library ops read, and (with fusion)
 // expensive values read by several consumers, and values whose expression would make a kernel

@@ -433,6 +433,13 @@ std::string backward_name(OpId op, const Attrs& attrs, uint64_t tensor_args, Int
     case OpId::Fmod: return second_tensor ? "FmodBackward1" : "FmodBackward0";
     // xlogy(Tensor, Tensor) 0, xlogy(Scalar, Tensor) 1, xlogy(Tensor, Scalar) 2.
     case OpId::Xlogy: return "XlogyBackward" + std::string(!first_tensor ? "1" : second_tensor ? "0" : "2");
+    // the special functions: PyTorch's names (torch.special's ops are special_*)
+    case OpId::I0e: return "SpecialI0EBackward0";
+    case OpId::I1: return "SpecialI1Backward0";
+    case OpId::I1e: return "SpecialI1EBackward0";
+    case OpId::Erfcx: return "SpecialErfcxBackward0";
+    // zeta(Tensor, Tensor) 0, zeta(Scalar, Tensor) 1, zeta(Tensor, Scalar) 2.
+    case OpId::Zeta: return "SpecialZetaBackward" + std::string(!first_tensor ? "1" : second_tensor ? "0" : "2");
     // matmul's primitive is PyTorch's mm for matrices and bmm for batches.
     case OpId::MatMul: return input_shape.size() == 2 ? "MmBackward0" : "BmmBackward0";
     // the LAPACK steps (lazy/ops_lapack.cpp): one primitive behind several PyTorch functions

@@ -145,6 +145,35 @@ DERIVATIVE(Hardshrink) { shrink_grads(c, g); }
 DERIVATIVE(Softshrink) { shrink_grads(c, g); }
 DERIVATIVE(Threshold) { g[0] = zero_where(binary(OpId::Le, x(c), in(c, 1)), c.grad); }
 
+// The special functions (lazy/special_math.h), PyTorch's formulas. i0e' = i1e - sign(x) i0e;
+// i1e' = i0e - i1e (sign(x) + 1/x), 1/2 at 0; erfcx' = 2 x erfcx - 2/sqrt(pi). K0e and K1e have
+// none (nor K0, K1): PyTorch's modified_bessel_k0/k1 and their scaled forms are not differentiable (their bindings detach).
+DERIVATIVE(I0e) {
+  g[0] = mul(c.grad, sub(unary(OpId::I1e, x(c)), mul(unary(OpId::Sign, x(c)), result(c))));
+}
+DERIVATIVE(I1e) {
+  Tensor slope = sub(unary(OpId::I0e, x(c)),
+                     mul(result(c), add(unary(OpId::Sign, x(c)), unary(OpId::Reciprocal, x(c)))));
+  g[0] = mul(c.grad, where(binary(OpId::Eq, x(c), kZero), Scalar(0.5), slope));
+}
+DERIVATIVE(Erfcx) {
+  g[0] = mul(c.grad, sub(mul(mul(x(c), result(c)), Scalar(2.0)), Scalar(kTwoOverSqrtPi)));
+}
+// i0' = i1; i1' = i0 - i1 / x, 1/2 at 0.
+DERIVATIVE(I0) { g[0] = mul(c.grad, unary(OpId::I1, x(c))); }
+DERIVATIVE(I1) {
+  Tensor slope = sub(unary(OpId::I0, x(c)), div(result(c), x(c)));
+  g[0] = mul(c.grad, where(binary(OpId::Eq, x(c), kZero), Scalar(0.5), slope));
+}
+// d/dq zeta(s, q) = -s zeta(s + 1, q); none for s, as in PyTorch (which raises when asked).
+DERIVATIVE(Zeta) {
+  LOOM_CHECK(!c.needs_grad[0], NotImplemented, "the derivative for 'zeta' is not implemented.");
+  Arg s = in(c, 0);
+  Arg next = s.is_tensor() ? Arg(add(s, kOne)) : Arg(Scalar(s.scalar.as_double() + 1));
+  g[1] = mul(c.grad, mul(binary(OpId::Zeta, next, in(c, 1)), s.is_tensor() ? Arg(unary(OpId::Neg, s.tensor))
+                                                                         : Arg(Scalar(-s.scalar.as_double()))));
+}
+
 #undef DERIVATIVE
 
 const bool registered = [] {
@@ -169,6 +198,11 @@ const bool registered = [] {
       {OpId::Hardswish, d_Hardswish, kSelf}, {OpId::LogSigmoid, d_LogSigmoid, kSelf}, {OpId::Mish, d_Mish, kSelf},
       {OpId::Hardshrink, d_Hardshrink, kSelf}, {OpId::Softshrink, d_Softshrink, kSelf},
       {OpId::Threshold, d_Threshold, kSelf},
+      {OpId::I0e, d_I0e, {.inputs_for = {kIn0}, .result_for = 1}},
+      {OpId::I1e, d_I1e, {.inputs_for = {kIn0}, .result_for = 1}},
+      {OpId::Erfcx, d_Erfcx, {.inputs_for = {kIn0}, .result_for = 1}},
+      {OpId::Zeta, d_Zeta, {.inputs_for = {0, kIn0 | kIn1}}},
+      {OpId::I0, d_I0, kSelf}, {OpId::I1, d_I1, {.inputs_for = {kIn0}, .result_for = 1}},
   };
   for (const Entry& e : entries) define_backward(e.op, e.fn, e.saves);
   return true;

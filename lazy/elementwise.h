@@ -9,6 +9,7 @@
 
 #include "lazy/math.h"
 #include "lazy/op.h"
+#include "lazy/special_math.h"
 
 namespace loom {
 
@@ -310,6 +311,72 @@ struct Rshift {
   template <typename T> static T f(T a, T b) { return shift_right(a, b); }
 };
 
+// ---- special functions (torch.special's Bessel functions, erfcx, zeta): lazy/special_math.h
+// has the algorithms. Each computes in double whatever the dtype (as Erfinv), so float32 results
+// are the double values rounded once.
+
+template <typename T, typename Fn>
+T in_double(T x, Fn fn) {
+  using D = typename rebind<T, double>::type;
+  return T(fn(D(x)));
+}
+// I0, I1 (torch.i0, special.i1) and exp(-|x|) I0(x), exp(-|x|) I1(x) (special.i0e, i1e). The
+// unscaled ones are the scaled times exp(|x|), which overflows (in double) from |x| = 709.78 as
+// PyTorch's and scipy's (Cephes) do, a little before I itself would; NaN at +-inf, as theirs.
+struct I0 {
+  LOOM_EW(I0, PromoteFloat, 1, true)
+  template <typename T>
+  static T f(T x) {
+    return in_double(x, [](auto d) { return special::i0e(d) * exp(abs(d)); });
+  }
+};
+struct I1 {
+  LOOM_EW(I1, PromoteFloat, 1, true)
+  template <typename T>
+  static T f(T x) {
+    return in_double(x, [](auto d) { return special::i1e(d) * exp(abs(d)); });
+  }
+};
+struct I0e {
+  LOOM_EW(I0e, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::i0e(d); }); }
+};
+struct I1e {
+  LOOM_EW(I1e, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::i1e(d); }); }
+};
+// K0, K1 (special.modified_bessel_k0 / k1) and exp(x) K0(x), exp(x) K1(x)
+// (special.scaled_modified_bessel_k0 / k1).
+struct K0 {
+  LOOM_EW(K0, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::k0e(d) * exp(-d); }); }
+};
+struct K1 {
+  LOOM_EW(K1, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::k1e(d) * exp(-d); }); }
+};
+struct K0e {
+  LOOM_EW(K0e, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::k0e(d); }); }
+};
+struct K1e {
+  LOOM_EW(K1e, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::k1e(d); }); }
+};
+struct Erfcx {
+  LOOM_EW(Erfcx, PromoteFloat, 1, true)
+  template <typename T> static T f(T x) { return in_double(x, [](auto d) { return special::erfcx(d); }); }
+};
+// The Hurwitz zeta function zeta(s, q) (special.zeta; polygamma is built on it).
+struct Zeta {
+  LOOM_EW(Zeta, PromoteFloat, 2, true)
+  template <typename T>
+  static T f(T s, T q) {
+    using D = typename rebind<T, double>::type;
+    return T(special::zeta(D(s), D(q)));
+  }
+};
+
 // ---- activations (issue 13): PyTorch's formulas; Python-number parameters are operands ----
 
 // elu(x) = scale * (x > 0 ? x : alpha * (exp(input_scale * x) - 1)); selu and celu are elus.
@@ -435,6 +502,7 @@ bool visit_elementwise(OpId op, Fn&& fn) {
     LOOM_EW_CASE(Trunc) LOOM_EW_CASE(Atan2) LOOM_EW_CASE(Hypot) LOOM_EW_CASE(Copysign) LOOM_EW_CASE(Xlogy) LOOM_EW_CASE(Fmod)
     LOOM_EW_CASE(Lshift) LOOM_EW_CASE(Rshift) LOOM_EW_CASE(Elu) LOOM_EW_CASE(Celu) LOOM_EW_CASE(LeakyRelu)
     LOOM_EW_CASE(Hardtanh) LOOM_EW_CASE(Hardsigmoid) LOOM_EW_CASE(Hardswish) LOOM_EW_CASE(LogSigmoid)
+    LOOM_EW_CASE(I0) LOOM_EW_CASE(I1) LOOM_EW_CASE(K0) LOOM_EW_CASE(K1) LOOM_EW_CASE(I0e) LOOM_EW_CASE(I1e) LOOM_EW_CASE(K0e) LOOM_EW_CASE(K1e) LOOM_EW_CASE(Erfcx) LOOM_EW_CASE(Zeta)
     LOOM_EW_CASE(Mish) LOOM_EW_CASE(Hardshrink) LOOM_EW_CASE(Softshrink) LOOM_EW_CASE(Threshold)
     LOOM_EW_CASE(AddScaled) LOOM_EW_CASE(EmaUpdate) LOOM_EW_CASE(EmaSquareUpdate) LOOM_EW_CASE(StepAlong)
     LOOM_EW_CASE(AdamUpdate)

@@ -41,6 +41,8 @@ namespace loom {
   X(Trunc) X(Atan2) X(Hypot) X(Copysign) X(Xlogy) X(Fmod) X(Lshift) X(Rshift) X(Elu) X(Celu)         \
   X(LeakyRelu) X(Hardtanh) X(Hardsigmoid) X(Hardswish) X(LogSigmoid) X(Mish) X(Hardshrink)         \
   X(Softshrink) X(Threshold)                                                                        \
+  /* elementwise: special functions (lazy/special_math.h) */                                       \
+  X(I0) X(I1) X(I0e) X(I1e) X(K0) X(K1) X(K0e) X(K1e) X(Erfcx) X(Zeta)                             \
   /* reductions */                                                                                  \
   X(Sum) X(Prod) X(Amax) X(Amin) X(Argmax) X(Argmin)                                                \
   /* scans, sorting and sampling (lazy/ops_scan.cpp, ops_sort.cpp, ops_random.cpp) */               \

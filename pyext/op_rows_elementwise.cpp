@@ -132,6 +132,34 @@ Tensor digamma(const Tensor& x0) {
   return ops::where(zero, Scalar(-std::numeric_limits<double>::infinity()), value);
 }
 
+// polygamma(n, x): digamma for n = 0, else (-1)^(n+1) n! zeta(n + 1, x), so its derivative is
+// zeta's: polygamma(n + 1, x).
+Tensor polygamma(int64_t n, const Tensor& x) {
+  LOOM_CHECK(n >= 0, Runtime, "polygamma(n, x) does not support negative n.");
+  if (n == 0) return digamma(x);
+  double factorial = std::tgamma(static_cast<double>(n) + 1);  // inf from n = 171, as the series' values
+  return ops::mul(ops::binary(OpId::Zeta, Scalar(static_cast<double>(n) + 1), floating(x)),
+                  Scalar(n % 2 ? factorial : -factorial));
+}
+
+// The special functions PyTorch does not differentiate (Bessel K and the spherical j0): computed
+// on a detached input, so the result does not require grad, as PyTorch's.
+template <OpId op>
+Result not_differentiable(const Parsed& p) {
+  return ops::unary(op, ops::detach(p.tensor(0)));
+}
+
+// sin(x) / x, 1 at 0 and 0 at +-inf; near 0 (|x| < 1e-4, where the quotient's rounding would
+// show) its series 1 - x^2/6.
+Result spherical_bessel_j0(const Parsed& p) {
+  Tensor x = floating(ops::detach(p.tensor(0)));
+  Tensor small = ops::binary(OpId::Lt, ops::unary(OpId::Abs, x), Scalar(1e-4));
+  Tensor series = ops::sub(Scalar(int64_t{1}), ops::div(ops::mul(x, x), Scalar(6.0)));
+  Tensor quotient = ops::div(ops::unary(OpId::Sin, x), x);
+  Tensor value = ops::where(small, series, quotient);
+  return ops::where(ops::unary(OpId::IsInf, x), Scalar(0.0), value);
+}
+
 // gcd / lcm: two integer tensors (not bool) broadcast and promoted.
 std::pair<Tensor, Tensor> integer_pair(const char* name, const Tensor& a, const Tensor& b) {
   LOOM_CHECK(is_integral(a->dtype()) && is_integral(b->dtype()), Runtime, name,
@@ -235,6 +263,27 @@ const Row kRows[] = {
     {{"lgamma(Tensor input)"}, kAll, LOOM_BODY(lgamma(p.tensor(0))), "log|Gamma(input)| (inf at the poles)."},
     {{"digamma(Tensor input)"}, kAll, LOOM_BODY(digamma(p.tensor(0))),
      "The logarithmic derivative of Gamma (-inf at 0, NaN at the negative integers)."},
+    {{"polygamma(int n, Tensor input)"}, kFunction, LOOM_BODY(polygamma(p.int64(0), p.tensor(1))),
+     "The n-th derivative of digamma: (-1)^(n+1) n! zeta(n + 1, input) for n >= 1."},
+    {{"i0(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::I0>,
+     "The modified Bessel function of the first kind of order 0."},
+    // torch.special's Bessel functions, erfcx and zeta (loom.special names them)
+    {{"_special_i1(Tensor input)"}, kFunction, unary<OpId::I1>},
+    {{"_special_i0e(Tensor input)"}, kFunction, unary<OpId::I0e>},
+    {{"_special_i1e(Tensor input)"}, kFunction, unary<OpId::I1e>},
+    {{"_special_modified_bessel_i0(Tensor input)"}, kFunction, not_differentiable<OpId::I0>},
+    {{"_special_modified_bessel_i1(Tensor input)"}, kFunction, not_differentiable<OpId::I1>},
+    {{"_special_modified_bessel_k0(Tensor input)"}, kFunction, not_differentiable<OpId::K0>},
+    {{"_special_modified_bessel_k1(Tensor input)"}, kFunction, not_differentiable<OpId::K1>},
+    {{"_special_scaled_modified_bessel_k0(Tensor input)"}, kFunction, not_differentiable<OpId::K0e>},
+    {{"_special_scaled_modified_bessel_k1(Tensor input)"}, kFunction, not_differentiable<OpId::K1e>},
+    {{"_special_spherical_bessel_j0(Tensor input)"}, kFunction, spherical_bessel_j0},
+    {{"_special_erfcx(Tensor input)"}, kFunction, unary<OpId::Erfcx>},
+    {{"_special_zeta(Tensor input, Arg other)", "_special_zeta(Scalar self, Tensor other)"}, kFunction,
+     [](const Parsed& p) -> Result {
+       return p.index == 0 ? ops::binary(OpId::Zeta, p.arg(0), p.arg(1))
+                           : ops::binary(OpId::Zeta, Arg(p.scalar(0)), Arg(p.tensor(1)));
+     }},
     {{"asin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asin>}, {{"arcsin(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Asin>},
     {{"acos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acos>}, {{"arccos(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Acos>},
     {{"atan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atan>}, {{"arctan(Tensor input)"}, kAll | kInplaceFunction, unary<OpId::Atan>},

@@ -112,6 +112,8 @@ constexpr char kSumToSize[] = "sum_to_size";
 constexpr char kMatrixPower[] = "matrix_power";
 constexpr char kMvlgamma[] = "mvlgamma";
 constexpr char kMvlgammaInplace[] = "mvlgamma_";
+constexpr char kPolygamma[] = "polygamma";
+constexpr char kPolygammaInplace[] = "polygamma_";
 constexpr char kShareMemory[] = "share_memory_";
 constexpr char kIsShared[] = "is_shared";
 constexpr char kResize[] = "resize_";
@@ -474,6 +476,8 @@ PyMethodDef tensor_methods[] = {
     {"matrix_power", LOOM_IN_PYTHON(kMatrixPower), "matrix_power(n): the n-th power of a square matrix, n >= 0"},
     {"mvlgamma", LOOM_IN_PYTHON(kMvlgamma), "mvlgamma(p): the log multivariate gamma function"},
     {"mvlgamma_", LOOM_IN_PYTHON(kMvlgammaInplace), "mvlgamma_(p): mvlgamma in place"},
+    {"polygamma", LOOM_IN_PYTHON(kPolygamma), "polygamma(n): the n-th derivative of digamma"},
+    {"polygamma_", LOOM_IN_PYTHON(kPolygammaInplace), "polygamma_(n): polygamma in place"},
     {"share_memory_", LOOM_IN_PYTHON(kShareMemory), "share_memory_(): the elements moved into memory shared between "
      "processes (loom.multiprocessing)"},
     {"is_shared", LOOM_IN_PYTHON(kIsShared), "is_shared(): whether the elements are in memory shared between processes"},

@@ -96,6 +96,15 @@ def mvlgamma_(self, p):
     return self.copy_(mvlgamma(self, p))
 
 
+def polygamma(self, n):
+    """torch.Tensor.polygamma: loom.polygamma(n, self)."""
+    return loom.polygamma(n, self)
+
+
+def polygamma_(self, n):
+    return self.copy_(loom.polygamma(n, self))
+
+
 def share_memory_(self):
     """Moves the elements into memory shared with other processes (loom/multiprocessing)."""
     from loom.multiprocessing.tensor_sharing import share_memory_ as share

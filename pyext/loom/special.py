@@ -1,6 +1,7 @@
-"""loom.special: the functions of torch.special that loom composes from its ops (so they record
-lazily, fuse and differentiate). Bessel functions, polygamma, zeta, erfcx and the orthogonal
-polynomials are not here: loom has no kernels for them."""
+"""loom.special: the functions of torch.special, from loom's ops (so they record lazily, fuse and
+differentiate where PyTorch's do). The Bessel functions, erfcx and zeta are elementwise primitives
+(lazy/special_math.h has their algorithms); polygamma is built on zeta. Not here yet: the Bessel
+functions J and Y, airy_ai and the orthogonal polynomials."""
 
 import math
 
@@ -22,6 +23,29 @@ xlogy = loom.xlogy
 sinc = loom.sinc
 round = loom.round  # noqa: A001
 logsumexp = loom.logsumexp
+
+
+i0 = loom.i0
+i1 = loom._C._special_i1
+i0e = loom._C._special_i0e
+i1e = loom._C._special_i1e
+erfcx = loom._C._special_erfcx
+modified_bessel_i0 = loom._C._special_modified_bessel_i0
+modified_bessel_i1 = loom._C._special_modified_bessel_i1
+modified_bessel_k0 = loom._C._special_modified_bessel_k0
+modified_bessel_k1 = loom._C._special_modified_bessel_k1
+scaled_modified_bessel_k0 = loom._C._special_scaled_modified_bessel_k0
+scaled_modified_bessel_k1 = loom._C._special_scaled_modified_bessel_k1
+spherical_bessel_j0 = loom._C._special_spherical_bessel_j0
+polygamma = loom.polygamma
+
+
+def zeta(input, other):
+    """The Hurwitz zeta function zeta(s, q) = sum_{k >= 0} (q + k)^-s, for
+    tensors or one Python number. Its gradient exists for other (q) only, as PyTorch's."""
+    if not isinstance(input, loom.Tensor) and not isinstance(other, loom.Tensor):
+        raise TypeError("zeta(): at least one of input and other must be a Tensor")
+    return loom._C._special_zeta(input, other)
 
 
 def softmax(input, dim, *, dtype=None):
@@ -124,6 +148,8 @@ def _as_tensors(fn, names, values):
             for v in values]
 
 
-__all__ = ["digamma", "entr", "erf", "erfc", "erfinv", "exp2", "expit", "expm1", "gammaln", "log1p", "log_ndtr",
-           "log_softmax", "logit", "logsumexp", "multigammaln", "ndtr", "ndtri", "psi", "round", "sinc", "softmax",
-           "xlog1py", "xlogy"]
+__all__ = ["digamma", "entr", "erf", "erfc", "erfcx", "erfinv", "exp2", "expit", "expm1", "gammaln", "i0", "i0e",
+           "i1", "i1e", "log1p", "log_ndtr", "log_softmax", "logit", "logsumexp", "modified_bessel_i0",
+           "modified_bessel_i1", "modified_bessel_k0", "modified_bessel_k1", "multigammaln", "ndtr", "ndtri",
+           "polygamma", "psi", "round", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1", "sinc", "softmax",
+           "spherical_bessel_j0", "xlog1py", "xlogy", "zeta"]

@@ -43,7 +43,7 @@ cross cummax cummin cumprod cumsum cumulative_trapezoid deg2rad diag diag_embed 
 diagonal_scatter diff digamma dist div.floor_rounding div.no_rounding_mode div.trunc_rounding dot double
 dsplit dstack einsum empty empty_like eq equal erf erfc erfinv exp exp2 expand expand_as expm1 eye fill
 flatten flip fliplr flipud float float_power floor floor_divide fmax fmin fmod frac frexp full_like gcd ge gt
-half heaviside histc hsplit hstack hypot index_add index_copy index_fill index_put index_select inner int isclose isfinite
+half heaviside histc hsplit hstack hypot i0 index_add index_copy index_fill index_put index_select inner int isclose isfinite
 isin isinf isnan isneginf isposinf isreal kron kthvalue lcm ldexp le lerp lgamma linalg.cholesky linalg.cholesky_ex
 linalg.cond linalg.cross linalg.det linalg.det.singular linalg.eigh linalg.eigvalsh linalg.inv linalg.inv_ex
 linalg.lstsq linalg.lstsq.grad_oriented linalg.lu_solve linalg.matrix_norm linalg.matrix_rank
@@ -88,7 +88,7 @@ randint_like randn randn_like ravel real reciprocal remainder renorm repeat repe
 reshape_as resize_ resize_as_ resolve_conj resolve_neg roll rot90 round round.decimals_0 round.decimals_3 round.decimals_neg_3
 rsqrt rsub scatter scatter_add scatter_reduce.amax scatter_reduce.amin scatter_reduce.mean scatter_reduce.prod
 scatter_reduce.sum searchsorted select select_scatter short sigmoid sign signbit sin sinc sinh slice_scatter
-softmax softmax.with_dtype sort special.entr special.log_ndtr special.ndtr special.ndtri special.xlog1py split
+softmax softmax.with_dtype sort special.entr special.erfcx special.i0e special.i1 special.i1e special.log_ndtr special.modified_bessel_i0 special.modified_bessel_i1 special.modified_bessel_k0 special.modified_bessel_k1 special.ndtr special.ndtri special.scaled_modified_bessel_k0 special.scaled_modified_bessel_k1 special.spherical_bessel_j0 special.xlog1py special.zeta split
 split.list_args split_with_sizes sqrt square squeeze stack std std_mean sub sum svd symeig t take take_along_dim
 tan tanh tensor_split tensordot tile to topk trace transpose trapezoid trapz triangular_solve tril
 tril_indices triu triu_indices true_divide trunc unbind unflatten unfold uniform unique unique_consecutive
@@ -137,7 +137,6 @@ KNOWN_OPEN = {
     'gradient': 'error mismatch: nothing raised (torch: RuntimeError)',
     'histogram': 'missing API: Missing: loom.Tensor.histogram',
     'histogramdd': 'missing API: Missing: loom.histogramdd',
-    'i0': 'missing API: Missing: loom.i0',
     'igamma': 'missing API: Missing: loom.igamma',
     'igammac': 'missing API: Missing: loom.igammac',
     'index_reduce': 'missing API: Missing: loom.index_reduce',
@@ -180,11 +179,11 @@ KNOWN_OPEN = {
     'ormqr': 'missing API: Missing: loom.ormqr',
     'pca_lowrank': 'missing API: Missing: loom.pca_lowrank',
     'polar': 'missing API: Missing: loom.polar',
-    'polygamma.polygamma_n_0': 'missing API: Missing: loom.polygamma',
-    'polygamma.polygamma_n_1': 'missing API: Missing: loom.polygamma',
-    'polygamma.polygamma_n_2': 'missing API: Missing: loom.polygamma',
-    'polygamma.polygamma_n_3': 'missing API: Missing: loom.polygamma',
-    'polygamma.polygamma_n_4': 'missing API: Missing: loom.polygamma',
+    'polygamma.polygamma_n_0': "mismatch: n=1 at the poles (integer samples <= 0): torch's trigamma gives finite values (pi^2/sin^2 of a rounded pi x, ~1e15), loom's zeta inf",
+    'polygamma.polygamma_n_1': "mismatch: n=1 at the poles (integer samples <= 0): torch's trigamma gives finite values (pi^2/sin^2 of a rounded pi x, ~1e15), loom's zeta inf",
+    'polygamma.polygamma_n_2': "mismatch: n=1 at the poles (integer samples <= 0): torch's trigamma gives finite values (pi^2/sin^2 of a rounded pi x, ~1e15), loom's zeta inf",
+    'polygamma.polygamma_n_3': "mismatch: n=1 at the poles (integer samples <= 0): torch's trigamma gives finite values (pi^2/sin^2 of a rounded pi x, ~1e15), loom's zeta inf",
+    'polygamma.polygamma_n_4': "mismatch: n=1 at the poles (integer samples <= 0): torch's trigamma gives finite values (pi^2/sin^2 of a rounded pi x, ~1e15), loom's zeta inf",
     'segment_reduce.lengths': 'missing API: Missing: loom.segment_reduce',
     'segment_reduce.offsets': 'missing API: Missing: loom.segment_reduce',
     'special.airy_ai': 'missing API: Missing: loom.special.airy_ai',
@@ -196,27 +195,15 @@ KNOWN_OPEN = {
     'special.chebyshev_polynomial_u': 'missing API: Missing: loom.special.chebyshev_polynomial_u',
     'special.chebyshev_polynomial_v': 'missing API: Missing: loom.special.chebyshev_polynomial_v',
     'special.chebyshev_polynomial_w': 'missing API: Missing: loom.special.chebyshev_polynomial_w',
-    'special.erfcx': 'missing API: Missing: loom.special.erfcx',
     'special.hermite_polynomial_h': 'missing API: Missing: loom.special.hermite_polynomial_h',
     'special.hermite_polynomial_he': 'missing API: Missing: loom.special.hermite_polynomial_he',
-    'special.i0e': 'missing API: Missing: loom.special.i0e',
-    'special.i1': 'missing API: Missing: loom.special.i1',
-    'special.i1e': 'missing API: Missing: loom.special.i1e',
     'special.laguerre_polynomial_l': 'missing API: Missing: loom.special.laguerre_polynomial_l',
     'special.legendre_polynomial_p': 'missing API: Missing: loom.special.legendre_polynomial_p',
-    'special.modified_bessel_i0': 'missing API: Missing: loom.special.modified_bessel_i0',
-    'special.modified_bessel_i1': 'missing API: Missing: loom.special.modified_bessel_i1',
-    'special.modified_bessel_k0': 'missing API: Missing: loom.special.modified_bessel_k0',
-    'special.modified_bessel_k1': 'missing API: Missing: loom.special.modified_bessel_k1',
-    'special.polygamma.special_polygamma_n_0': "missing API: AttributeError: module 'loom.special' has no attribute 'polygamma'",
-    'special.scaled_modified_bessel_k0': 'missing API: Missing: loom.special.scaled_modified_bessel_k0',
-    'special.scaled_modified_bessel_k1': 'missing API: Missing: loom.special.scaled_modified_bessel_k1',
+    'special.polygamma.special_polygamma_n_0': "mismatch: n=1 at the poles (integer samples <= 0): torch's trigamma gives finite values (pi^2/sin^2 of a rounded pi x, ~1e15), loom's zeta inf",
     'special.shifted_chebyshev_polynomial_t': 'missing API: Missing: loom.special.shifted_chebyshev_polynomial_t',
     'special.shifted_chebyshev_polynomial_u': 'missing API: Missing: loom.special.shifted_chebyshev_polynomial_u',
     'special.shifted_chebyshev_polynomial_v': 'missing API: Missing: loom.special.shifted_chebyshev_polynomial_v',
     'special.shifted_chebyshev_polynomial_w': 'missing API: Missing: loom.special.shifted_chebyshev_polynomial_w',
-    'special.spherical_bessel_j0': 'missing API: Missing: loom.special.spherical_bessel_j0',
-    'special.zeta': 'missing API: Missing: loom.special.zeta',
     'stft': 'missing API: Missing: loom.stft',
     'sum_to_size': 'torch 1.13 sums a 0-d bool into int64 even when the size is its own; loom returns self',
     'svd_lowrank': 'missing API: Missing: loom.svd_lowrank',

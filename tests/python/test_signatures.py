@@ -198,6 +198,13 @@ SAMPLES.update({name: X for name in [
     "conj", "resolve_conj", "resolve_neg", "adjoint", "ravel", "diff", "lgamma", "digamma"]})
 SAMPLES.update({name: XX for name in [
     "not_equal", "less", "less_equal", "greater", "greater_equal", "equal", "dist", "is_same_size"]})
+# The special functions: torch.i0 and torch.polygamma; loom.special's primitives (loom._C._special_*)
+# are named by loom.special, with no torch function of that name to compare with.
+SAMPLES.update({"i0": X, "polygamma": lambda inp: (2, inp.x)})
+SAMPLES.update({name: None for name in [
+    "_special_i1", "_special_i0e", "_special_i1e", "_special_modified_bessel_i0", "_special_modified_bessel_i1",
+    "_special_modified_bessel_k0", "_special_modified_bessel_k1", "_special_scaled_modified_bessel_k0",
+    "_special_scaled_modified_bessel_k1", "_special_spherical_bessel_j0", "_special_erfcx", "_special_zeta"]})
 SAMPLES.update({"is_nonzero": lambda inp: (inp.m.tensor([2.0]),), "tile": lambda inp: (inp.x, (2,)),
                 "t_": X, "detach_": X, "squeeze_": X, "unsqueeze_": X0, "transpose_": lambda inp: (inp.x, 0, 1),
                 "swapaxes_": lambda inp: (inp.x, 0, 1), "swapdims_": lambda inp: (inp.x, 0, 1)})
