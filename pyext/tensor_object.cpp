@@ -152,7 +152,8 @@ PyTypeObject TensorType = [] {
   t.tp_dealloc = tensor_dealloc;
   t.tp_new = tensor_new;
   t.tp_repr = tensor_repr;
-  t.tp_str = tensor_repr;
+  // No tp_str: object's str() goes through the type's repr, so a subclass's __repr__ (Parameter's
+  // "Parameter containing:") is what print() shows, as in PyTorch.
   t.tp_as_number = &tensor_number;
   t.tp_as_mapping = &tensor_mapping;
   t.tp_as_buffer = &tensor_buffer_procs;
