@@ -595,6 +595,37 @@ Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
 }
 
 
+// The p-norm of any other order, with PyTorch's derivative sgn(x) |x|^(p-1) g / norm^(p-1), which
+// is 0 where the norm is 0 and, for p < 1 (where |x|^(p-1) is infinite), where x is 0: the
+// subgradient PyTorch documents. The chain of pow's and the root's derivatives gives inf * 0 =
+// NaN at both points (a negative order's norm is 0 as soon as one element is).
+static Tensor general_norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
+  auto computed = [p, dims](const Tensor& v, bool keep) {
+    return root_of_sum(reduce(OpId::Sum, pow(unary(OpId::Abs, v), Scalar(p)), dims, keep), p);
+  };
+  if (!grad_enabled() || !requires_grad(*x)) return computed(x, keepdim);
+  Tensor out;
+  {
+    GradModeGuard unrecorded(false);
+    out = computed(x, keepdim);
+  }
+  Dims kept_shape(x->sizes());  // the norm's shape with the reduced dims kept, to broadcast against x
+  uint64_t reduced = dim_mask(x->ndim(), dims);
+  for (int64_t d = 0; d < x->ndim(); ++d)
+    if (reduced >> d & 1) kept_shape[static_cast<size_t>(d)] = 1;
+  record_composite({"LinalgVectorNormBackward0", {x.get()}, 0b1u, true, {}}, *out,
+                   [p, computed, kept_shape](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     const Tensor& v = s.inputs[0];
+                     Tensor n = s.recompute() ? computed(v, true) : reshape(s.result, kept_shape);
+                     Tensor scaled = mul(unary(OpId::Sign, v), pow(unary(OpId::Abs, v), Scalar(p - 1)));
+                     if (p < 1) scaled = where(binary(OpId::Eq, v, Scalar(int64_t{0})), Scalar(int64_t{0}), scaled);
+                     Tensor scale = where(binary(OpId::Eq, n, Scalar(int64_t{0})), Scalar(int64_t{0}),
+                                          div(reshape(g, kept_shape), pow(n, Scalar(p - 1))));
+                     return {mul(scaled, scale)};
+                   });
+  return out;
+}
+
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   require_floating(x, "linalg.vector_norm");
   Tensor a = unary(OpId::Abs, x);
@@ -609,8 +640,12 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   // where |x| ** 1e308 overflows and the float32 root 1 / p rounded to 0 (the norm was 1).
   if (std::isinf(static_cast<float>(p)))
     return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
-  if (p == 0) return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
-  return root_of_sum(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), p);
+  if (p == 0) {  // the count of nonzeros: piecewise constant, a zero gradient
+    Tensor count = reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
+    record_zero_derivative("LinalgVectorNormBackward0", {x.get()}, *count);
+    return count;
+  }
+  return general_norm(x, p, dims, keepdim);
 }
 
 // x minus its max along dim, for numerically stable exponentials; x itself along an empty dim
