@@ -423,6 +423,24 @@ void record_composite(CompositeRecord record, TensorImpl& output, CompositeDeriv
   set_history(output, f);
 }
 
+void record_zero_derivative(const char* name, const std::vector<TensorImpl*>& inputs, TensorImpl& output) {
+  struct Like {
+    Dims shape;
+    DType dtype;
+    Placement where;
+  };
+  std::vector<Like> like;
+  for (TensorImpl* t : inputs)
+    like.push_back(t ? Like{Dims(t->sizes()), t->dtype(), placement_of(*t)} : Like{{}, output.dtype(), {}});
+  record_composite({name, inputs, 0, false, {}}, output,
+                   [like = std::move(like)](const Tensor&, const CompositeSaved& s) -> std::vector<Tensor> {
+                     std::vector<Tensor> grads(like.size());
+                     for (size_t i = 0; i < like.size(); ++i)
+                       if (s.needs_grad[i]) grads[i] = ops::full(like[i].shape, Scalar(int64_t{0}), like[i].dtype, like[i].where);
+                     return grads;
+                   });
+}
+
 void mark_region_view(TensorImpl& output, const Layout& region) {
   AutogradMeta* m = output.autograd_meta();
   if (!m || !m->grad_fn) return;

@@ -234,6 +234,14 @@ void record_op(OpId op, const Attrs& attrs, std::span<const struct Arg> args, Te
 void record_function(const char* name, TensorImpl& input, TensorImpl& output,
                      std::function<Tensor(const Tensor& grad)> fn);
 
+// Gives `output`, computed from `inputs` by something without a derivative (a count of nonzeros,
+// an identity matrix, an empty or all-zero tensor made by a creation op), the history PyTorch
+// gives it: it requires grad when an input does, and its gradient to every input is zero. A
+// loss that goes through it can be differentiated (torch.norm(x, 0), cdist(p=0), matrix_power
+// of 0, combinations of an empty vector); without this, backward raises that nothing requires
+// grad. Nothing is recorded where record_composite records nothing.
+void record_zero_derivative(const char* name, const std::vector<TensorImpl*>& inputs, TensorImpl& output);
+
 // Marks the function record_function just gave `output`, a view of its input that selects
 // `region` of it (a layout over the input's elements in row-major order addressing each at most
 // once), so that the engine may assemble the gradients of several such views of one tensor at

@@ -632,6 +632,37 @@ Tensor any(const Tensor& x, const DimList& dims, bool keepdim) {
 }
 
 
+// The p-norm of any other order, with PyTorch's derivative sgn(x) |x|^(p-1) g / norm^(p-1), which
+// is 0 where the norm is 0 and, for p < 1 (where |x|^(p-1) is infinite), where x is 0: the
+// subgradient PyTorch documents. The chain of pow's and the root's derivatives gives inf * 0 =
+// NaN at both points (a negative order's norm is 0 as soon as one element is).
+static Tensor general_norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
+  auto computed = [p, dims](const Tensor& v, bool keep) {
+    return root_of_sum(reduce(OpId::Sum, pow(unary(OpId::Abs, v), Scalar(p)), dims, keep), p);
+  };
+  if (!grad_enabled() || !requires_grad(*x)) return computed(x, keepdim);
+  Tensor out;
+  {
+    GradModeGuard unrecorded(false);
+    out = computed(x, keepdim);
+  }
+  Dims kept_shape(x->sizes());  // the norm's shape with the reduced dims kept, to broadcast against x
+  uint64_t reduced = dim_mask(x->ndim(), dims);
+  for (int64_t d = 0; d < x->ndim(); ++d)
+    if (reduced >> d & 1) kept_shape[static_cast<size_t>(d)] = 1;
+  record_composite({"LinalgVectorNormBackward0", {x.get()}, 0b1u, true, {}}, *out,
+                   [p, computed, kept_shape](const Tensor& g, const CompositeSaved& s) -> std::vector<Tensor> {
+                     const Tensor& v = s.inputs[0];
+                     Tensor n = s.recompute() ? computed(v, true) : reshape(s.result, kept_shape);
+                     Tensor scaled = mul(unary(OpId::Sign, v), pow(unary(OpId::Abs, v), Scalar(p - 1)));
+                     if (p < 1) scaled = where(binary(OpId::Eq, v, Scalar(int64_t{0})), Scalar(int64_t{0}), scaled);
+                     Tensor scale = where(binary(OpId::Eq, n, Scalar(int64_t{0})), Scalar(int64_t{0}),
+                                          div(reshape(g, kept_shape), pow(n, Scalar(p - 1))));
+                     return {mul(scaled, scale)};
+                   });
+  return out;
+}
+
 Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
   require_floating(x, "linalg.vector_norm");
   Tensor a = unary(OpId::Abs, x);
@@ -648,9 +679,12 @@ Tensor norm(const Tensor& x, double p, const DimList& dims, bool keepdim) {
     return reduce(p > 0 ? OpId::Amax : OpId::Amin, a, dims, keepdim);
   // Likewise a nonzero order below float32's range (-1e-320) is the order 0 PyTorch's float32 holds
   // (loom gave 0 or inf: |x| ** 1e-320 is 1, its root 1 / 1e-320 infinite).
-  if (p == 0 || static_cast<float>(p) == 0.0f)
-    return reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
-  return root_of_sum(reduce(OpId::Sum, pow(a, Scalar(p)), dims, keepdim), p);
+  if (p == 0 || static_cast<float>(p) == 0.0f) {  // the count of nonzeros: piecewise constant, a zero gradient
+    Tensor count = reduce(OpId::Sum, cast(binary(OpId::Ne, x, Scalar(int64_t{0})), x->dtype()), dims, keepdim);
+    record_zero_derivative("LinalgVectorNormBackward0", {x.get()}, *count);
+    return count;
+  }
+  return general_norm(x, p, dims, keepdim);
 }
 
 // x minus its max along dim, for numerically stable exponentials; x itself along an empty dim

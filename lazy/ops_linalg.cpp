@@ -6,6 +6,7 @@
 #include <limits>
 #include <sstream>
 
+#include "lazy/autograd.h"
 #include "lazy/ops_movement.h"
 #include "runtime/error.h"
 
@@ -335,7 +336,9 @@ Tensor cdist(const Tensor& x1, const Tensor& x2, double p, int64_t compute_mode)
     Dims shape = batch;
     shape.push_back(rows1);
     shape.push_back(rows2);
-    return full(shape, Scalar(int64_t{0}), x1->dtype(), {x1->device(), x1->is_lazy()});
+    Tensor zeros = full(shape, Scalar(int64_t{0}), x1->dtype(), {x1->device(), x1->is_lazy()});
+    record_zero_derivative("CdistBackward0", {x1.get(), x2.get()}, *zeros);
+    return zeros;
   }
   if (p == 2 && (compute_mode == 1 || (compute_mode == 0 && (rows1 > 25 || rows2 > 25))))
     return euclidean_by_products(a, b);

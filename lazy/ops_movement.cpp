@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "lazy/autograd.h"
 #include "lazy/sync.h"
 #include "runtime/error.h"
 
@@ -433,7 +434,11 @@ Tensor combinations(const Tensor& x, int64_t r, bool with_replacement) {
     }
   }
   auto count = static_cast<int64_t>(picks.size()) / r;
-  if (count == 0) return full(Dims{0, r}, Scalar(int64_t{0}), x->dtype(), placement_of(x));
+  if (count == 0) {  // no tuples: PyTorch's empty result still stacks (and differentiates) x
+    Tensor none = full(Dims{0, r}, Scalar(int64_t{0}), x->dtype(), placement_of(x));
+    record_zero_derivative("StackBackward0", {x.get()}, *none);
+    return none;
+  }
   Tensor idx = int64_tensor(picks, Dims{count * r}, placement_of(x));
   return reshape(index_select(x, 0, idx), Dims{count, r});
 }

@@ -5,10 +5,10 @@ NCCL), one thread per rank, the same per-rank batch in every job (weak scaling).
 Each measurement is a job started here (python3 perf/ddp.py --child ...), every process reaped
 whatever happens. Every rank builds the model from the shared initial weights and its own batch,
 runs the warm-up steps, then timed blocks of steps between barriers; rank 0 reports the median
-step time, the samples per second of the whole job, the bytes each rank all-reduces per step
-(loom: counted by loom.metrics(); PyTorch: its gradients' bytes, which its DDP all-reduces once
-per step), loom's traces and compiles per step, and the warm-up losses, which must agree between
-loom and PyTorch before any time counts.
+step time and every step's p10 and p90, the samples per second of the whole job, the bytes each
+rank all-reduces per step (loom: counted by loom.metrics(); PyTorch: its gradients' bytes, which
+its DDP all-reduces once per step), loom's traces and compiles per step, and the warm-up losses,
+which must agree between loom and PyTorch before any time counts.
 """
 
 import json
@@ -83,6 +83,33 @@ def _thread_use(before, after, steps):
     return rows
 
 
+def _quantile(values, q):
+    ordered = sorted(values)
+    return ordered[round(q * (len(ordered) - 1))]
+
+
+# Note [Weak scaling on a shared core]. Two ranks exchange gradients every step, so a 2-rank
+# step lasts as long as the slower rank's: each rank's step time plus the all-reduce plus the
+# pauses of the OTHER rank (the moments its core was taken from it: the host's timer and
+# interrupts on a virtual machine, other processes). A 1-rank job only pays its own. This probe
+# measures those pauses on this core: a loop that reads the clock and counts gaps over 10 us
+# (Python's loop reads it every ~0.1 us), for `seconds`.
+def interruptions(seconds=1.0):
+    """(pauses per second, mean pause in us, share of the time lost) on the core this runs on."""
+    gaps, lost = 0, 0
+    clock = time.perf_counter_ns
+    start = prev = clock()
+    end = start + int(seconds * 1e9)
+    while prev < end:
+        now = clock()
+        if now - prev > 10_000:
+            gaps += 1
+            lost += now - prev
+        prev = now
+    elapsed = (prev - start) / 1e9
+    return gaps / elapsed, (lost / gaps / 1e3 if gaps else 0.0), lost / 1e9 / elapsed
+
+
 def _initial(workload):
     import cases as C
     return C._initial_state(MODELS[workload])
@@ -115,6 +142,7 @@ def _child(framework, workload, device, repeats, steps):
         m._C._wait_for_optimized_kernels()  # kernels at -O3 before timing (perf/modes.py Mode.settle)
     metrics = (lambda: m.metrics()) if framework == "loom-lazy" else (lambda: None)
     times, counters = [], []
+    each, step_ends = [], []  # every step's own time: a 2-rank step waits for the slower rank
     threads_before = _threads()
     for _ in range(repeats):
         dist.barrier()
@@ -122,8 +150,11 @@ def _child(framework, workload, device, repeats, steps):
         t0 = time.perf_counter()
         for _ in range(steps):
             W.train_step(m, ddp, opt, x, y).item()  # the loss is read every step
+            step_ends.append(time.perf_counter())
         sync()
         times.append((time.perf_counter() - t0) / steps)
+        each.extend(b - a for a, b in zip([t0] + step_ends[:-1], step_ends))
+        step_ends.clear()
         after = metrics()
         if before is not None:
             counters.append({k: after[k] - before[k] for k in ("traces", "collectives", "collective_bytes",
@@ -138,7 +169,8 @@ def _child(framework, workload, device, repeats, steps):
     batch = x.shape[0]
     out = dict(framework=framework, workload=workload, world=world, median_s=statistics.median(times),
                min_s=min(times), max_s=max(times), samples_per_s=world * batch / statistics.median(times),
-               bytes_all_reduced=reduced, losses=losses, per_rank_batch=batch)
+               bytes_all_reduced=reduced, losses=losses, per_rank_batch=batch,
+               step_p10_s=_quantile(each, 0.1), step_p90_s=_quantile(each, 0.9))
     if counters:
         n = steps * repeats
         out.update(traces_per_step=sum(c["traces"] for c in counters) / n,
@@ -228,16 +260,16 @@ def markdown(ddp, duration):
     if not ddp:
         return []
     lines = ["", "| ddp (one thread per rank, same batch per rank) | ranks | step (median) | spread | samples/s | "
-             "vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | "
+             "steps p10 / p90 | vs 1 rank | bytes all-reduced / step / rank | traces / step | compiled after warm-up | "
              "CPU / step, rank 0: main thread, others | status |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     if ddp.get("error"):
-        lines.append(f"| ddp | | | | | | | | | | not run: {ddp['error']} |")
+        lines.append(f"| ddp | | | | | | | | | | | not run: {ddp['error']} |")
     rows = ddp["rows"]
     for r in rows:
         name = f"{r['workload']}, {r['framework']}"
         if r["status"] != "ok":
-            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
+            lines.append(f"| {name} | {r['world']} | - | - | - | - | - | - | - | - | - | {r['status']}: {r['message']} |")
             continue
         threads = (r.get("threads") or [[]])[0]
         main = sum(t["cpu_per_step_s"] for t in threads if t["thread"] == "main")
@@ -247,7 +279,8 @@ def markdown(ddp, duration):
                     and o["workload"] == r["workload"] and o["world"] == 1), None)
         scale = f"{r['samples_per_s'] / one['samples_per_s']:.2f}x" if one else "-"
         lines.append(f"| {name} | {r['world']} | {duration(r['median_s'])} | {duration(r['min_s'])} to "
-                     f"{duration(r['max_s'])} | {r['samples_per_s']:.0f} | {scale} | "
+                     f"{duration(r['max_s'])} | {r['samples_per_s']:.0f} | "
+                     f"{duration(r['step_p10_s'])} / {duration(r['step_p90_s'])} | {scale} | "
                      f"{r['bytes_all_reduced'] / 1024:.1f} KiB | {r.get('traces_per_step', '-')} | "
                      f"{r.get('compiled_after_warmup', '-')} | {cpu} | ok |")
     return lines
@@ -316,6 +349,9 @@ def pairs(argv):
             repeats, steps = SIZES[workload][1 if a.quick else 0]
             for framework in a.frameworks.split(","):
                 load = os.getloadavg()[0]
+                per_s, mean_us, share = interruptions()
+                print(f"round {rnd}: this core's pauses over 10 us: {per_s:.0f}/s, {mean_us:.0f} us each, "
+                      f"{share:.1%} of the time (Note [Weak scaling on a shared core])", flush=True)
                 one = _job(framework, workload, 1, a.device, repeats, steps)
                 two = _job(framework, workload, 2, a.device, repeats, steps)
                 # The ceiling of weak scaling here: two 1-rank jobs at once, nothing exchanged.
@@ -332,6 +368,8 @@ def pairs(argv):
                       f"{two['samples_per_s'] / one['samples_per_s']:.2f}x; two 1-rank jobs at once "
                       f"{alone[0]['median_s'] * 1e3:.3f} and {alone[1]['median_s'] * 1e3:.3f} ms, {ceiling:.2f}x",
                       flush=True)
+                print(f"    steps p10 / p90: 1 rank {one['step_p10_s'] * 1e6:.0f} / {one['step_p90_s'] * 1e6:.0f} us, "
+                      f"2 ranks {two['step_p10_s'] * 1e6:.0f} / {two['step_p90_s'] * 1e6:.0f} us", flush=True)
                 print(f"    1 rank: {_thread_text(one['threads'])}", flush=True)
                 print(f"    2 ranks: {_thread_text(two['threads'])}", flush=True)
                 if "reads_polled_per_step" in two:

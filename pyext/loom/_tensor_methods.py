@@ -70,8 +70,10 @@ def matrix_power(self, n):
     if n < 0:
         return matrix_power(loom.linalg.inv(self), -n)
     if n == 0:
-        eye = loom.eye(self.shape[-1], dtype=self.dtype, device=self.device)
-        return eye.expand(self.shape).clone()
+        eye = loom.eye(self.shape[-1], dtype=self.dtype, device=self.device).expand(self.shape)
+        # The identity, differentiable in A with a zero gradient as PyTorch's (where's derivative
+        # to the operand it never picks), and never NaN where A is.
+        return loom.where(loom.ones((), dtype=loom.bool, device=self.device), eye, self)
     result, base = None, self
     while n:
         if n & 1:

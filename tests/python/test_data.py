@@ -389,3 +389,62 @@ def test_lazy_tensor_dataset_never_syncs_per_batch():
             assert delta == {"traces": 1, "syncs": 1, "syncs_step": 1}, delta
             misses.append(after["graph_cache_misses"] - before["graph_cache_misses"])
     assert misses[2:] == [0] * 6
+
+
+# A main process killed outright (SIGKILL, the OOM killer) sets no done_event and sends no None:
+# its workers must notice they are orphans and end (_utils/worker.py), not run on for ever.
+_ORPHAN_PARENT = r"""
+import os, sys, time
+import loom
+import loom.utils.data as D
+
+class Slow(D.Dataset):
+    def __len__(self):
+        return 10_000
+    def __getitem__(self, i):
+        return loom.tensor([float(i)])
+
+if __name__ == "__main__":
+    loader = D.DataLoader(Slow(), batch_size=2, num_workers=2, persistent_workers=True, prefetch_factor=1)
+    it = iter(loader)
+    next(it)
+    pids = [w.pid for w in it._workers]
+    print(" ".join(map(str, pids)), flush=True)
+    time.sleep(600)
+"""
+
+
+def test_workers_end_when_their_main_process_is_killed(tmp_path, monkeypatch):
+    import signal
+    import subprocess
+    import sys
+    import time
+    script = tmp_path / "parent.py"
+    script.write_text(_ORPHAN_PARENT)
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(p) for p in parent.stdout.readline().split()]
+        assert len(pids) == 2
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + 30  # the workers look every 5 s
+        alive = pids
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.2)
+            alive = [p for p in alive if _alive(p)]
+        assert not alive, f"workers {alive} still run 30 s after their main process was killed"
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+        for p in pids if "pids" in locals() else []:
+            if _alive(p):
+                os.kill(p, signal.SIGKILL)
+
+
+def _alive(pid):
+    """Whether pid runs (a zombie has ended: it only waits for its new parent to reap it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

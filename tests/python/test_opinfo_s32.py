@@ -37,8 +37,8 @@ H T __getitem__ __rmatmul__ __rmod__ __rsub__ abs acos acosh add addcdiv addcmul
 addr all allclose amax amin aminmax angle any arange argmax argmin argsort argwhere as_strided asin asinh atan
 atan2 atanh atleast_1d atleast_2d atleast_3d baddbmm bernoulli bfloat16 bincount bitwise_and bitwise_left_shift
 bitwise_not bitwise_or bitwise_right_shift bitwise_xor block_diag bmm bool broadcast_shapes broadcast_tensors
-broadcast_to bucketize byte cartesian_prod cat ceil char cholesky cholesky_inverse cholesky_solve chunk clamp
-clone column_stack conj conj_physical constant_pad_nd contiguous copysign corrcoef cos cosh count_nonzero cov
+broadcast_to bucketize byte cartesian_prod cat cdist ceil char cholesky cholesky_inverse cholesky_solve chunk clamp
+clone column_stack combinations conj conj_physical constant_pad_nd contiguous copysign corrcoef cos cosh count_nonzero cov
 cross cummax cummin cumprod cumsum cumulative_trapezoid deg2rad diag diag_embed diagflat diagonal
 diagonal_scatter diff digamma dist div.floor_rounding div.no_rounding_mode div.trunc_rounding dot double
 dsplit dstack einsum empty empty_like eq equal erf erfc erfinv exp exp2 expand expand_as expm1 eye fill
@@ -46,8 +46,8 @@ flatten flip fliplr flipud float float_power floor floor_divide fmax fmin fmod f
 half heaviside histc hsplit hstack hypot i0 index_add index_copy index_fill index_put index_select inner int isclose isfinite
 isin isinf isnan isneginf isposinf isreal kron kthvalue lcm ldexp le lerp lgamma linalg.cholesky linalg.cholesky_ex
 linalg.cond linalg.cross linalg.det linalg.det.singular linalg.eigh linalg.eigvalsh linalg.inv linalg.inv_ex
-linalg.lstsq linalg.lstsq.grad_oriented linalg.lu_solve linalg.matrix_norm linalg.matrix_rank
-linalg.matrix_rank.hermitian linalg.multi_dot linalg.pinv linalg.pinv.hermitian linalg.pinv.singular linalg.qr
+linalg.lstsq linalg.lstsq.grad_oriented linalg.lu_solve linalg.matrix_norm linalg.matrix_power linalg.matrix_rank
+linalg.matrix_rank.hermitian linalg.multi_dot linalg.norm linalg.norm.subgradients_at_zero linalg.pinv linalg.pinv.hermitian linalg.pinv.singular linalg.qr
 linalg.slogdet linalg.solve linalg.solve_triangular linalg.svd linalg.svdvals linalg.vecdot linalg.vector_norm
 linspace log log10 log1p log2 log_softmax log_softmax.dtype logaddexp logaddexp2 logcumsumexp logdet
 logical_not logit logspace logsumexp long lt lu_solve lu_unpack masked_scatter masked_select matmul max.binary max.reduction_no_dim
@@ -82,7 +82,7 @@ nn.functional.poisson_nll_loss nn.functional.relu nn.functional.relu6 nn.functio
 nn.functional.silu nn.functional.smooth_l1_loss nn.functional.soft_margin_loss nn.functional.softmin
 nn.functional.softmin.with_dtype nn.functional.softplus nn.functional.softshrink nn.functional.softsign
 nn.functional.tanhshrink nn.functional.threshold nn.functional.triplet_margin_loss nn.functional.unfold
-nn.functional.upsample_bilinear nn.functional.upsample_nearest nonzero norm.fro norm.inf norm.nuc normal
+nn.functional.upsample_bilinear nn.functional.upsample_nearest nonzero norm norm.fro norm.inf norm.nuc normal
 normal.number_mean ones ones_like outer permute pinverse positive pow prod put qr quantile rad2deg rand_like
 randint_like randn randn_like ravel real reciprocal remainder renorm repeat repeat_interleave reshape
 reshape_as resize_ resize_as_ resolve_conj resolve_neg roll rot90 round round.decimals_0 round.decimals_3 round.decimals_neg_3
@@ -106,11 +106,9 @@ KNOWN_OPEN = {
     '__rxor__': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
     'addbmm': "loom raised: RuntimeError: output with shape [1] doesn't match the broadcast shape [5, 10]",
     'as_strided_scatter': 'missing API: Missing: loom.as_strided_scatter',
-    'cdist': "mismatch: gradient: no output of loom's requires grad",
     'chalf': "missing API: AttributeError: 'loom.Tensor' object has no attribute 'chalf'",
     'clamp_max': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
     'clamp_min': "error_inputs: loom accepts a Python number where torch's signature wants a tensor (lenient, no raise)",
-    'combinations': "mismatch: gradient: no output of loom's requires grad",
     'complex': 'missing API: Missing: loom.complex',
     'fft.fft': 'missing API: Missing: loom.fft does not exist',
     'fft.fft2': 'missing API: Missing: loom.fft does not exist',
@@ -150,9 +148,6 @@ KNOWN_OPEN = {
     'linalg.lu': 'missing API: NotImplementedError: the derivative of linalg.lu of non-square matrices is not implemented in loo',
     'linalg.lu_factor': "missing API: NotImplementedError: the derivative of linalg.lu_factor is not implemented in loom (linalg.lu's i",
     'linalg.lu_factor_ex': "missing API: NotImplementedError: the derivative of linalg.lu_factor is not implemented in loom (linalg.lu's i",
-    'linalg.matrix_power': "mismatch: gradient: no output of loom's requires grad",
-    'linalg.norm': "mismatch: gradient: no output of loom's requires grad",
-    'linalg.norm.subgradients_at_zero': "mismatch: gradient: no output of loom's requires grad",
     'linalg.solve_ex': 'missing API: Missing: loom.linalg.solve_ex',
     'linalg.tensorinv': 'missing API: Missing: loom.linalg.tensorinv',
     'linalg.tensorsolve': 'missing API: Missing: loom.linalg.tensorsolve',
@@ -175,7 +170,6 @@ KNOWN_OPEN = {
     'nn.functional.layer_norm': 'mismatch: gradient value: grad[1]: Mismatched elements: 1 / 1 (100%) | Max absolute difference: 0.00017754 | M',
     'nn.functional.prelu': 'loom raised: RuntimeError: Not allow zero-dim input tensor.',
     'nn.functional.triplet_margin_with_distance_loss': "loom raised: TypeError: pairwise_distance(): argument 'x1' (position 1) must be Tensor, not loom.Tensor",
-    'norm': "mismatch: gradient: no output of loom's requires grad",
     'ormqr': 'missing API: Missing: loom.ormqr',
     'pca_lowrank': 'missing API: Missing: loom.pca_lowrank',
     'polar': 'missing API: Missing: loom.polar',

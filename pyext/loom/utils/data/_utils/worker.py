@@ -10,6 +10,7 @@ Tensors cross the process boundary by pickling (Tensor.__reduce_ex__, loom/_tens
 value), so a batch arrives as new tensors in the main process.
 """
 
+import os
 import queue
 import random
 import sys
@@ -33,6 +34,9 @@ class WorkerInfo:
 
 
 _worker_info = None
+
+# How often a waiting worker looks for done_event and for its parent (seconds).
+_PARENT_CHECK_SECONDS = 5.0
 
 
 def get_worker_info():
@@ -81,6 +85,11 @@ def _seed_worker(seed):
 def worker_loop(iterable, dataset, index_queue, result_queue, done_event, auto_collation, collate_fn, drop_last,
                 base_seed, init_fn, worker_id, num_workers):
     global _worker_info
+    # A worker outlives a main process that was killed (SIGKILL, the OOM killer): nothing sets
+    # done_event or sends None then. So while it waits for tasks it checks that its parent is
+    # still the process that started it (an orphan is re-parented to init or a subreaper), and
+    # ends when not, as PyTorch's workers do, instead of running until someone kills it.
+    parent, orphaned = os.getppid(), False
     try:
         seed = base_seed + worker_id
         # Batches cross to the main process through pickles of host memory: a worker makes its
@@ -98,9 +107,12 @@ def worker_loop(iterable, dataset, index_queue, result_queue, done_event, auto_c
         stream_ended = False
         while True:
             try:
-                task = index_queue.get(timeout=5.0)
+                task = index_queue.get(timeout=_PARENT_CHECK_SECONDS)
             except queue.Empty:
                 if done_event.is_set():
+                    break
+                if os.getppid() != parent:
+                    orphaned = True
                     break
                 continue
             if task is None:
@@ -127,6 +139,7 @@ def worker_loop(iterable, dataset, index_queue, result_queue, done_event, auto_c
             del data
     except KeyboardInterrupt:
         pass
-    if done_event.is_set():
+    if done_event.is_set() or orphaned:
+        # Nobody reads the queue any more: exit without waiting for its feeder thread to flush.
         result_queue.cancel_join_thread()
         result_queue.close()
