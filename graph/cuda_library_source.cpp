@@ -492,6 +492,7 @@ LOOM_KERNEL loom_poisson(const i64* ip, const i64* sp, void* const* bufs) {
 
 // Python's floor division and remainder on integers, in the result dtype T.
 template <class T> LOOM_FN T loom_divmod(T a, T b, bool remainder) {
+  if (T(-1) < T(0) && b == T(-1)) return remainder ? T(0) : T(u64(0) - u64(a));  // lazy/math.h int_div
   const T q = (T)(a / b), r = (T)(a % b);
   if (remainder) return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? (T)(r + b) : r;
   return (r != T(0) && ((a < T(0)) != (b < T(0)))) ? (T)(q - T(1)) : q;

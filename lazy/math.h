@@ -118,9 +118,21 @@ template <typename T> T shift_right(T a, T b) {
 }
 
 // Integer division and remainder truncating toward zero; 0 for a zero divisor (eager mode raises
-// ZeroDivisionError before running, as PyTorch does; generated kernels must not trap).
-template <typename T> T int_div(T a, T b) { return b == 0 ? T(0) : static_cast<T>(a / b); }
-template <typename T> T int_mod(T a, T b) { return b == 0 ? T(0) : static_cast<T>(a % b); }
+// ZeroDivisionError before running, as PyTorch does; generated kernels must not trap). A divisor
+// of -1 negates, the most negative value wrapping to itself as loom's integer arithmetic wraps:
+// the hardware's division traps there (x86's idiv raises SIGFPE and the process dies, as
+// PyTorch's CPU kernels do on int64.min // -1). The same rule is the kernel prelude's
+// loom_idiv / loom_imod and the CUDA library's loom_divmod.
+template <typename T> constexpr bool divides_by_minus_one(T b) {
+  if constexpr (std::is_signed_v<T>) return b == T(-1);
+  else return false;
+}
+template <typename T> T int_div(T a, T b) {
+  if (b == 0) return T(0);
+  if (divides_by_minus_one(b)) return static_cast<T>(uint64_t{0} - static_cast<uint64_t>(a));
+  return static_cast<T>(a / b);
+}
+template <typename T> T int_mod(T a, T b) { return b == 0 || divides_by_minus_one(b) ? T(0) : static_cast<T>(a % b); }
 
 // Integer power by squaring. A negative exponent truncates 1 / base^-e toward zero (only bases
 // 1 and -1 give non-zero results); a negative Python-scalar exponent is rejected when recorded.

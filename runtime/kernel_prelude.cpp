@@ -17,8 +17,11 @@ template <class T> LOOM_FN T loom_minimum(T a, T b) { return a != a ? a : (b != 
 template <class T> LOOM_FN bool loom_isnan(T x) { return x != x; }
 template <class T> LOOM_FN bool loom_isinf(T x) { return x == x && (x - x) != (x - x); }
 template <class T> LOOM_FN T loom_iabs(T x) { return x < T(0) ? T(-x) : x; }
-template <class T> LOOM_FN T loom_idiv(T a, T b) { return b == T(0) ? T(0) : T(a / b); }
-template <class T> LOOM_FN T loom_imod(T a, T b) { return b == T(0) ? T(0) : T(a % b); }
+// A zero divisor gives 0 and -1 negates, wrapping (lazy/math.h int_div: the hardware traps).
+template <class T> LOOM_FN T loom_idiv(T a, T b) {
+  return b == T(0) ? T(0) : (T(-1) < T(0) && b == T(-1)) ? T(u64(0) - u64(a)) : T(a / b);
+}
+template <class T> LOOM_FN T loom_imod(T a, T b) { return (b == T(0) || (T(-1) < T(0) && b == T(-1))) ? T(0) : T(a % b); }
 // Shifts; a count outside [0, bits) shifts every bit out (lazy/math.h shift_left / shift_right).
 template <class T> LOOM_FN T loom_shl(T a, T b) { return (b < T(0) || b >= T(sizeof(T) * 8)) ? T(0) : T((u64)a << b); }
 template <class T> LOOM_FN T loom_shr(T a, T b) {

@@ -197,3 +197,33 @@ def test_trapezoid_of_no_samples_keeps_the_input_dtype(device, dtype):
         for fn in ("trapezoid", "trapz"):
             got, want = getattr(loom, fn)(y), getattr(torch, fn)(t)
             assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1] and got.tolist() == want.tolist()
+
+
+# ---- the most negative integer divided by -1 ----
+# x86's division traps there (SIGFPE kills the process; PyTorch's CPU kernels die on
+# int64.min // -1 too). loom negates, wrapping to the value itself as its arithmetic wraps; the
+# remainder is 0 (lazy/math.h int_div, the kernel prelude's loom_idiv, the CUDA library's
+# loom_divmod). Run in a child process so that a regression fails the test, not the test run.
+_MIN_BY_MINUS_ONE = r"""
+import sys
+import loom
+dev, name = sys.argv[1], sys.argv[2]
+dt = getattr(loom, name)
+low = {"int64": -2**63, "int32": -2**31, "int16": -2**15, "int8": -2**7}[name]
+a = loom.tensor([low, 7, -7, 0], dtype=dt, device=dev)
+b = loom.full((4,), -1, dtype=dt, device=dev)
+rows = [a // b, a % b, loom.div(a, b, rounding_mode="trunc"), loom.fmod(a, b), a // -1, a % -1,
+        loom.remainder(a, -1), (a + 0) // (b * 1)]
+print(repr([r.tolist() for r in rows]))
+"""
+
+
+@pytest.mark.parametrize("device", ["cpu", "lazy"])
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8"])
+def test_most_negative_integer_by_minus_one_wraps_instead_of_killing_the_process(device, dtype):
+    done = subprocess.run([sys.executable, "-c", _MIN_BY_MINUS_ONE, device, dtype], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, f"exit code {done.returncode}: {done.stderr[-500:]}"
+    low = {"int64": -2**63, "int32": -2**31, "int16": -2**15, "int8": -2**7}[dtype]
+    quotient, zero = [low, -7, 7, 0], [0, 0, 0, 0]
+    assert eval(done.stdout) == [quotient, zero, quotient, zero, quotient, zero, zero, quotient]
