@@ -41,9 +41,9 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=No
     return _placed(loom.pow(float(base), exponents), dtype, device, requires_grad)
 
 
-_RANGE_DEPRECATED = ("torch.range is deprecated and will be removed in a future release because its behavior is "
-                     "inconsistent with Python's range builtin. Instead, use torch.arange, which produces values in "
-                     "[start, end).")
+# Begins as PyTorch's warning does, so that a program's warning filters for it match loom's too.
+_RANGE_DEPRECATED = ("torch.range is deprecated: it includes `end`, unlike Python's range; use "
+                     "torch.arange, whose values stop before `end`.")
 
 
 def range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_grad=False):  # noqa: A001
