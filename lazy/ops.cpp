@@ -474,6 +474,13 @@ Tensor mean(const Tensor& x0, const DimList& dims, bool keepdim, std::optional<D
   LOOM_CHECK(is_floating(x->dtype()), Runtime, "mean(): could not infer output dtype. ", dtype ? "Optional" : "Input",
              " dtype must be either a floating point or complex dtype. Got: ", dtype_name(x->dtype()));
   int64_t n = reduced_count(x->sizes(), dims);
+  // float16 / bfloat16 divide in float32: an elementwise op rounds a Python number to its own
+  // dtype first (as PyTorch's CPU kernels do), and a count past 65504 is inf in float16, which
+  // made every mean over that many elements 0 (PyTorch 1.13's CPU mean too; its CUDA one divides
+  // in float, as here).
+  if (x->dtype() == DType::Float16 || x->dtype() == DType::BFloat16)
+    return cast(div(cast(reduce(OpId::Sum, x, dims, keepdim), DType::Float32), Scalar(static_cast<double>(n))),
+                x->dtype());
   return div(reduce(OpId::Sum, x, dims, keepdim), Scalar(static_cast<double>(n)));
 }
 
